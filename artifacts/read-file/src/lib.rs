@@ -1,0 +1,306 @@
+//! `read-file`: read a UTF-8 text file from the session workdir, optionally a window of its
+//! lines.
+//!
+//! The path is relative to the session workdir (the component's `.`). Content up to 256 KiB
+//! comes back inline in `data`; a larger window is written to `.murmur/results/` in the
+//! workdir and returned by `data-path` (cut at 10 MiB, the most the runtime reads, and then
+//! marked `truncated`).
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use murmur_guest::tool::{StateEffect, Status, Tool, ToolInput, ToolResult};
+use serde::Deserialize;
+
+/// Content larger than this goes back by file rather than inline.
+const INLINE_MAX: usize = 256 * 1024;
+/// The most the runtime reads from a `data-path` file.
+const DATA_PATH_MAX: usize = 10 * 1024 * 1024;
+/// Where large results are written, relative to the workdir.
+const RESULTS_DIR: &str = ".murmur/results";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    /// First line to return, 1-based.
+    #[serde(default)]
+    offset: Option<u64>,
+    /// Most lines to return.
+    #[serde(default)]
+    limit: Option<u64>,
+}
+
+struct ReadFile;
+
+impl Tool for ReadFile {
+    fn run(input: ToolInput) -> ToolResult {
+        let args: Args = match input.json() {
+            Ok(args) => args,
+            Err(failed) => return failed,
+        };
+        read(&args)
+    }
+}
+
+murmur_guest::export_tool!(ReadFile);
+
+fn read(args: &Args) -> ToolResult {
+    let path = args.path.as_str();
+    if path.trim().is_empty() {
+        return ToolResult::failed("invalid input: `path` is empty");
+    }
+    if Path::new(path).is_absolute() {
+        return ToolResult::failed(format!(
+            "cannot read {path}: an absolute path is not permitted; paths are relative to the \
+             session workdir"
+        ));
+    }
+    let offset = args.offset.unwrap_or(1);
+    if offset == 0 {
+        return ToolResult::failed("invalid input: `offset` is a 1-based line number, not 0");
+    }
+    let resource = format!("file:{}", normalize(path));
+    let with_meta = |r: ToolResult| {
+        r.state_effect(StateEffect::Read)
+            .resource_id(resource.clone())
+    };
+
+    let bytes = match fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return with_meta(ToolResult::failed(format!(
+                "cannot read {path}: it is a directory, not a file"
+            )));
+        }
+        Ok(_) => match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) => return with_meta(ToolResult::failed(io_message(path, &e))),
+        },
+        Err(e) => return with_meta(ToolResult::failed(io_message(path, &e))),
+    };
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            return with_meta(ToolResult::failed(format!(
+                "cannot read {path}: it is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            )));
+        }
+    };
+
+    let window = Window::of(&text, offset, args.limit);
+    let summary = window.summary(path);
+    let content = &text[window.start..window.end];
+    if content.len() <= INLINE_MAX {
+        return with_meta(ToolResult::passed(content).summary(summary));
+    }
+
+    // Too large to carry inline: hand it over by file.
+    let (content, truncated) = cut(content, DATA_PATH_MAX);
+    match write_result(path, content) {
+        Ok(data_path) => {
+            let summary = if truncated {
+                format!("{summary} (cut to {} bytes)", content.len())
+            } else {
+                summary
+            };
+            with_meta(
+                ToolResult::new(Status::Passed)
+                    .summary(summary)
+                    .data_path(data_path)
+                    .truncated(truncated),
+            )
+        }
+        Err(e) => with_meta(ToolResult::error(format!(
+            "read {path} but could not write its {} bytes to {RESULTS_DIR}: {e}",
+            content.len()
+        ))),
+    }
+}
+
+/// A window of whole lines, as byte offsets into the text.
+struct Window {
+    start: usize,
+    end: usize,
+    /// First line returned (1-based) and how many.
+    first: u64,
+    count: u64,
+    total: u64,
+}
+
+impl Window {
+    fn of(text: &str, offset: u64, limit: Option<u64>) -> Window {
+        let mut start = text.len();
+        let mut end = text.len();
+        let mut count = 0;
+        let mut total = 0;
+        let mut pos = 0;
+        for line in text.split_inclusive('\n') {
+            total += 1;
+            if total == offset {
+                start = pos;
+            }
+            pos += line.len();
+            if total >= offset && limit.is_none_or(|l| count < l) {
+                count += 1;
+                end = pos;
+            }
+        }
+        if count == 0 {
+            start = text.len();
+            end = text.len();
+        }
+        Window {
+            start,
+            end,
+            first: offset,
+            count,
+            total,
+        }
+    }
+
+    fn summary(&self, path: &str) -> String {
+        let lines = |n: u64| if n == 1 { "line" } else { "lines" };
+        if self.count == self.total {
+            format!("read {} {} of {path}", self.count, lines(self.count))
+        } else if self.count == 0 {
+            format!(
+                "read 0 lines of {path}: it has {} {}, none from line {}",
+                self.total,
+                lines(self.total),
+                self.first
+            )
+        } else {
+            format!(
+                "read {} {} of {path} (lines {}-{} of {})",
+                self.count,
+                lines(self.count),
+                self.first,
+                self.first + self.count - 1,
+                self.total
+            )
+        }
+    }
+}
+
+/// At most `max` bytes of `s`, cut at a line end when there is one (else at a char boundary),
+/// and whether anything was cut.
+fn cut(s: &str, max: usize) -> (&str, bool) {
+    if s.len() <= max {
+        return (s, false);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    if let Some(nl) = s[..end].rfind('\n') {
+        end = nl + 1;
+    }
+    (&s[..end], true)
+}
+
+/// Write `content` under `.murmur/results/` and return its workdir-relative name.
+fn write_result(path: &str, content: &str) -> std::io::Result<String> {
+    fs::create_dir_all(RESULTS_DIR)?;
+    let stem: String = normalize(path)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // ASCII only by now, so any byte index is a char boundary.
+    let stem = stem.trim_start_matches('.');
+    let stem = &stem[stem.len().saturating_sub(64)..];
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let name = format!("{RESULTS_DIR}/read-file-{nanos}-{stem}");
+    fs::write(&name, content)?;
+    Ok(name)
+}
+
+/// The path as a resource id: `.` segments and duplicate slashes dropped.
+fn normalize(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let joined = parts.join("/");
+    match (absolute, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
+}
+
+fn io_message(path: &str, e: &std::io::Error) -> String {
+    let what = match e.kind() {
+        ErrorKind::NotFound => "no such file".to_string(),
+        ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    };
+    let hint = if path.split('/').any(|p| p == "..") {
+        " (paths are relative to the session workdir and cannot leave it)"
+    } else {
+        ""
+    };
+    format!("cannot read {path}: {what}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_strips_dot_segments_and_slashes() {
+        assert_eq!(normalize("./notes.md"), "notes.md");
+        assert_eq!(normalize("a//b/./c"), "a/b/c");
+        assert_eq!(normalize("././a/"), "a");
+        assert_eq!(normalize("/etc//passwd"), "/etc/passwd");
+        assert_eq!(normalize("./"), ".");
+        assert_eq!(normalize("../x"), "../x");
+    }
+
+    #[test]
+    fn window_whole_file_and_slices() {
+        let text = "a\nb\nc\n";
+        let w = Window::of(text, 1, None);
+        assert_eq!(&text[w.start..w.end], text);
+        assert_eq!(w.summary("f"), "read 3 lines of f");
+
+        let w = Window::of(text, 2, Some(1));
+        assert_eq!(&text[w.start..w.end], "b\n");
+        assert_eq!(w.summary("f"), "read 1 line of f (lines 2-2 of 3)");
+
+        let w = Window::of(text, 2, None);
+        assert_eq!(&text[w.start..w.end], "b\nc\n");
+
+        let w = Window::of(text, 9, None);
+        assert_eq!(&text[w.start..w.end], "");
+        assert_eq!(
+            w.summary("f"),
+            "read 0 lines of f: it has 3 lines, none from line 9"
+        );
+
+        let w = Window::of("x\ny", 2, Some(5));
+        assert_eq!(w.count, 1);
+        assert_eq!(&"x\ny"[w.start..w.end], "y");
+
+        let w = Window::of("", 1, None);
+        assert_eq!(w.summary("e"), "read 0 lines of e");
+    }
+
+    #[test]
+    fn cut_prefers_line_ends_and_char_boundaries() {
+        assert_eq!(cut("abc", 10), ("abc", false));
+        assert_eq!(cut("ab\ncd\nef", 7), ("ab\ncd\n", true));
+        assert_eq!(cut("ééé", 3), ("é", true));
+    }
+}

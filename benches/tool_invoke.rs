@@ -1,0 +1,64 @@
+//! One warm tool invocation: instantiate + `run` + teardown of a component already compiled and
+//! pre-linked, the cost every tool call of a session pays. Goal: at most 100 µs median.
+//!
+//! `read_file` reads a small file through the first-party read-file tool under the default
+//! grants; `result_only` calls the probe fixture's cheapest action, to separate the runtime's
+//! per-call cost from the tool's own work.
+
+use std::path::Path;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use murmur_registry::source::{LocalArtifact, ensure_components};
+use murmur_runtime::tool::ToolInput;
+use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent};
+
+fn load(engine: &Engine, relative: &str) -> LoadedComponent {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative);
+    let artifact = LocalArtifact::open(&dir, &|_| None).expect("artifact manifest");
+    ensure_components(&[&artifact]).expect("building the component");
+    engine
+        .load_component(&artifact.manifest.name, &artifact.component_path())
+        .expect("loading the component")
+}
+
+fn warm_invocation(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = Engine::new(EngineConfig {
+        cache_dir: None,
+        pooling: true,
+    })
+    .unwrap();
+    let read_file = load(&engine, "artifacts/read-file");
+    let probe = load(&engine, "tests/fixtures/probe");
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::write(workdir.path().join("notes.md"), "one\ntwo\nthree\n").unwrap();
+    let grants = Grants::new(workdir.path());
+
+    let read_input = ToolInput {
+        data: Some(r#"{"path": "notes.md"}"#.to_string()),
+        log_path: None,
+    };
+    c.bench_function("warm_tool_invocation/read_file", |b| {
+        b.iter(|| {
+            let report = runtime.block_on(engine.call_tool(&read_file, &grants, &read_input));
+            assert!(report.outcome.is_ok());
+        })
+    });
+
+    let result_input = ToolInput {
+        data: Some(r#"{"action": "result", "status": "passed", "data": "x"}"#.to_string()),
+        log_path: None,
+    };
+    c.bench_function("warm_tool_invocation/result_only", |b| {
+        b.iter(|| {
+            let report = runtime.block_on(engine.call_tool(&probe, &grants, &result_input));
+            assert!(report.outcome.is_ok());
+        })
+    });
+}
+
+criterion_group!(benches, warm_invocation);
+criterion_main!(benches);

@@ -1,0 +1,297 @@
+//! `mur tool invoke <artifact-dir> --input JSON [--workdir DIR] [--capsule FILE] [--json]`: call a
+//! tool or driver component once, the way a session would, and print its tool-result.
+//!
+//! The call runs under the grants of `--capsule` (its `capabilities` and the artifact entry's
+//! `config`), or under none but the workdir. The component is built from source first when it is
+//! missing or older than its sources. The tool-result is printed as JSON on stdout, with what the
+//! runtime read from it (`output`, `state_effect`, `resource_id`, `continuation_id`) and every
+//! request a grant refused. Text the component streams goes to stderr as it arrives.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use murmur_manifest::capsule::CapsuleManifest;
+use murmur_registry::source::{self, LocalArtifact};
+use murmur_runtime::grants::env::{Identity, component_env};
+use murmur_runtime::grants::{ChunkKind, Grants, NetworkPolicy};
+use murmur_runtime::tool::{ToolInput, ToolStatus};
+use murmur_runtime::{Engine, EngineConfig, RuntimeError};
+use serde_json::json;
+
+use crate::commands::build::report_error;
+use crate::{Exit, host_env, murmur_home, render};
+
+#[derive(clap::Args)]
+pub struct InvokeArgs {
+    /// The artifact directory (or its `murmur.yaml`).
+    artifact: PathBuf,
+    /// The tool's input: JSON text, or `-` to read it from stdin. Default: no input.
+    #[arg(long)]
+    input: Option<String>,
+    /// The session workdir the tool sees as `.`. Default: a new directory under the system's
+    /// temporary directory (kept, and named on stderr).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// A capsule manifest whose capabilities (and this artifact's `config`) the call runs under.
+    #[arg(long)]
+    capsule: Option<PathBuf>,
+    /// Print failures as JSON on stdout too.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn invoke(args: InvokeArgs) -> Exit {
+    let artifact = match LocalArtifact::open(&args.artifact, &host_env) {
+        Ok(artifact) => artifact,
+        Err(error) => return report_error(&error, args.json, Exit::BadInput),
+    };
+    let input = match read_input(args.input.as_deref()) {
+        Ok(input) => input,
+        Err(message) => {
+            return bad_input(
+                args.json,
+                "E-RUN-009",
+                &message,
+                "pass a JSON document, e.g. --input '{\"path\": \"notes.md\"}'",
+            );
+        }
+    };
+    let capsule = match &args.capsule {
+        Some(path) => match load_capsule(path, args.json) {
+            Some(capsule) => Some((capsule, path.clone())),
+            None => return Exit::BadInput,
+        },
+        None => None,
+    };
+    if let Err(error) = source::ensure_components(&[&artifact]) {
+        return report_error(&error, args.json, Exit::Failed);
+    }
+    let workdir = match prepare_workdir(args.workdir.as_deref()) {
+        Ok(workdir) => workdir,
+        Err(message) => {
+            return bad_input(
+                args.json,
+                "E-RUN-001",
+                &message,
+                "pass a directory you can write to with --workdir",
+            );
+        }
+    };
+    let grants = grants_for(&artifact, capsule.as_ref(), &workdir);
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return bad_input(
+                args.json,
+                "E-RUN-001",
+                &format!("the async runtime could not start: {error}"),
+                "check the process's thread limits",
+            );
+        }
+    };
+    let engine = match Engine::new(EngineConfig {
+        cache_dir: Some(murmur_home().join("cache").join("components")),
+        pooling: false,
+    }) {
+        Ok(engine) => engine,
+        Err(error) => return stopped(&error, args.json),
+    };
+    let component = match engine.load_component(&artifact.manifest.name, &artifact.component_path())
+    {
+        Ok(component) => component,
+        Err(error) => return stopped(&error, args.json),
+    };
+    let report = runtime.block_on(engine.call_tool(&component, &grants, &input));
+
+    if !report.stderr.is_empty() && !args.json {
+        eprintln!("--- {} stderr ---\n{}", component.name(), report.stderr.trim_end());
+    }
+    for refusal in &report.refusals {
+        if !args.json {
+            eprintln!(
+                "refused: {} request to {} ({})",
+                refusal.grant, refusal.target, refusal.reason
+            );
+        }
+    }
+    let common = json!({
+        "tool": component.name(),
+        "component": {"sha256": component.sha256(), "cache": component.cache_status()},
+        "workdir": workdir,
+        "refusals": report.refusals,
+        "duration_ms": report.duration.as_millis() as u64,
+        "stdout": report.stdout,
+        "stderr": report.stderr,
+    });
+    match report.outcome {
+        Ok(output) => {
+            let status = output.result.status;
+            let mut printed = serde_json::to_value(&output).unwrap_or_default();
+            merge(&mut printed, common);
+            println!("{printed:#}");
+            if status == ToolStatus::Passed {
+                Exit::Ok
+            } else {
+                Exit::Failed
+            }
+        }
+        Err(error) => {
+            let mut printed = json!({
+                "error": render::failure_json(error.code(), &error.to_string(), &error.hint()),
+            });
+            merge(&mut printed, common);
+            render::failure_human(error.code(), &error.to_string(), &error.hint());
+            if args.json {
+                println!("{printed:#}");
+            }
+            Exit::Stopped
+        }
+    }
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(into), serde_json::Value::Object(from)) = (into.as_object_mut(), from) {
+        into.extend(from);
+    }
+}
+
+fn read_input(input: Option<&str>) -> Result<ToolInput, String> {
+    let text = match input {
+        None => return Ok(ToolInput::default()),
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|error| format!("reading the input from stdin: {error}"))?;
+            text
+        }
+        Some(text) => text.to_string(),
+    };
+    serde_json::from_str::<serde_json::Value>(&text)
+        .map_err(|error| format!("the tool input is not valid JSON: {error}"))?;
+    Ok(ToolInput {
+        data: Some(text),
+        log_path: None,
+    })
+}
+
+fn load_capsule(path: &Path, json: bool) -> Option<CapsuleManifest> {
+    let file = if path.is_dir() {
+        path.join("murmur.yaml")
+    } else {
+        path.to_path_buf()
+    };
+    let loaded = murmur_manifest::load_capsule(&file, &host_env);
+    if json {
+        if loaded.has_errors() {
+            println!("{:#}", json!({ "diagnostics": loaded.diagnostics }));
+        }
+    } else {
+        render::diagnostics_human(&loaded.diagnostics);
+    }
+    loaded.manifest
+}
+
+fn prepare_workdir(workdir: Option<&Path>) -> Result<PathBuf, String> {
+    let workdir = match workdir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|error| format!("creating the workdir {}: {error}", dir.display()))?;
+            dir.to_path_buf()
+        }
+        None => {
+            let dir = tempfile::Builder::new()
+                .prefix("mur-invoke-")
+                .tempdir()
+                .map_err(|error| format!("creating a workdir: {error}"))?
+                .keep();
+            eprintln!("workdir: {}", dir.display());
+            dir
+        }
+    };
+    workdir
+        .canonicalize()
+        .map_err(|error| format!("resolving the workdir {}: {error}", workdir.display()))
+}
+
+fn grants_for(
+    artifact: &LocalArtifact,
+    capsule: Option<&(CapsuleManifest, PathBuf)>,
+    workdir: &Path,
+) -> Grants {
+    let mut grants = Grants::new(workdir);
+    grants.chunks = Some(Arc::new(|kind, text: &str| match kind {
+        ChunkKind::Text => eprint!("{text}"),
+        ChunkKind::Thinking => eprint!("[thinking] {text}"),
+    }));
+    let Some((capsule, _)) = capsule else {
+        grants.env = component_env(
+            &Identity {
+                capsule_name: "mur-tool-invoke".to_string(),
+                capsule_version: "0.0.0".to_string(),
+                ..Identity::default()
+            },
+            None,
+            &[],
+            &host_env,
+        );
+        return grants;
+    };
+    let capabilities = &capsule.capabilities;
+    let entry = capsule
+        .artifacts
+        .iter()
+        .find(|entry| entry.name == artifact.manifest.name);
+    grants.env = component_env(
+        &Identity {
+            capsule_name: capsule.name.clone(),
+            capsule_version: capsule.version.clone(),
+            ..Identity::default()
+        },
+        entry.and_then(|entry| entry.config.as_ref()),
+        &capabilities.env.allow,
+        &host_env,
+    );
+    grants.network = NetworkPolicy::allow(capabilities.network.allow.clone());
+    grants.read_only = capabilities
+        .filesystem
+        .read_only_resolved()
+        .into_iter()
+        .filter_map(|path| path.canonicalize().ok())
+        .collect();
+    if let Some(bytes) = capabilities.limits.memory_bytes {
+        grants.limits.memory_bytes = bytes;
+    }
+    if let Some(seconds) = capabilities.limits.deadline_seconds {
+        grants.limits.deadline = std::time::Duration::from_secs(seconds);
+    }
+    grants
+}
+
+fn bad_input(json: bool, code: &str, message: &str, hint: &str) -> Exit {
+    render::failure_human(code, message, hint);
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": render::failure_json(code, message, hint) })
+        );
+    }
+    Exit::BadInput
+}
+
+fn stopped(error: &RuntimeError, json: bool) -> Exit {
+    render::failure_human(error.code(), &error.to_string(), &error.hint());
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": render::failure_json(error.code(), &error.to_string(), &error.hint()) })
+        );
+    }
+    Exit::Stopped
+}

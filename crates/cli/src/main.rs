@@ -1,0 +1,94 @@
+//! `mur`: the Murmur command line. Argument parsing and presentation only: what a command does
+//! lives in the library crates; this binary decides what is printed and the exit code.
+//!
+//! Exit codes (stable, documented in docs/cli.md):
+//! 0 success; 1 the work ran and failed (errors found, a tool reported `failed`/`error`, a build
+//! failed); 2 bad input (arguments, an unloadable manifest, invalid tool input); 3 the runtime
+//! stopped a component (deadline, memory limit, trap, load failure, refused data-path).
+
+mod commands;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "mur",
+    version,
+    about = "Run AI agents as capsules: WebAssembly components under the grants their manifest declares"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a manifest (capsule or artifact) and print every problem found.
+    Check {
+        /// A `murmur.yaml`, or a directory holding one. Default: the current directory.
+        path: Option<PathBuf>,
+        /// Print the diagnostics as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build artifacts' components from source (their manifest's `build:`).
+    Build {
+        /// Artifact directories (or their `murmur.yaml`). Default: the current directory.
+        paths: Vec<PathBuf>,
+        /// Print what was built as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Work with tool artifacts.
+    Tool {
+        #[command(subcommand)]
+        command: ToolCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolCommand {
+    /// Call a tool (or driver) component once and print its tool-result.
+    Invoke(commands::tool::InvokeArgs),
+}
+
+/// How `mur` ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    Failed = 1,
+    BadInput = 2,
+    Stopped = 3,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let exit = match cli.command {
+        Command::Check { path, json } => commands::check::run(path, json),
+        Command::Build { paths, json } => commands::build::run(paths, json),
+        Command::Tool {
+            command: ToolCommand::Invoke(args),
+        } => commands::tool::invoke(args),
+    };
+    ExitCode::from(exit as u8)
+}
+
+/// Process-environment lookups for `${NAME}` interpolation and `env.allow`.
+pub fn host_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The user's murmur home: `$MURMUR_HOME`, else `~/.murmur`.
+pub fn murmur_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("MURMUR_HOME") {
+        return PathBuf::from(home);
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".murmur")
+}

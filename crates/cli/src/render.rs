@@ -1,0 +1,36 @@
+//! How diagnostics and errors look: one place for the human form and the `--json` form.
+
+use murmur_manifest::diagnostic::Diagnostic;
+use serde_json::json;
+
+/// Prints diagnostics for people, on stderr, followed by a one-line count.
+pub fn diagnostics_human(diagnostics: &[Diagnostic]) {
+    for diagnostic in diagnostics {
+        eprintln!("{diagnostic}\n");
+    }
+}
+
+/// `(errors, warnings)`.
+pub fn counts(diagnostics: &[Diagnostic]) -> (usize, usize) {
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    (errors, diagnostics.len() - errors)
+}
+
+/// A runtime or build failure, as a diagnostic-shaped JSON object.
+pub fn failure_json(code: &str, message: &str, hint: &str) -> serde_json::Value {
+    json!({"code": code, "severity": "error", "message": message, "hint": hint})
+}
+
+/// A runtime or build failure, printed for people on stderr.
+pub fn failure_human(code: &str, message: &str, hint: &str) {
+    eprintln!("error[{code}]: {message}\n  hint: {hint}");
+}
+
+/// `n thing` / `n things`.
+pub fn plural(count: usize, word: &str) -> String {
+    if count == 1 {
+        format!("{count} {word}")
+    } else {
+        format!("{count} {word}s")
+    }
+}

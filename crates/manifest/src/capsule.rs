@@ -1,0 +1,855 @@
+//! The capsule manifest, `murmur.yaml` (SPEC §3): what a capsule uses, what it may reach, how
+//! it infers, how it lives.
+//!
+//! Every key of SPEC §3 is a typed field here; closed sets are enums; defaults are applied at
+//! load (`max_turns` 10, `compaction.threshold` 0.9, `seed_budget` 0.25, `task_acceptance`
+//! single, `after_task` exit, `conversation` stateless, `input_timeout_secs` 600,
+//! `max_task_reopens` 1). An empty value (`artifacts:` with nothing under it) is the same as
+//! leaving the key out.
+//!
+//! Meaning rules, checked once the shape is sound (codes in [`crate::diagnostic::CODES`]):
+//!
+//! - `name` and `version` (semver) are required, for the capsule and every artifact entry;
+//!   artifact names are unique.
+//! - `inference.driver.artifact` and every alternate's `driver` name an artifact declared with
+//!   `runtime: driver`. Alternate names are unique and never `primary`; alternates are refused
+//!   under `transport: process`. `transport: http` needs `model` and `driver`.
+//! - `system_prompt` excludes `system_prompt_file` (the same for compaction's pair); a named
+//!   prompt file must exist (relative paths are relative to the manifest's directory).
+//! - Ranges: `compaction.threshold` in (0, 1], `seed_budget` in [0, 1], `max_turns`,
+//!   `max_tokens`, `max_session_tokens`, `context.max_tokens` and `input_timeout_secs` at least 1;
+//!   limits above 0.
+//! - Capabilities: `network.allow` entries parse as [`NetworkRule`]s; `filesystem.read_only`
+//!   paths are kept as written and resolved against the manifest's directory (one that does not
+//!   exist warns); `shell.allow` entries are single binary names; `env.allow` names are
+//!   non-empty, without `=`, and never `MURMUR_*` (the runtime owns those).
+//! - A gateway's `api_key` is a credential reference, not interpolated at load: `${NAME}` is
+//!   resolved at staging (see [`Gateway::env_reference`]), anything else is a literal.
+//! - `control.settings` name settings a controller may change; `control.agent_settings` only
+//!   `inference.driver`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::artifact::{Build, Runtime};
+use crate::diagnostic::{Diagnostic, code, serde_error};
+use crate::fields::{check_http_url, check_name, check_version};
+use crate::load::{is_variable_name, resolve_path};
+use crate::network::NetworkRule;
+
+/// The name of the primary driver choice, reserved among alternates.
+pub const PRIMARY_CHOICE: &str = "primary";
+
+/// A capsule's `murmur.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CapsuleManifest {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+    pub description: Option<String>,
+    /// `capsule` or absent.
+    pub runtime: Option<Runtime>,
+    /// A WASM capsule's component file, relative to the manifest's directory.
+    pub component: Option<PathBuf>,
+    pub build: Option<Build>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub artifacts: Vec<ArtifactEntry>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub capabilities: Capabilities,
+    /// An agent capsule's inference; absent for a WASM program capsule.
+    pub inference: Option<Inference>,
+    /// Absent when the manifest has no `context:` block.
+    pub context: Option<Context>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub lifecycle: Lifecycle,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub control: Control,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub trace: TraceSettings,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub observability: Observability,
+}
+
+/// One entry of `artifacts:`: an artifact the capsule uses, pinned by `murmur.lock`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactEntry {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+    pub runtime: Runtime,
+    /// A local artifact: its directory (holding `murmur.yaml`) or its manifest file, relative
+    /// to the capsule manifest's directory.
+    pub path: Option<PathBuf>,
+    /// A driver's gateway.
+    pub gateway: Option<Gateway>,
+    /// Handed to the artifact as `MURMUR_ARTIFACT_CONFIG` (JSON).
+    pub config: Option<Value>,
+}
+
+/// Where a driver's requests go and which credential the host attaches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gateway {
+    pub endpoint: String,
+    /// As written, never interpolated at load: `${NAME}` (see [`Gateway::env_reference`]) or a
+    /// literal. Resolved at staging, so no secret sits in a loaded manifest.
+    pub api_key: Option<String>,
+}
+
+impl Gateway {
+    /// `NAME` when `api_key` is exactly `${NAME}`.
+    pub fn env_reference(&self) -> Option<&str> {
+        let name = self
+            .api_key
+            .as_deref()?
+            .strip_prefix("${")?
+            .strip_suffix('}')?;
+        is_variable_name(name).then_some(name)
+    }
+}
+
+/// What the sandbox grants.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub network: NetworkGrant,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub filesystem: FilesystemGrant,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub shell: ShellGrant,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub env: EnvGrant,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub limits: Limits,
+}
+
+/// `capabilities.network`: hosts outgoing requests may reach. Empty denies all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkGrant {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allow: Vec<NetworkRule>,
+}
+
+/// `capabilities.filesystem`: paths a component may read beyond the session workdir.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesystemGrant {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub read_only: Vec<ReadOnlyPath>,
+}
+
+impl FilesystemGrant {
+    /// Every `read_only` path, resolved against the manifest's directory.
+    pub fn read_only_resolved(&self) -> Vec<PathBuf> {
+        self.read_only.iter().map(|p| p.resolved.clone()).collect()
+    }
+}
+
+/// A `read_only` path as written and as resolved against the manifest's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOnlyPath {
+    pub raw: PathBuf,
+    /// `raw` when absolute, else the manifest's directory joined with `raw`.
+    pub resolved: PathBuf,
+}
+
+impl Serialize for ReadOnlyPath {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReadOnlyPath {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ReadOnlyPath, D::Error> {
+        let raw = PathBuf::deserialize(deserializer)?;
+        Ok(ReadOnlyPath {
+            resolved: raw.clone(),
+            raw,
+        })
+    }
+}
+
+/// `capabilities.shell`: binaries the capsule may run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellGrant {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allow: Vec<String>,
+}
+
+/// `capabilities.env`: environment variables passed into components.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvGrant {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allow: Vec<String>,
+}
+
+/// `capabilities.limits`: per-call limits; `None` takes the runtime's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    #[serde(default, deserialize_with = "positive_limit")]
+    pub memory_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "positive_limit")]
+    pub deadline_seconds: Option<u64>,
+}
+
+closed_set! {
+    /// How inference is done: through a driver over HTTP, or by a harness process.
+    #[derive(Default)]
+    pub enum Transport (code::E_MAN_015, "transport") {
+        #[default]
+        Http = "http",
+        Process = "process",
+    }
+}
+
+/// `inference`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inference {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub transport: Transport,
+    pub model: Option<String>,
+    /// The primary choice's driver.
+    pub driver: Option<DriverRef>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub alternates: Vec<Alternate>,
+    pub system_prompt: Option<String>,
+    /// Relative to the manifest's directory.
+    pub system_prompt_file: Option<PathBuf>,
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// The per-call output cap; `None` takes the model's.
+    pub max_tokens: Option<u32>,
+    /// The spend ceiling over every gateway of a session.
+    pub max_session_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub compaction: Compaction,
+}
+
+fn default_max_turns() -> u32 {
+    10
+}
+
+/// `inference.driver`: the primary choice's driver artifact and the config every declared
+/// driver receives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriverRef {
+    pub artifact: String,
+    pub config: Option<Value>,
+}
+
+/// One `inference.alternates` entry: a named (driver, model) choice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alternate {
+    pub name: String,
+    pub model: String,
+    /// The driver artifact's name.
+    pub driver: String,
+}
+
+/// `inference.compaction`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// The share of the context window at which compaction runs, in (0, 1].
+    #[serde(default = "default_threshold")]
+    pub threshold: f64,
+    pub model: Option<String>,
+    pub system_prompt: Option<String>,
+    /// Relative to the manifest's directory.
+    pub system_prompt_file: Option<PathBuf>,
+}
+
+fn default_threshold() -> f64 {
+    0.9
+}
+
+impl Default for Compaction {
+    fn default() -> Compaction {
+        Compaction {
+            threshold: default_threshold(),
+            model: None,
+            system_prompt: None,
+            system_prompt_file: None,
+        }
+    }
+}
+
+/// `context`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    /// The context window; `None` takes the model's.
+    pub max_tokens: Option<u64>,
+    /// The share of the window a `seed-context` may fill, in [0, 1].
+    #[serde(default = "default_seed_budget")]
+    pub seed_budget: f64,
+}
+
+fn default_seed_budget() -> f64 {
+    0.25
+}
+
+closed_set! {
+    /// `lifecycle.task_acceptance`.
+    #[derive(Default)]
+    pub enum TaskAcceptance (code::E_MAN_015, "task_acceptance") {
+        None = "none",
+        #[default]
+        Single = "single",
+        Queue = "queue",
+    }
+}
+
+closed_set! {
+    /// `lifecycle.after_task`.
+    #[derive(Default)]
+    pub enum AfterTask (code::E_MAN_015, "after_task") {
+        #[default]
+        Exit = "exit",
+        Sleep = "sleep",
+    }
+}
+
+closed_set! {
+    /// `lifecycle.conversation`.
+    #[derive(Default)]
+    pub enum Conversation (code::E_MAN_015, "conversation") {
+        #[default]
+        Stateless = "stateless",
+        Threaded = "threaded",
+    }
+}
+
+/// `lifecycle`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub task_acceptance: TaskAcceptance,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub after_task: AfterTask,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub conversation: Conversation,
+    #[serde(default = "default_input_timeout")]
+    pub input_timeout_secs: u64,
+    /// How often an `on-task-end` hook may reopen one task.
+    #[serde(default = "default_max_task_reopens")]
+    pub max_task_reopens: u32,
+}
+
+fn default_input_timeout() -> u64 {
+    600
+}
+
+fn default_max_task_reopens() -> u32 {
+    1
+}
+
+impl Default for Lifecycle {
+    fn default() -> Lifecycle {
+        Lifecycle {
+            task_acceptance: TaskAcceptance::default(),
+            after_task: AfterTask::default(),
+            conversation: Conversation::default(),
+            input_timeout_secs: default_input_timeout(),
+            max_task_reopens: default_max_task_reopens(),
+        }
+    }
+}
+
+closed_set! {
+    /// A setting a controller (or, for `inference.driver`, the agent) may change.
+    pub enum Setting (code::E_CTL_001, "control setting") {
+        InferenceDriver = "inference.driver",
+        InferenceMaxTokens = "inference.max_tokens",
+    }
+}
+
+/// `control`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Control {
+    /// What a controller may change.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub settings: Vec<Setting>,
+    /// Credentials injectable at run time, by name.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub secrets: Vec<String>,
+    /// Settings the agent itself may change (`inference.driver` gives it `switch-driver`).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub agent_settings: Vec<Setting>,
+}
+
+/// `trace`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceSettings {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub include_tool_output: bool,
+}
+
+/// `observability`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observability {
+    /// An OTLP/HTTP endpoint; spans are exported when set.
+    pub otel_endpoint: Option<String>,
+}
+
+/// An empty value means the same as an absent key.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A limit: a whole number above 0 (`E-CAP-002` otherwise).
+fn positive_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    match number.as_u64() {
+        Some(n) if n > 0 => Ok(Some(n)),
+        _ if number.is_f64() => Err(serde_error(
+            &Diagnostic::new(code::E_MAN_003, format!("limit `{number}` is not a whole number"))
+                .hint("write a whole number: bytes for `memory_bytes`, seconds for `deadline_seconds`"),
+        )),
+        _ => Err(serde_error(
+            &Diagnostic::new(code::E_CAP_002, format!("a limit of `{number}` allows nothing"))
+                .hint("set a number above 0 (bytes for `memory_bytes`, seconds for `deadline_seconds`), or remove the limit to take the default"),
+        )),
+    }
+}
+
+impl CapsuleManifest {
+    /// The artifact entry named `name`.
+    pub fn artifact(&self, name: &str) -> Option<&ArtifactEntry> {
+        self.artifacts.iter().find(|a| a.name == name)
+    }
+
+    /// Resolves relative paths against `dir`, the manifest's directory.
+    pub(crate) fn resolve(&mut self, dir: &Path) {
+        for path in &mut self.capabilities.filesystem.read_only {
+            path.resolved = resolve_path(dir, &path.raw);
+        }
+    }
+
+    /// Every meaning problem; `dir` is the manifest's directory.
+    pub(crate) fn validate(&self, dir: &Path) -> Vec<Diagnostic> {
+        let mut found = Vec::new();
+        found.extend(check_name(&self.name, "", "the manifest"));
+        found.extend(check_version(&self.version, "", "the manifest"));
+        if let Some(build) = &self.build {
+            found.extend(build.validate("build"));
+        }
+        self.validate_artifacts(&mut found);
+        self.capabilities.validate(&mut found);
+        if let Some(inference) = &self.inference {
+            self.validate_inference(inference, dir, &mut found);
+        }
+        if let Some(context) = &self.context {
+            if context.max_tokens == Some(0) {
+                found.push(out_of_range(
+                    "context.max_tokens",
+                    0,
+                    "at least 1",
+                    "the context window in tokens, such as 200000",
+                ));
+            }
+            if !(0.0..=1.0).contains(&context.seed_budget) {
+                found.push(out_of_range(
+                    "context.seed_budget",
+                    context.seed_budget,
+                    "in [0, 1]",
+                    "a share of the window, such as 0.25",
+                ));
+            }
+        }
+        if self.lifecycle.input_timeout_secs == 0 {
+            found.push(out_of_range(
+                "lifecycle.input_timeout_secs",
+                0,
+                "at least 1",
+                "seconds to wait for input, such as 600",
+            ));
+        }
+        self.control.validate(&mut found);
+        if let Some(endpoint) = &self.observability.otel_endpoint {
+            found.extend(check_http_url(endpoint, "observability.otel_endpoint"));
+        }
+        found
+    }
+
+    fn validate_artifacts(&self, found: &mut Vec<Diagnostic>) {
+        for (i, entry) in self.artifacts.iter().enumerate() {
+            let at = format!("artifacts[{i}]");
+            let what = if entry.name.trim().is_empty() {
+                format!("artifact entry {}", i + 1)
+            } else {
+                format!("artifact `{}`", entry.name)
+            };
+            found.extend(check_name(&entry.name, &at, &what));
+            found.extend(check_version(&entry.version, &at, &what));
+            if let Some(first) = self.artifacts[..i]
+                .iter()
+                .position(|a| a.name == entry.name && !a.name.is_empty())
+            {
+                found.push(
+                    Diagnostic::new(
+                        code::E_MAN_014,
+                        format!(
+                            "artifact `{}` is declared twice (entries {} and {})",
+                            entry.name,
+                            first + 1,
+                            i + 1
+                        ),
+                    )
+                    .hint("remove one entry, or rename one of the artifacts")
+                    .at_path(format!("{at}.name")),
+                );
+            }
+            if let Some(gateway) = &entry.gateway {
+                if entry.runtime != Runtime::Driver {
+                    found.push(
+                        Diagnostic::new(
+                            code::W_MAN_026,
+                            format!("{what} has a `gateway`, which only a `runtime: driver` uses"),
+                        )
+                        .hint("remove `gateway:`, or check `runtime:`")
+                        .at_path(format!("{at}.gateway")),
+                    );
+                }
+                found.extend(check_http_url(
+                    &gateway.endpoint,
+                    &format!("{at}.gateway.endpoint"),
+                ));
+                if let Some(key) = &gateway.api_key
+                    && key.contains("${")
+                    && gateway.env_reference().is_none()
+                {
+                    found.push(
+                        Diagnostic::new(
+                            code::E_MAN_022,
+                            format!("{what} has a gateway `api_key` that mixes `${{...}}` with other text"),
+                        )
+                        .hint("write the whole value as `${NAME}`: the runtime resolves it at launch")
+                        .at_path(format!("{at}.gateway.api_key")),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Why `name` is not a declared driver, if it is not.
+    fn not_a_driver(&self, name: &str) -> Option<String> {
+        match self.artifact(name) {
+            Some(entry) if entry.runtime == Runtime::Driver => None,
+            Some(entry) => Some(format!(
+                "which is declared with `runtime: {}`, not `runtime: driver`",
+                entry.runtime
+            )),
+            None => Some("which is not declared in `artifacts`".to_string()),
+        }
+    }
+
+    fn driver_hint(&self, name: &str) -> String {
+        let drivers: Vec<&str> = self
+            .artifacts
+            .iter()
+            .filter(|a| a.runtime == Runtime::Driver)
+            .map(|a| a.name.as_str())
+            .collect();
+        let mut hint = format!("declare `{name}` under `artifacts:` with `runtime: driver`");
+        if !drivers.is_empty() {
+            hint.push_str(&format!(", or use one of: {}", drivers.join(", ")));
+        }
+        hint
+    }
+
+    fn validate_inference(&self, inference: &Inference, dir: &Path, found: &mut Vec<Diagnostic>) {
+        if inference.transport == Transport::Http {
+            if inference
+                .model
+                .as_deref()
+                .is_none_or(|m| m.trim().is_empty())
+            {
+                found.push(
+                    Diagnostic::new(code::E_MAN_021, "`inference` has no `model`, which `transport: http` needs")
+                        .hint("add `model:` with the provider's model name, such as `model: claude-sonnet-4-5`")
+                        .at_path("inference.model"),
+                );
+            }
+            if inference.driver.is_none() {
+                found.push(
+                    Diagnostic::new(code::E_MAN_021, "`inference` has no `driver`, which `transport: http` needs")
+                        .hint("add `driver: { artifact: NAME }` naming an artifact declared with `runtime: driver`")
+                        .at_path("inference.driver"),
+                );
+            }
+        }
+        if let Some(driver) = &inference.driver
+            && let Some(why) = self.not_a_driver(&driver.artifact)
+        {
+            found.push(
+                Diagnostic::new(
+                    code::E_MAN_008,
+                    format!(
+                        "`inference.driver.artifact` names `{}`, {why}",
+                        driver.artifact
+                    ),
+                )
+                .hint(self.driver_hint(&driver.artifact))
+                .at_path("inference.driver.artifact"),
+            );
+        }
+        if inference.transport == Transport::Process && !inference.alternates.is_empty() {
+            found.push(
+                Diagnostic::new(
+                    code::E_MAN_011,
+                    "`inference.alternates` is set under `transport: process`, where the harness owns the conversation and its model",
+                )
+                .hint("remove `alternates:`, or use `transport: http`")
+                .at_path("inference.alternates"),
+            );
+        }
+        for (i, alternate) in inference.alternates.iter().enumerate() {
+            let at = format!("inference.alternates[{i}]");
+            if alternate.name == PRIMARY_CHOICE
+                || inference.alternates[..i]
+                    .iter()
+                    .any(|a| a.name == alternate.name)
+            {
+                let message = if alternate.name == PRIMARY_CHOICE {
+                    "an alternate is named `primary`, the name of the primary choice".to_string()
+                } else {
+                    format!("two alternates are named `{}`", alternate.name)
+                };
+                found.push(
+                    Diagnostic::new(code::E_MAN_010, message)
+                        .hint("give each alternate its own name, other than `primary`")
+                        .at_path(format!("{at}.name")),
+                );
+            }
+            if let Some(why) = self.not_a_driver(&alternate.driver) {
+                found.push(
+                    Diagnostic::new(
+                        code::E_MAN_009,
+                        format!(
+                            "alternate `{}` names driver `{}`, {why}",
+                            alternate.name, alternate.driver
+                        ),
+                    )
+                    .hint(self.driver_hint(&alternate.driver))
+                    .at_path(format!("{at}.driver")),
+                );
+            }
+            for (field, value) in [("name", &alternate.name), ("model", &alternate.model)] {
+                if value.trim().is_empty() {
+                    found.push(
+                        Diagnostic::new(code::E_MAN_021, format!("`{at}.{field}` is empty"))
+                            .hint(format!("give the alternate a `{field}`"))
+                            .at_path(format!("{at}.{field}")),
+                    );
+                }
+            }
+        }
+        prompt_pair(
+            "inference",
+            inference.system_prompt.is_some(),
+            inference.system_prompt_file.as_deref(),
+            dir,
+            found,
+        );
+        let compaction = &inference.compaction;
+        prompt_pair(
+            "inference.compaction",
+            compaction.system_prompt.is_some(),
+            compaction.system_prompt_file.as_deref(),
+            dir,
+            found,
+        );
+        if !(compaction.threshold > 0.0 && compaction.threshold <= 1.0) {
+            found.push(out_of_range(
+                "inference.compaction.threshold",
+                compaction.threshold,
+                "in (0, 1]",
+                "a share of the context window, such as 0.9",
+            ));
+        }
+        if inference.max_turns == 0 {
+            found.push(out_of_range(
+                "inference.max_turns",
+                0,
+                "at least 1",
+                "the turns one task may take, such as 10",
+            ));
+        }
+        if inference.max_tokens == Some(0) {
+            found.push(out_of_range(
+                "inference.max_tokens",
+                0,
+                "at least 1",
+                "the output cap per call, such as 8192",
+            ));
+        }
+        if inference.max_session_tokens == Some(0) {
+            found.push(out_of_range(
+                "inference.max_session_tokens",
+                0,
+                "at least 1",
+                "the session's token ceiling, such as 2000000",
+            ));
+        }
+    }
+}
+
+/// `E-MAN-018` when both prompt fields of `holder` are set, `E-MAN-023` when the file is
+/// missing.
+fn prompt_pair(
+    holder: &str,
+    inline: bool,
+    file: Option<&Path>,
+    dir: &Path,
+    found: &mut Vec<Diagnostic>,
+) {
+    let Some(file) = file else {
+        return;
+    };
+    if inline {
+        found.push(
+            Diagnostic::new(
+                code::E_MAN_018,
+                format!("`{holder}` sets both `system_prompt` and `system_prompt_file`"),
+            )
+            .hint("keep one of the two")
+            .at_path(format!("{holder}.system_prompt_file")),
+        );
+    }
+    let resolved = resolve_path(dir, file);
+    if !resolved.is_file() {
+        found.push(
+            Diagnostic::new(
+                code::E_MAN_023,
+                format!(
+                    "`{holder}.system_prompt_file` names {}, which does not exist",
+                    resolved.display()
+                ),
+            )
+            .hint("create the file, or fix the path (relative to the manifest's directory)")
+            .at_path(format!("{holder}.system_prompt_file")),
+        );
+    }
+}
+
+/// `E-MAN-015` for a number outside its range.
+fn out_of_range(path: &str, value: impl fmt::Display, allowed: &str, example: &str) -> Diagnostic {
+    Diagnostic::new(
+        code::E_MAN_015,
+        format!("`{path}` is {value}; it must be {allowed}"),
+    )
+    .hint(format!("write {example}"))
+    .at_path(path)
+}
+
+impl Capabilities {
+    fn validate(&self, found: &mut Vec<Diagnostic>) {
+        for (i, path) in self.filesystem.read_only.iter().enumerate() {
+            if !path.resolved.exists() {
+                found.push(
+                    Diagnostic::new(
+                        code::W_CAP_003,
+                        format!(
+                            "read-only path `{}` does not exist (resolved to {})",
+                            path.raw.display(),
+                            path.resolved.display()
+                        ),
+                    )
+                    .hint("create it, or fix the path (relative paths are relative to the manifest's directory)")
+                    .at_path(format!("capabilities.filesystem.read_only[{i}]")),
+                );
+            }
+        }
+        for (i, binary) in self.shell.allow.iter().enumerate() {
+            let problem = if binary.trim().is_empty() {
+                "is empty"
+            } else if binary.chars().any(char::is_whitespace) {
+                "holds whitespace; it must name one binary"
+            } else {
+                continue;
+            };
+            found.push(
+                Diagnostic::new(
+                    code::E_CAP_004,
+                    format!("`capabilities.shell.allow` entry `{binary}` {problem}"),
+                )
+                .hint("name one binary per entry, such as `git`; arguments are given at call time")
+                .at_path(format!("capabilities.shell.allow[{i}]")),
+            );
+        }
+        for (i, name) in self.env.allow.iter().enumerate() {
+            let problem = if name.is_empty() {
+                "is empty"
+            } else if name.contains('=') {
+                "contains `=`"
+            } else if name.starts_with("MURMUR_") {
+                "starts with `MURMUR_`, which the runtime sets itself"
+            } else {
+                continue;
+            };
+            found.push(
+                Diagnostic::new(code::E_CAP_005, format!("`capabilities.env.allow` name `{name}` {problem}"))
+                    .hint("name an environment variable to pass in, such as `LANG`; `MURMUR_*` variables are always set by the runtime")
+                    .at_path(format!("capabilities.env.allow[{i}]")),
+            );
+        }
+    }
+}
+
+impl Control {
+    fn validate(&self, found: &mut Vec<Diagnostic>) {
+        for (i, setting) in self.agent_settings.iter().enumerate() {
+            if *setting != Setting::InferenceDriver {
+                found.push(
+                    Diagnostic::new(
+                        code::E_CTL_001,
+                        format!("`control.agent_settings` grants `{setting}`, which an agent may not change"),
+                    )
+                    .hint("an agent may only be given `inference.driver`; put other settings under `control.settings`")
+                    .at_path(format!("control.agent_settings[{i}]")),
+                );
+            }
+        }
+        for (i, name) in self.secrets.iter().enumerate() {
+            if name.trim().is_empty() || name.contains('=') || name.chars().any(char::is_whitespace)
+            {
+                found.push(
+                    Diagnostic::new(
+                        code::E_CTL_002,
+                        format!("`control.secrets` name `{name}` is not a variable name"),
+                    )
+                    .hint(
+                        "name the secret as its environment variable, such as `ANTHROPIC_API_KEY`",
+                    )
+                    .at_path(format!("control.secrets[{i}]")),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_reference_is_only_a_whole_reference() {
+        let gateway = |key: &str| Gateway {
+            endpoint: "https://x".into(),
+            api_key: Some(key.into()),
+        };
+        assert_eq!(gateway("${KEY_1}").env_reference(), Some("KEY_1"));
+        assert_eq!(gateway("sk-literal").env_reference(), None);
+        assert_eq!(gateway("Bearer ${KEY}").env_reference(), None);
+        assert_eq!(gateway("${A}${B}").env_reference(), None);
+        assert_eq!(gateway("${}").env_reference(), None);
+    }
+}

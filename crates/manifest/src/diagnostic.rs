@@ -1,0 +1,411 @@
+//! Diagnostics: every problem found in a manifest, as a value.
+//!
+//! A [`Diagnostic`] has a stable code (`E-MAN-004`), a message saying what is wrong, a hint
+//! saying how to fix it (every error has one), and the file, line and column where known.
+//! Its [`Severity`] follows from the code: `E-` is an error and stops the load, `W-` is a
+//! warning and the load goes on.
+//!
+//! [`CODES`] is the one table of codes for the whole project, every area (MAN manifest, CAP
+//! capabilities, RUN running, REG registry and lock, HOOK, CTL control, A2A, TRC trace). A code,
+//! once published, keeps its meaning; a new problem gets a new number. Inside the crate the
+//! codes are named by the constants of [`code`], so a code that is not in the table cannot be
+//! emitted.
+//!
+//! Rendering (what `mur check` prints):
+//!
+//! ```text
+//! error[E-MAN-009]: alternate `fast` names driver `driver-x`, which is not declared in `artifacts`
+//!   --> path/to/murmur.yaml:23:7
+//!   hint: declare `driver-x` under `artifacts:` with `runtime: driver`, or use one of: driver-anthropic
+//! ```
+//!
+//! The `-->` line appears only when the file is known, `:line:column` only when the position is.
+//! Serialized (for `--json`) a diagnostic is
+//! `{code, severity: "error"|"warning", message, hint, file, line, column}`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+/// Whether a diagnostic stops the load (`Error`) or only warns (`Warning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    /// The severity a code carries: `W-…` warns, everything else is an error.
+    pub fn of(code: &str) -> Severity {
+        if code.starts_with("W-") {
+            Severity::Warning
+        } else {
+            Severity::Error
+        }
+    }
+
+    /// `"error"` or `"warning"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One problem, with where it is and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The stable code, one of [`CODES`].
+    pub code: &'static str,
+    /// What is wrong, in one sentence.
+    pub message: String,
+    /// How to fix it. Every error has one.
+    pub hint: Option<String>,
+    /// The file the problem is in, when known.
+    pub file: Option<PathBuf>,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column (in characters), when known.
+    pub column: Option<usize>,
+    /// The manifest field the problem is about, as `inference.alternates[0].driver` (the top
+    /// level is the empty path). The loader turns it into `line`/`column`; it is not serialized.
+    pub path: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with `code` and `message` and nothing else yet.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code,
+            message: message.into(),
+            hint: None,
+            file: None,
+            line: None,
+            column: None,
+            path: None,
+        }
+    }
+
+    /// Sets the hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Diagnostic {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Sets file, line and column (both 1-based).
+    pub fn at(mut self, file: impl Into<PathBuf>, line: usize, column: usize) -> Diagnostic {
+        self.file = Some(file.into());
+        self.line = Some(line);
+        self.column = Some(column);
+        self
+    }
+
+    /// Sets the file alone.
+    pub fn in_file(mut self, file: impl Into<PathBuf>) -> Diagnostic {
+        self.file = Some(file.into());
+        self
+    }
+
+    /// Sets the manifest field the problem is about (see [`Diagnostic::path`]).
+    pub fn at_path(mut self, path: impl Into<String>) -> Diagnostic {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Sets line and column from a place in the file.
+    pub(crate) fn at_place(mut self, place: crate::source::Place) -> Diagnostic {
+        self.line = Some(place.line);
+        self.column = Some(place.column);
+        self
+    }
+
+    /// The severity the code carries.
+    pub fn severity(&self) -> Severity {
+        Severity::of(self.code)
+    }
+
+    /// Whether this diagnostic stops the load.
+    pub fn is_error(&self) -> bool {
+        self.severity() == Severity::Error
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]: {}", self.severity(), self.code, self.message)?;
+        if let Some(file) = &self.file {
+            write!(f, "\n  --> {}", file.display())?;
+            if let Some(line) = self.line {
+                write!(f, ":{line}")?;
+                if let Some(column) = self.column {
+                    write!(f, ":{column}")?;
+                }
+            }
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+impl Serialize for Diagnostic {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Diagnostic", 7)?;
+        s.serialize_field("code", self.code)?;
+        s.serialize_field("severity", self.severity().as_str())?;
+        s.serialize_field("message", &self.message)?;
+        s.serialize_field("hint", &self.hint)?;
+        let file = self.file.as_ref().map(|f| f.to_string_lossy().into_owned());
+        s.serialize_field("file", &file)?;
+        s.serialize_field("line", &self.line)?;
+        s.serialize_field("column", &self.column)?;
+        s.end()
+    }
+}
+
+/// One entry of [`CODES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeInfo {
+    pub code: &'static str,
+    pub summary: &'static str,
+}
+
+macro_rules! codes {
+    ($($ident:ident = $code:literal : $summary:literal;)*) => {
+        /// Every code of [`CODES`] as a constant named after it (`E-MAN-004` is `E_MAN_004`).
+        pub mod code {
+            $(#[doc = $summary] pub const $ident: &str = $code;)*
+        }
+
+        /// The one table of diagnostic codes of the whole project.
+        pub const CODES: &[CodeInfo] = &[$(CodeInfo { code: $code, summary: $summary }),*];
+
+        #[cfg(test)]
+        const CODE_IDENTS: &[(&str, &str)] = &[$((stringify!($ident), $code)),*];
+    };
+}
+
+codes! {
+    E_MAN_001 = "E-MAN-001": "the manifest file cannot be read";
+    E_MAN_002 = "E-MAN-002": "the manifest is not YAML the loader reads: a syntax error, more than one document, a merge key, or nesting too deep";
+    E_MAN_003 = "E-MAN-003": "a field has the wrong type";
+    E_MAN_004 = "E-MAN-004": "`name` is missing or empty";
+    E_MAN_005 = "E-MAN-005": "`version` is missing or empty";
+    E_MAN_006 = "E-MAN-006": "a version is not a semantic version";
+    E_MAN_007 = "E-MAN-007": "`runtime` is missing, unknown, or not the kind of manifest expected";
+    E_MAN_008 = "E-MAN-008": "`inference.driver.artifact` names no declared artifact of `runtime: driver`";
+    E_MAN_009 = "E-MAN-009": "an alternate names a driver that is not declared with `runtime: driver`";
+    E_MAN_010 = "E-MAN-010": "two alternates share a name, or an alternate is named `primary`";
+    E_MAN_011 = "E-MAN-011": "`inference.alternates` under `transport: process`";
+    E_MAN_012 = "E-MAN-012": "`${NAME}` is set neither in the environment nor in `.env`";
+    W_MAN_013 = "W-MAN-013": "unknown key";
+    E_MAN_014 = "E-MAN-014": "two artifacts share a name";
+    E_MAN_015 = "E-MAN-015": "a value is outside its allowed set or range";
+    E_MAN_016 = "E-MAN-016": "a local artifact's `path:` has no directory or no `murmur.yaml`";
+    E_MAN_017 = "E-MAN-017": "a local artifact's own manifest disagrees with its entry";
+    E_MAN_018 = "E-MAN-018": "two fields that exclude each other are both set, or an artifact manifest lacks or misstates what its runtime needs";
+    W_MAN_019 = "W-MAN-019": "a tool declares no `input_schema`";
+    E_MAN_020 = "E-MAN-020": "a key appears twice in one mapping";
+    E_MAN_021 = "E-MAN-021": "a required field is missing or empty";
+    E_MAN_022 = "E-MAN-022": "a `${...}` reference is malformed";
+    E_MAN_023 = "E-MAN-023": "a file the manifest names does not exist";
+    E_MAN_024 = "E-MAN-024": "a URL field is not an http or https URL";
+    W_MAN_025 = "W-MAN-025": "the `.env` beside the manifest cannot be parsed";
+    W_MAN_026 = "W-MAN-026": "a field that only applies to another runtime";
+
+    E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";
+    E_CAP_002 = "E-CAP-002": "a limit is zero or negative";
+    W_CAP_003 = "W-CAP-003": "a `capabilities.filesystem.read_only` path does not exist";
+    E_CAP_004 = "E-CAP-004": "a `capabilities.shell.allow` entry is empty or not one binary name";
+    E_CAP_005 = "E-CAP-005": "a `capabilities.env.allow` name is empty, contains `=`, or starts with `MURMUR_`";
+
+    E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
+    E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";
+    W_RUN_003 = "W-RUN-003": "an alternate's credential could not be resolved; the choice is staged unavailable";
+    E_RUN_004 = "E-RUN-004": "a component call exceeded its memory limit";
+    E_RUN_005 = "E-RUN-005": "a component trapped";
+    E_RUN_006 = "E-RUN-006": "a tool's data-path was refused";
+    E_RUN_007 = "E-RUN-007": "building an artifact from source failed";
+    E_RUN_008 = "E-RUN-008": "an artifact's component file is missing";
+    E_RUN_009 = "E-RUN-009": "the tool input is not valid";
+
+    E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
+    E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";
+    E_HOOK_003 = "E-HOOK-003": "an `on-stage` hook is declared `async`";
+    E_HOOK_004 = "E-HOOK-004": "unknown `binding`, `commit_policy` or `execution_mode`";
+
+    E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
+    E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";
+}
+
+/// The closest of `candidates` to `word`, when one is close enough to be a likely typo.
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
+// A type's `Deserialize` impl reports a problem that has its own code (an unknown `runtime`, a
+// malformed network rule) through serde's string-only error channel: the code, message and
+// hint travel inside the error text, marked so the loader can take them apart again.
+const MARK: char = '\u{1e}';
+
+/// A serde error that carries a full diagnostic (code, message, hint).
+pub(crate) fn serde_error<E: serde::de::Error>(diagnostic: &Diagnostic) -> E {
+    E::custom(format!(
+        "{MARK}{}{MARK}{}{MARK}{}",
+        diagnostic.code,
+        diagnostic.message,
+        diagnostic.hint.as_deref().unwrap_or("")
+    ))
+}
+
+/// The diagnostic inside an error text made by [`serde_error`], if it is one.
+pub(crate) fn from_serde_error(text: &str) -> Option<Diagnostic> {
+    let rest = &text[text.find(MARK)? + MARK.len_utf8()..];
+    let mut parts = rest.splitn(3, MARK);
+    let code = parts.next()?;
+    let message = parts.next()?;
+    let hint = parts.next()?;
+    let code = CODES.iter().find(|info| info.code == code)?.code;
+    let diagnostic = Diagnostic::new(code, message);
+    Some(if hint.is_empty() {
+        diagnostic
+    } else {
+        diagnostic.hint(hint)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    const AREAS: &[&str] = &["MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC"];
+
+    #[test]
+    fn codes_are_unique_and_well_formed() {
+        let mut seen_codes = HashSet::new();
+        let mut seen_numbers = HashSet::new();
+        for info in CODES {
+            assert!(seen_codes.insert(info.code), "{} listed twice", info.code);
+            let parts: Vec<&str> = info.code.split('-').collect();
+            assert_eq!(parts.len(), 3, "{} is not X-AREA-NNN", info.code);
+            assert!(
+                matches!(parts[0], "E" | "W"),
+                "{} has a bad prefix",
+                info.code
+            );
+            assert!(
+                AREAS.contains(&parts[1]),
+                "{} has an unknown area",
+                info.code
+            );
+            assert!(
+                parts[2].len() == 3 && parts[2].chars().all(|c| c.is_ascii_digit()),
+                "{} has a bad number",
+                info.code
+            );
+            // Numbers are unique within an area whatever the severity.
+            assert!(
+                seen_numbers.insert((parts[1], parts[2])),
+                "{} reuses a number of its area",
+                info.code
+            );
+            assert!(!info.summary.is_empty(), "{} has no summary", info.code);
+        }
+    }
+
+    #[test]
+    fn code_constants_spell_their_codes() {
+        for (ident, code) in CODE_IDENTS {
+            assert_eq!(ident.replace('_', "-"), *code);
+        }
+    }
+
+    #[test]
+    fn severity_follows_the_code_prefix() {
+        assert_eq!(
+            Diagnostic::new(code::W_MAN_013, "x").severity(),
+            Severity::Warning
+        );
+        assert_eq!(
+            Diagnostic::new(code::E_MAN_004, "x").severity(),
+            Severity::Error
+        );
+    }
+
+    #[test]
+    fn display_renders_position_and_hint() {
+        let d = Diagnostic::new(
+            code::E_MAN_009,
+            "alternate `fast` names driver `driver-x`, which is not declared in `artifacts`",
+        )
+        .hint("declare `driver-x` under `artifacts:` with `runtime: driver`, or use one of: driver-anthropic")
+        .at("path/to/murmur.yaml", 23, 7);
+        assert_eq!(
+            d.to_string(),
+            "error[E-MAN-009]: alternate `fast` names driver `driver-x`, which is not declared in `artifacts`\n  --> path/to/murmur.yaml:23:7\n  hint: declare `driver-x` under `artifacts:` with `runtime: driver`, or use one of: driver-anthropic"
+        );
+    }
+
+    #[test]
+    fn display_omits_what_is_unknown() {
+        let no_file = Diagnostic::new(code::W_MAN_013, "unknown key `x`");
+        assert_eq!(no_file.to_string(), "warning[W-MAN-013]: unknown key `x`");
+        let file_only = Diagnostic::new(code::E_MAN_001, "cannot read")
+            .hint("check the path")
+            .in_file("m.yaml");
+        assert_eq!(
+            file_only.to_string(),
+            "error[E-MAN-001]: cannot read\n  --> m.yaml\n  hint: check the path"
+        );
+    }
+
+    #[test]
+    fn serializes_for_json_output() {
+        let d = Diagnostic::new(code::W_CAP_003, "missing")
+            .at("a.yaml", 2, 3)
+            .at_path("capabilities");
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "code": "W-CAP-003", "severity": "warning", "message": "missing",
+                "hint": null, "file": "a.yaml", "line": 2, "column": 3
+            })
+        );
+    }
+
+    #[test]
+    fn coded_serde_errors_round_trip() {
+        let d = Diagnostic::new(code::E_CAP_001, "bad rule").hint("fix it");
+        let err: serde_json::Error = serde_error(&d);
+        assert_eq!(from_serde_error(&err.to_string()), Some(d));
+        assert_eq!(from_serde_error("invalid type: integer"), None);
+    }
+
+    #[test]
+    fn closest_suggests_typos_only() {
+        assert_eq!(closest("gatway", ["gateway", "config"]), Some("gateway"));
+        assert_eq!(closest("zzz", ["gateway", "config"]), None);
+    }
+}

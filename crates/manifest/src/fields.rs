@@ -1,0 +1,87 @@
+//! Rules shared by every manifest and artifact entry: names, versions, URLs.
+
+use crate::diagnostic::{Diagnostic, code};
+use crate::source::join_key;
+
+/// `E-MAN-004` when `name` (at `holder.name`) is empty. `what` names the thing, as
+/// "the manifest" or "artifact entry 2".
+pub(crate) fn check_name(name: &str, holder: &str, what: &str) -> Option<Diagnostic> {
+    name.trim().is_empty().then(|| {
+        Diagnostic::new(code::E_MAN_004, format!("{what} has no `name`"))
+            .hint("add `name:` with a short identifier, such as `name: reviewer`")
+            .at_path(join_key(holder, "name"))
+    })
+}
+
+/// `E-MAN-005` when `version` is empty, `E-MAN-006` when it is not a semantic version.
+pub(crate) fn check_version(version: &str, holder: &str, what: &str) -> Option<Diagnostic> {
+    let path = join_key(holder, "version");
+    if version.trim().is_empty() {
+        return Some(
+            Diagnostic::new(code::E_MAN_005, format!("{what} has no `version`"))
+                .hint("add `version: \"1.0.0\"` (quoted, a semantic version)")
+                .at_path(path),
+        );
+    }
+    semver::Version::parse(version).err().map(|e| {
+        Diagnostic::new(
+            code::E_MAN_006,
+            format!("{what} has version `{version}`, which is not a semantic version ({e})"),
+        )
+        .hint("write MAJOR.MINOR.PATCH, quoted, such as `version: \"1.0.0\"`")
+        .at_path(path)
+    })
+}
+
+/// `E-MAN-024` when `text` (at `path`) is not an http or https URL with a host.
+pub(crate) fn check_http_url(text: &str, path: &str) -> Option<Diagnostic> {
+    let problem = match url::Url::parse(text) {
+        Err(e) => format!("it cannot be parsed ({e})"),
+        Ok(url) if !matches!(url.scheme(), "http" | "https") => {
+            format!("its scheme is `{}`", url.scheme())
+        }
+        Ok(url) if url.host().is_none() => "it has no host".to_string(),
+        Ok(_) => return None,
+    };
+    Some(
+        Diagnostic::new(
+            code::E_MAN_024,
+            format!("`{path}` is `{text}`, which is not an http or https URL: {problem}"),
+        )
+        .hint("write a full URL such as `https://api.example.com`")
+        .at_path(path),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_must_be_semver() {
+        assert!(check_version("1.0.0", "", "x").is_none());
+        assert!(check_version("0.1.0-beta.1+build", "", "x").is_none());
+        assert_eq!(
+            check_version("1.0", "", "x").map(|d| d.code),
+            Some("E-MAN-006")
+        );
+        assert_eq!(
+            check_version(" ", "", "x").map(|d| d.code),
+            Some("E-MAN-005")
+        );
+    }
+
+    #[test]
+    fn urls_must_be_http() {
+        assert!(check_http_url("https://api.example.com", "e").is_none());
+        assert!(check_http_url("http://127.0.0.1:4318/v1", "e").is_none());
+        assert_eq!(
+            check_http_url("ftp://x", "e").map(|d| d.code),
+            Some("E-MAN-024")
+        );
+        assert_eq!(
+            check_http_url("api.example.com", "e").map(|d| d.code),
+            Some("E-MAN-024")
+        );
+    }
+}

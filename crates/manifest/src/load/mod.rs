@@ -1,0 +1,254 @@
+//! Loading a manifest: file → YAML → interpolation → types → meaning, every problem a
+//! [`Diagnostic`] with the file and, where known, the line and column.
+//!
+//! 1. The file is read (`E-MAN-001`). Given a directory, its `murmur.yaml` is read.
+//! 2. The YAML is parsed with positions (see `yaml`: `E-MAN-002`, `E-MAN-003`, `E-MAN-020`).
+//! 3. `${NAME}` in string values is interpolated from the environment, then from the `.env`
+//!    beside the manifest (see `interpolate`). A gateway's `api_key` is left as written: it is a
+//!    credential reference resolved at staging.
+//! 4. The top-level `runtime:` decides the kind: `tool`, `driver`, `hook` or `skill` is an
+//!    artifact manifest; no `runtime:` or `runtime: capsule` a capsule manifest.
+//! 5. The value is deserialized into the types, every type problem reported once and unknown
+//!    keys warned about (see `shape`).
+//! 6. If the shape is sound, the meaning is checked (the `validate` of each manifest type), so
+//!    one mistake is never reported twice.
+//!
+//! [`Loaded::manifest`] is `Some` exactly when no diagnostic is an error. Nothing here panics,
+//! writes a file, or changes the process environment.
+
+mod interpolate;
+mod shape;
+mod yaml;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub(crate) use interpolate::is_variable_name;
+
+use crate::artifact::{ArtifactManifest, Runtime};
+use crate::capsule::CapsuleManifest;
+use crate::diagnostic::{Diagnostic, code};
+use crate::source::SourceMap;
+use crate::{Loaded, Manifest};
+
+/// Looks up a process-environment variable (the CLI passes `|n| std::env::var(n).ok()`).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The file name of a manifest inside its directory.
+pub const MANIFEST_FILE: &str = "murmur.yaml";
+
+/// Loads the manifest at `path` (a file, or a directory holding `murmur.yaml`), capsule or
+/// artifact as its `runtime:` says.
+pub fn load(path: &Path, env: Env<'_>) -> Loaded<Manifest> {
+    load_file(path, env, Want::Any)
+}
+
+/// Loads a capsule manifest; an artifact manifest is `E-MAN-007`.
+pub fn load_capsule(path: &Path, env: Env<'_>) -> Loaded<CapsuleManifest> {
+    let Loaded {
+        manifest,
+        diagnostics,
+    } = load_file(path, env, Want::Capsule);
+    match manifest {
+        Some(Manifest::Capsule(capsule)) => Loaded::new(Some(capsule), diagnostics),
+        _ => Loaded::new(None, diagnostics),
+    }
+}
+
+/// Loads an artifact manifest; a capsule manifest is `E-MAN-007`.
+pub fn load_artifact(path: &Path, env: Env<'_>) -> Loaded<ArtifactManifest> {
+    let Loaded {
+        manifest,
+        diagnostics,
+    } = load_file(path, env, Want::Artifact);
+    match manifest {
+        Some(Manifest::Artifact(artifact)) => Loaded::new(Some(artifact), diagnostics),
+        _ => Loaded::new(None, diagnostics),
+    }
+}
+
+/// Loads a manifest from `text`. `file` names it in diagnostics, and its directory is where
+/// `.env` and relative paths are looked up.
+pub fn load_str(text: &str, file: &Path, env: Env<'_>) -> Loaded<Manifest> {
+    load_text(text, file, env, Want::Any)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Any,
+    Capsule,
+    Artifact,
+}
+
+fn load_file(path: &Path, env: Env<'_>, want: Want) -> Loaded<Manifest> {
+    let file: PathBuf = if path.is_dir() {
+        path.join(MANIFEST_FILE)
+    } else {
+        path.to_path_buf()
+    };
+    match std::fs::read_to_string(&file) {
+        Ok(text) => load_text(&text, &file, env, want),
+        Err(e) => {
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    "check the path; a capsule's manifest is `murmur.yaml` in its directory"
+                }
+                std::io::ErrorKind::InvalidData => "save the manifest as UTF-8 text",
+                _ => "check that the file exists and is readable",
+            };
+            Loaded::failed(vec![
+                Diagnostic::new(code::E_MAN_001, format!("cannot read the manifest: {e}"))
+                    .hint(hint)
+                    .in_file(file),
+            ])
+        }
+    }
+}
+
+/// `relative` resolved against `dir`, without `.` components.
+pub(crate) fn resolve_path(dir: &Path, relative: &Path) -> PathBuf {
+    dir.join(relative).components().collect()
+}
+
+/// The directory `file` sits in (`.` for a bare file name).
+pub(crate) fn dir_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manifest> {
+    let dir = dir_of(file);
+    let (document, mut found) = match yaml::parse(text) {
+        Ok(parsed) => parsed,
+        Err(found) => return finish(None, found, file, &SourceMap::default()),
+    };
+    let yaml::Document { mut value, map } = document;
+
+    let mut vars = interpolate::Variables::new(env, &dir);
+    found.extend(interpolate::interpolate(
+        &mut value,
+        &mut vars,
+        &is_credential,
+    ));
+    found.extend(vars.dotenv_problem.take());
+
+    let (kind, mismatch) = kind_of(&value, want);
+    if let Some(mismatch) = mismatch {
+        found.push(mismatch);
+        return finish(None, found, file, &map);
+    }
+    let manifest = match kind {
+        Runtime::Capsule => {
+            let (capsule, problems) = shape::deserialize::<CapsuleManifest>(&value, &map);
+            found.extend(problems);
+            capsule.map(|mut capsule| {
+                capsule.resolve(&dir);
+                found.extend(capsule.validate(&dir));
+                Manifest::Capsule(capsule)
+            })
+        }
+        _ => {
+            let (artifact, problems) = shape::deserialize::<ArtifactManifest>(&value, &map);
+            found.extend(problems);
+            artifact.map(|artifact| {
+                found.extend(artifact.validate(&dir));
+                Manifest::Artifact(artifact)
+            })
+        }
+    };
+    finish(manifest, found, file, &map)
+}
+
+/// Whether the value at `path` is a credential reference, left as written.
+fn is_credential(path: &str) -> bool {
+    path.strip_prefix("artifacts[")
+        .and_then(|rest| rest.strip_suffix("].gateway.api_key"))
+        .is_some_and(|index| !index.is_empty() && index.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// Which manifest `value` is, and `E-MAN-007` when it is not what the caller wants. A
+/// `runtime` that is absent, empty or unknown makes a capsule manifest, whose types report an
+/// unknown one.
+fn kind_of(value: &Value, want: Want) -> (Runtime, Option<Diagnostic>) {
+    let declared = value
+        .get("runtime")
+        .and_then(Value::as_str)
+        .and_then(Runtime::parse);
+    let kind = declared.unwrap_or(Runtime::Capsule);
+    let mismatch = match (want, kind) {
+        (Want::Capsule, Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill) => Some(
+            Diagnostic::new(
+                code::E_MAN_007,
+                format!("`runtime: {kind}` makes this an artifact manifest, but a capsule manifest is expected"),
+            )
+            .hint("use `runtime: capsule` (or no `runtime:`) for a capsule"),
+        ),
+        (Want::Artifact, Runtime::Capsule) => {
+            let message = if declared.is_some() {
+                "this is a capsule manifest (`runtime: capsule`), but an artifact manifest is expected"
+            } else {
+                "an artifact manifest needs `runtime:` tool, driver, hook or skill"
+            };
+            Some(
+                Diagnostic::new(code::E_MAN_007, message)
+                    .hint("declare the artifact's kind: `runtime:` tool, driver, hook or skill"),
+            )
+        }
+        _ => None,
+    };
+    (kind, mismatch.map(|d| d.at_path("runtime")))
+}
+
+/// Where each field of the YAML file `file` sits (empty when it cannot be read or parsed).
+pub(crate) fn source_map_of(file: &Path) -> SourceMap {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|text| yaml::parse(&text).ok())
+        .map(|(document, _)| document.map)
+        .unwrap_or_default()
+}
+
+/// Places every diagnostic, and keeps the manifest only when none is an error.
+fn finish(
+    manifest: Option<Manifest>,
+    mut found: Vec<Diagnostic>,
+    file: &Path,
+    map: &SourceMap,
+) -> Loaded<Manifest> {
+    for diagnostic in &mut found {
+        place(diagnostic, file, map);
+    }
+    // In the order of the text, whatever order the checks ran in.
+    found.sort_by_key(|d| (d.line, d.column));
+    Loaded::new(manifest, found)
+}
+
+/// Gives `diagnostic` the file and, from its path, the line and column, unless it has them.
+pub(crate) fn place(diagnostic: &mut Diagnostic, file: &Path, map: &SourceMap) {
+    if diagnostic.file.is_none() {
+        diagnostic.file = Some(file.to_path_buf());
+    }
+    if diagnostic.line.is_none()
+        && let Some(at) = diagnostic.path.as_deref().and_then(|p| map.locate(p))
+    {
+        diagnostic.line = Some(at.line);
+        diagnostic.column = Some(at.column);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_gateway_keys_are_credentials() {
+        assert!(is_credential("artifacts[0].gateway.api_key"));
+        assert!(is_credential("artifacts[12].gateway.api_key"));
+        assert!(!is_credential("artifacts[].gateway.api_key"));
+        assert!(!is_credential("artifacts[0].gateway.endpoint"));
+        assert!(!is_credential("artifacts[0].config.gateway.api_key"));
+    }
+}

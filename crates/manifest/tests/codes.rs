@@ -1,0 +1,713 @@
+//! One test per diagnostic code the manifest crate emits: the code, where it points, and what
+//! its hint tells the user.
+
+mod common;
+
+use common::*;
+use murmur_manifest::{
+    ArtifactManifest, Loaded, Manifest, Severity, check_local_artifacts, load, load_capsule,
+};
+
+/// A capsule that loads without a single diagnostic; the tests below change one thing in it.
+const VALID: &str = r#"name: reviewer
+version: "1.0.0"
+artifacts:
+  - { name: driver-anthropic, version: "1.0.0", runtime: driver }
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+"#;
+
+#[test]
+fn the_base_capsule_loads_cleanly() {
+    let loaded = load_text(VALID);
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+        panic!("not a capsule")
+    };
+    assert_eq!(capsule.name, "reviewer");
+    assert_eq!(capsule.inference.unwrap().max_turns, 10);
+}
+
+#[test]
+fn e_man_001_unreadable_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.yaml");
+    let loaded = load(&missing, &no_env);
+    let d = only(&loaded, "E-MAN-001");
+    assert!(loaded.manifest.is_none());
+    assert_eq!(d.file.as_deref(), Some(missing.as_path()));
+    assert_eq!(d.line, None);
+    assert_hint(&d, "check the path");
+}
+
+#[test]
+fn e_man_002_yaml_syntax_error_at_the_parser_position() {
+    let text = "name: reviewer\nversion: \"1.0.0\"\ninference: { model: [x, y }\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-MAN-002");
+    assert!(d.message.starts_with("YAML syntax error"));
+    assert_eq!(d.line, Some(3));
+    assert_hint(&d, "indentation");
+}
+
+#[test]
+fn e_man_002_more_than_one_document() {
+    let text = format!("{VALID}---\nname: other\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-002");
+    assert!(d.message.contains("more than one YAML document"));
+    assert_eq!(d.line, Some(position(&text, "name: other").0));
+    assert_hint(&d, "`---`");
+}
+
+#[test]
+fn e_man_003_float_where_a_string_is_expected_says_to_quote_it() {
+    let text = VALID.replacen("version: \"1.0.0\"", "version: 1.10", 1);
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-003");
+    assert_at(&d, &text, "1.10");
+    assert!(d.message.contains("`version` should be a string"), "{d}");
+    assert!(d.message.contains("the number `1.10`"), "{d}");
+    assert_hint(&d, "version: \"1.10\"");
+}
+
+#[test]
+fn e_man_003_top_level_not_a_mapping() {
+    let loaded = load_text("- name: reviewer\n");
+    let d = only(&loaded, "E-MAN-003");
+    assert!(d.message.contains("not a mapping"));
+    assert_eq!(d.line, Some(1));
+    assert_hint(&d, "`key: value`");
+}
+
+#[test]
+fn e_man_003_every_type_error_is_reported_at_its_own_line() {
+    let text = r#"name: reviewer
+version: "1.0.0"
+artifacts:
+  - { name: a, version: "1.0.0", runtime: tool, path: [x] }
+  - { name: b, version: "1.0.0", runtime: tool, path: [y] }
+  - { name: driver-anthropic, version: "1.0.0", runtime: driver }
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+  max_turns: ten
+"#;
+    let loaded = load_text(text);
+    assert_eq!(codes(&loaded), ["E-MAN-003", "E-MAN-003", "E-MAN-003"]);
+    let lines: Vec<_> = loaded.diagnostics.iter().map(|d| d.line).collect();
+    assert_eq!(lines, [Some(4), Some(5), Some(10)]);
+    let turns = &loaded.diagnostics[2];
+    assert!(
+        turns
+            .message
+            .contains("`inference.max_turns` should be a whole number")
+    );
+    assert_hint(turns, "whole number");
+}
+
+#[test]
+fn e_man_004_missing_name() {
+    let text = VALID.replace("name: reviewer\n", "");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-004");
+    assert!(loaded.manifest.is_none());
+    assert_eq!(d.line, Some(1), "placed at the top of the manifest");
+    assert_hint(&d, "name:");
+}
+
+#[test]
+fn e_man_004_empty_artifact_name() {
+    let text = VALID.replace("{ name: driver-anthropic, version", "{ name: \"\", version");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-004");
+    assert!(d.message.contains("artifact entry 1"));
+    assert_at(&d, &text, "\"\"");
+}
+
+#[test]
+fn e_man_005_empty_version() {
+    let text = VALID.replace("version: \"1.0.0\"\nartifacts", "version: \"\"\nartifacts");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-005");
+    assert_at(&d, &text, "\"\"\nartifacts");
+    assert_hint(&d, "1.0.0");
+}
+
+#[test]
+fn e_man_006_version_not_semver() {
+    let text = VALID.replace(
+        "version: \"1.0.0\"\nartifacts",
+        "version: \"1.0\"\nartifacts",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-006");
+    assert_at(&d, &text, "\"1.0\"");
+    assert_hint(&d, "\"1.0.0\"");
+}
+
+#[test]
+fn e_man_006_artifact_entry_version_not_semver() {
+    let text = VALID.replace(
+        "driver-anthropic, version: \"1.0.0\"",
+        "driver-anthropic, version: \"latest\"",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-006");
+    assert!(d.message.contains("artifact `driver-anthropic`"));
+    assert_at(&d, &text, "\"latest\"");
+}
+
+#[test]
+fn e_man_007_unknown_runtime_lists_the_five() {
+    let text = VALID.replace("runtime: driver", "runtime: drivr");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-007");
+    assert_eq!(d.message, "unknown runtime `drivr`");
+    assert_at(&d, &text, "drivr");
+    assert_hint(&d, "tool, driver, hook, skill, capsule");
+    assert_hint(&d, "did you mean `driver`?");
+}
+
+#[test]
+fn e_man_007_an_artifact_is_not_a_capsule() {
+    let written =
+        write("name: t\nversion: \"0.1.0\"\nruntime: tool\ninput_schema: { type: object }\n");
+    let loaded = load_capsule(&written.file, &no_env);
+    let d = only(&loaded, "E-MAN-007");
+    assert!(d.message.contains("artifact manifest"));
+    assert_eq!(d.line, Some(3));
+    assert_hint(&d, "runtime: capsule");
+}
+
+#[test]
+fn e_man_008_primary_driver_not_declared() {
+    let text = VALID.replace(
+        "{ artifact: driver-anthropic }",
+        "{ artifact: driver-openai }",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-008");
+    assert_eq!(
+        d.message,
+        "`inference.driver.artifact` names `driver-openai`, which is not declared in `artifacts`"
+    );
+    assert_at(&d, &text, "driver-openai");
+    assert_hint(&d, "use one of: driver-anthropic");
+}
+
+#[test]
+fn e_man_008_primary_driver_declared_with_another_runtime() {
+    let text = VALID.replace("runtime: driver", "runtime: tool");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-008");
+    assert!(
+        d.message
+            .contains("declared with `runtime: tool`, not `runtime: driver`"),
+        "{d}"
+    );
+    assert_at(&d, &text, "driver-anthropic }");
+    assert_hint(&d, "`runtime: driver`");
+}
+
+#[test]
+fn e_man_009_alternate_names_undeclared_driver() {
+    let text =
+        format!("{VALID}  alternates:\n    - {{ name: fast, model: m, driver: driver-x }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-009");
+    assert_eq!(
+        d.message,
+        "alternate `fast` names driver `driver-x`, which is not declared in `artifacts`"
+    );
+    assert_at(&d, &text, "driver-x");
+    assert_eq!(
+        d.hint.as_deref(),
+        Some(
+            "declare `driver-x` under `artifacts:` with `runtime: driver`, or use one of: driver-anthropic"
+        )
+    );
+    let rendered = d.to_string();
+    assert!(rendered.contains(&format!(
+        "murmur.yaml:{}:{}",
+        d.line.unwrap(),
+        d.column.unwrap()
+    )));
+}
+
+#[test]
+fn e_man_010_duplicate_and_reserved_alternate_names() {
+    let text = format!(
+        "{VALID}  alternates:\n    - {{ name: fast, model: a, driver: driver-anthropic }}\n    - {{ name: fast, model: b, driver: driver-anthropic }}\n    - {{ name: primary, model: c, driver: driver-anthropic }}\n"
+    );
+    let loaded = load_text(&text);
+    assert_eq!(codes(&loaded), ["E-MAN-010", "E-MAN-010"]);
+    let (dup, reserved) = (&loaded.diagnostics[0], &loaded.diagnostics[1]);
+    assert_eq!(dup.message, "two alternates are named `fast`");
+    assert_eq!(dup.line, Some(position(&text, "name: fast, model: b").0));
+    assert!(reserved.message.contains("`primary`"));
+    assert_at(reserved, &text, "primary");
+    assert_hint(dup, "other than `primary`");
+}
+
+#[test]
+fn e_man_011_alternates_under_process_transport() {
+    let text = r#"name: reviewer
+version: "1.0.0"
+artifacts:
+  - { name: driver-anthropic, version: "1.0.0", runtime: driver }
+inference:
+  transport: process
+  alternates:
+    - { name: fast, model: m, driver: driver-anthropic }
+"#;
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-MAN-011");
+    assert_at(&d, text, "alternates:");
+    assert_hint(&d, "transport: http");
+}
+
+#[test]
+fn e_man_012_unset_variable_names_it() {
+    let text = VALID.replace("claude-sonnet-4-5", "${MODEL_NAME}");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-012");
+    assert!(
+        d.message.contains("`${MODEL_NAME}` in `inference.model`"),
+        "{d}"
+    );
+    assert_at(&d, &text, "${MODEL_NAME}");
+    assert_hint(&d, "export MODEL_NAME");
+    assert_hint(&d, ".env beside the manifest");
+}
+
+#[test]
+fn w_man_013_unknown_key_suggests_the_closest() {
+    let text = VALID.replace("  model: claude", "  modle: x\n  model: claude");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "W-MAN-013");
+    assert_eq!(d.severity(), Severity::Warning);
+    assert_eq!(d.message, "unknown key `modle` in `inference`");
+    assert_at(&d, &text, "modle");
+    assert_hint(&d, "did you mean `model`?");
+    assert!(
+        loaded.manifest.is_some(),
+        "a warning does not stop the load"
+    );
+}
+
+#[test]
+fn w_man_013_unknown_key_without_a_close_match_lists_the_known_ones() {
+    let text = format!("{VALID}trace: {{ zzz: 1 }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "W-MAN-013");
+    assert_at(&d, &text, "zzz");
+    assert_hint(&d, "include_tool_output");
+}
+
+#[test]
+fn e_man_014_duplicate_artifact_name() {
+    let text = VALID.replace(
+        "runtime: driver }\n",
+        "runtime: driver }\n  - { name: driver-anthropic, version: \"1.1.0\", runtime: driver }\n",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-014");
+    assert!(d.message.contains("entries 1 and 2"));
+    assert_at(&d, &text, "driver-anthropic, version: \"1.1.0\"");
+    assert_hint(&d, "remove one entry");
+}
+
+#[test]
+fn e_man_015_unknown_closed_set_word() {
+    let text = VALID.replace("  model: claude", "  transport: htp\n  model: claude");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-015");
+    assert_eq!(d.message, "unknown transport `htp`");
+    assert_at(&d, &text, "htp");
+    assert_hint(&d, "http, process");
+}
+
+#[test]
+fn e_man_015_values_out_of_range() {
+    let text = format!(
+        "{VALID}  max_turns: 0\n  compaction: {{ threshold: 1.5 }}\ncontext: {{ seed_budget: -0.1 }}\nlifecycle: {{ task_acceptance: many }}\n"
+    );
+    let loaded = load_text(&text);
+    // The unknown word is a shape problem, so the ranges are checked after it is fixed.
+    let d = only(&loaded, "E-MAN-015");
+    assert_at(&d, &text, "many");
+    assert_hint(&d, "none, single, queue");
+    let fixed = text.replace("many", "queue");
+    let loaded = load_text(&fixed);
+    assert_eq!(codes(&loaded), ["E-MAN-015", "E-MAN-015", "E-MAN-015"]);
+    let threshold = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("threshold"))
+        .unwrap();
+    assert!(threshold.message.contains("(0, 1]"));
+    assert_at(threshold, &fixed, "1.5");
+    let turns = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("max_turns"))
+        .unwrap();
+    assert_at(turns, &fixed, "0\n");
+    let budget = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("seed_budget"))
+        .unwrap();
+    assert_at(budget, &fixed, "-0.1");
+}
+
+const LOCAL: &str = r#"name: reviewer
+version: "1.0.0"
+artifacts:
+  - { name: driver-anthropic, version: "1.0.0", runtime: driver }
+  - { name: my-tool, version: "0.1.0", runtime: tool, path: ./tools/my-tool }
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+"#;
+
+fn local_check(written: &Written) -> Vec<(String, Loaded<ArtifactManifest>)> {
+    let loaded = load_capsule(&written.file, &no_env);
+    let capsule = loaded.manifest.expect("the capsule loads");
+    check_local_artifacts(&capsule, &written.file, &no_env)
+}
+
+#[test]
+fn e_man_016_local_path_missing() {
+    let written = write(LOCAL);
+    let found = local_check(&written);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0, "my-tool");
+    let d = only(&found[0].1, "E-MAN-016");
+    assert!(d.message.contains("does not exist"));
+    assert_eq!(d.file.as_deref(), Some(written.file.as_path()));
+    assert_at(&d, LOCAL, "./tools/my-tool");
+    assert_hint(&d, "relative to the capsule manifest's directory");
+}
+
+#[test]
+fn e_man_016_local_directory_without_manifest() {
+    let written = write(LOCAL);
+    written.add("tools/my-tool/component.wasm", "");
+    let found = local_check(&written);
+    let d = only(&found[0].1, "E-MAN-016");
+    assert!(d.message.contains("holds no murmur.yaml"));
+    assert_at(&d, LOCAL, "./tools/my-tool");
+    assert_hint(&d, "murmur.yaml");
+}
+
+#[test]
+fn e_man_017_local_artifact_disagrees_with_its_entry() {
+    let written = write(LOCAL);
+    let own = written.add(
+        "tools/my-tool/murmur.yaml",
+        "name: my-tool\nversion: \"0.1.0\"\nruntime: hook\nbinding: on-task-end\n",
+    );
+    let found = local_check(&written);
+    let d = only(&found[0].1, "E-MAN-017");
+    assert!(d.message.contains("declared with `runtime: tool`"), "{d}");
+    assert!(d.message.contains("says `runtime: hook`"), "{d}");
+    assert!(d.message.contains(&own.display().to_string()));
+    assert_eq!(d.file.as_deref(), Some(written.file.as_path()));
+    assert_at(&d, LOCAL, "tool, path");
+    assert_hint(&d, "make the two agree");
+    assert!(found[0].1.manifest.is_none());
+}
+
+#[test]
+fn e_man_018_both_prompt_fields() {
+    let text = format!("{VALID}  system_prompt: hi\n  system_prompt_file: prompt.md\n");
+    let written = write(&text);
+    written.add("prompt.md", "You review.");
+    let loaded = written.load();
+    let d = only(&loaded, "E-MAN-018");
+    assert!(
+        d.message
+            .contains("both `system_prompt` and `system_prompt_file`")
+    );
+    assert_at(&d, &text, "prompt.md");
+    assert_hint(&d, "keep one");
+}
+
+#[test]
+fn e_man_018_driver_upstream_auth_without_key() {
+    let text = "name: d\nversion: \"1.0.0\"\nruntime: driver\nupstream_auth:\n  header: x-api-key\n  value: \"Bearer\"\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-MAN-018");
+    assert!(d.message.contains("without `{key}`"));
+    assert_at(&d, text, "\"Bearer\"");
+    assert_hint(&d, "Bearer {key}");
+}
+
+#[test]
+fn e_man_018_driver_upstream_auth_bad_header() {
+    let text = "name: d\nversion: \"1.0.0\"\nruntime: driver\nupstream_auth: { header: \"x api key\", value: \"{key}\" }\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-MAN-018");
+    assert!(d.message.contains("not an HTTP header name"));
+    assert_at(&d, text, "\"x api key\"");
+    assert_hint(&d, "x-api-key");
+}
+
+#[test]
+fn w_man_019_tool_without_input_schema() {
+    let text = "name: read-file\nversion: \"0.1.0\"\nruntime: tool\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "W-MAN-019");
+    assert_eq!(d.line, Some(1));
+    assert_hint(&d, "input_schema:");
+    assert!(loaded.manifest.is_some());
+}
+
+#[test]
+fn e_man_020_duplicate_key() {
+    let text = format!("{VALID}name: again\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-020");
+    assert_at(&d, &text, "name: again");
+    assert_hint(&d, "keep one");
+}
+
+#[test]
+fn e_man_021_missing_required_field() {
+    let text = format!("{VALID}  alternates:\n    - {{ name: fast, model: m }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-021");
+    assert_eq!(
+        d.message,
+        "`inference.alternates[0]` is missing the required field `driver`"
+    );
+    assert_at(&d, &text, "{ name: fast");
+    assert_hint(&d, "add `driver:`");
+}
+
+#[test]
+fn e_man_021_a_misspelled_required_key_is_named_in_the_hint() {
+    let text = format!(
+        "{VALID}  alternates:\n    - {{ name: fast, model: m, drivr: driver-anthropic }}\n"
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-021");
+    assert_hint(&d, "is `drivr` meant to be `driver`?");
+    let typo = only(&loaded, "W-MAN-013");
+    assert_eq!(
+        typo.message,
+        "unknown key `drivr` in `inference.alternates[0]`"
+    );
+    assert_at(&typo, &text, "drivr");
+}
+
+#[test]
+fn e_man_021_http_inference_without_model() {
+    let text = VALID.replace("  model: claude-sonnet-4-5\n", "");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-021");
+    assert!(d.message.contains("no `model`"));
+    assert_eq!(d.line, Some(position(&text, "inference:").0));
+    assert_hint(&d, "model:");
+}
+
+#[test]
+fn e_man_022_malformed_reference() {
+    let text = VALID.replace("claude-sonnet-4-5", "\"${MODEL\"");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-022");
+    assert!(d.message.contains("never closed"));
+    assert_at(&d, &text, "\"${MODEL\"");
+    assert_hint(&d, "$${");
+}
+
+#[test]
+fn e_man_023_prompt_file_missing() {
+    let text = format!("{VALID}  system_prompt_file: prompts/review.md\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-023");
+    assert!(d.message.contains("review.md"));
+    assert_at(&d, &text, "prompts/review.md");
+    assert_hint(&d, "relative to the manifest's directory");
+}
+
+#[test]
+fn e_man_023_skill_file_missing() {
+    let written = write("name: style\nversion: \"0.1.0\"\nruntime: skill\n");
+    let loaded = written.load();
+    let d = only(&loaded, "E-MAN-023");
+    assert!(d.message.contains("skill.md"));
+    assert_hint(&d, "skill.md");
+    written.add("skill.md", "Write plainly.");
+    assert!(written.load().diagnostics.is_empty());
+}
+
+#[test]
+fn e_man_024_gateway_endpoint_not_a_url() {
+    let text = VALID.replace(
+        "runtime: driver }",
+        "runtime: driver, gateway: { endpoint: api.anthropic.com } }",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-024");
+    assert!(d.message.contains("`artifacts[0].gateway.endpoint`"));
+    assert_at(&d, &text, "api.anthropic.com");
+    assert_hint(&d, "https://");
+}
+
+#[test]
+fn w_man_025_unparsable_dotenv() {
+    let text = VALID.replace("claude-sonnet-4-5", "${MODEL}");
+    let written = write(&text);
+    written.add(".env", "MODEL=claude\nthis line is not an assignment\n");
+    let loaded = written.load();
+    let d = only(&loaded, "W-MAN-025");
+    assert_eq!(
+        d.file.as_deref(),
+        Some(written.dir.path().join(".env").as_path())
+    );
+    assert_hint(&d, "NAME=value");
+    // The variable before the bad line still counts.
+    assert!(loaded.manifest.is_some(), "{:#?}", loaded.diagnostics);
+}
+
+#[test]
+fn w_man_026_field_of_another_runtime() {
+    let text = "name: d\nversion: \"1.0.0\"\nruntime: driver\ninput_schema: { type: object }\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "W-MAN-026");
+    assert!(d.message.contains("only applies to `runtime: tool`"));
+    assert_at(&d, text, "input_schema:");
+    assert_hint(&d, "remove `input_schema:`");
+}
+
+#[test]
+fn e_cap_001_malformed_network_entry() {
+    let text = format!(
+        "{VALID}capabilities:\n  network:\n    allow:\n      - https://api.anthropic.com\n      - \"ftp://files.example.com\"\n"
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-CAP-001");
+    assert!(d.message.contains("scheme `ftp`"));
+    assert_at(&d, &text, "\"ftp://");
+    assert_hint(&d, "host:port");
+}
+
+#[test]
+fn e_cap_002_limit_zero_or_negative() {
+    let text =
+        format!("{VALID}capabilities:\n  limits: {{ memory_bytes: 0, deadline_seconds: -5 }}\n");
+    let loaded = load_text(&text);
+    assert_eq!(codes(&loaded), ["E-CAP-002", "E-CAP-002"]);
+    assert_at(&loaded.diagnostics[0], &text, "0,");
+    assert_at(&loaded.diagnostics[1], &text, "-5 }");
+    assert_hint(&loaded.diagnostics[0], "above 0");
+}
+
+#[test]
+fn w_cap_003_read_only_path_missing() {
+    let text = format!("{VALID}capabilities:\n  filesystem: {{ read_only: [ ./docs ] }}\n");
+    let written = write(&text);
+    let loaded = written.load();
+    let d = only(&loaded, "W-CAP-003");
+    assert_at(&d, &text, "./docs");
+    assert_hint(&d, "relative to the manifest's directory");
+    std::fs::create_dir(written.dir.path().join("docs")).unwrap();
+    let loaded = written.load();
+    assert!(loaded.diagnostics.is_empty());
+    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+        panic!()
+    };
+    let path = &capsule.capabilities.filesystem.read_only[0];
+    assert_eq!(path.raw, std::path::Path::new("./docs"));
+    assert_eq!(path.resolved, written.dir.path().join("./docs"));
+}
+
+#[test]
+fn e_cap_004_empty_shell_entry() {
+    let text = format!("{VALID}capabilities:\n  shell: {{ allow: [ git, \" \" ] }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-CAP-004");
+    assert_at(&d, &text, "\" \"");
+    assert_hint(&d, "one binary");
+}
+
+#[test]
+fn e_cap_005_env_name_owned_by_the_runtime() {
+    let text =
+        format!("{VALID}capabilities:\n  env: {{ allow: [ LANG, MURMUR_SESSION_ID, \"A=B\" ] }}\n");
+    let loaded = load_text(&text);
+    assert_eq!(codes(&loaded), ["E-CAP-005", "E-CAP-005"]);
+    assert!(loaded.diagnostics[0].message.contains("MURMUR_"));
+    assert_at(&loaded.diagnostics[0], &text, "MURMUR_SESSION_ID");
+    assert!(loaded.diagnostics[1].message.contains("`=`"));
+    assert_hint(&loaded.diagnostics[0], "always set by the runtime");
+}
+
+#[test]
+fn e_hook_001_policy_the_binding_cannot_honor() {
+    let text = "name: gate\nversion: \"0.1.0\"\nruntime: hook\nbinding: on-stage\ncommit_policy: reopen-task\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-HOOK-001");
+    assert_eq!(
+        d.message,
+        "hook `gate` declares `commit_policy: reopen-task` on `binding: on-stage`, which honors only `write-manifests`"
+    );
+    assert_at(&d, text, "reopen-task");
+    assert_hint(&d, "on-task-end");
+}
+
+#[test]
+fn e_hook_002_async_with_a_committing_policy() {
+    let text = "name: gate\nversion: \"0.1.0\"\nruntime: hook\nbinding: on-tool-call\nexecution_mode: async\ncommit_policy: deny\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-HOOK-002");
+    assert_at(&d, text, "deny");
+    assert_hint(&d, "commit_policy: none");
+}
+
+#[test]
+fn e_hook_003_async_on_stage() {
+    let text =
+        "name: gate\nversion: \"0.1.0\"\nruntime: hook\nbinding: on-stage\nexecution_mode: async\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-HOOK-003");
+    assert_at(&d, text, "async");
+    assert_hint(&d, "remove `execution_mode: async`");
+}
+
+#[test]
+fn e_hook_004_unknown_binding_lists_the_valid_ones() {
+    let text = "name: gate\nversion: \"0.1.0\"\nruntime: hook\nbinding: on-task-finish\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-HOOK-004");
+    assert_eq!(d.message, "unknown binding `on-task-finish`");
+    assert_at(&d, text, "on-task-finish");
+    assert_hint(&d, "on-stage, on-session-start, on-task-start");
+}
+
+#[test]
+fn e_ctl_001_agent_setting_not_grantable() {
+    let text = format!("{VALID}control:\n  agent_settings: [ inference.max_tokens ]\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-CTL-001");
+    assert_at(&d, &text, "inference.max_tokens");
+    assert_hint(&d, "only be given `inference.driver`");
+    let unknown = format!("{VALID}control:\n  settings: [ inference.model ]\n");
+    let loaded = load_text(&unknown);
+    let d = only(&loaded, "E-CTL-001");
+    assert_eq!(d.message, "unknown control setting `inference.model`");
+    assert_at(&d, &unknown, "inference.model");
+}
+
+#[test]
+fn e_ctl_002_bad_secret_name() {
+    let text = format!("{VALID}control:\n  secrets: [ ANTHROPIC_API_KEY, \"\" ]\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-CTL-002");
+    assert_at(&d, &text, "\"\"");
+    assert_hint(&d, "ANTHROPIC_API_KEY");
+}

@@ -1,0 +1,298 @@
+//! Whatever text it is given, the loader returns diagnostics rather than panicking, and its
+//! result keeps its promises: a manifest exactly when there is no error, every code from the
+//! table, every error with a hint, every position inside the text.
+
+use std::path::Path;
+
+use murmur_manifest::{CODES, Loaded, Manifest, load_str};
+use proptest::prelude::*;
+
+const FILE: &str = "/nonexistent-murmur-proptest/murmur.yaml";
+
+fn check(text: &str) -> Loaded<Manifest> {
+    let loaded = load_str(text, Path::new(FILE), &|name| {
+        (name == "SET").then(|| "value".to_string())
+    });
+    assert_eq!(loaded.manifest.is_some(), !loaded.has_errors());
+    let lines = text.lines().count() + 1;
+    for d in &loaded.diagnostics {
+        assert!(
+            CODES.iter().any(|c| c.code == d.code),
+            "unlisted code {}",
+            d.code
+        );
+        if d.is_error() {
+            assert!(d.hint.is_some(), "error without a hint: {d}");
+        }
+        assert_eq!(d.file.as_deref(), Some(Path::new(FILE)));
+        if let Some(line) = d.line {
+            assert!(
+                (1..=lines).contains(&line),
+                "line {line} outside the text: {d}"
+            );
+            assert!(d.column.is_some_and(|c| c >= 1));
+        }
+        let _ = d.to_string();
+    }
+    loaded
+}
+
+/// Words a manifest holds, so random documents reach deep into the types.
+const KEYS: &[&str] = &[
+    "name",
+    "version",
+    "runtime",
+    "description",
+    "component",
+    "build",
+    "cargo",
+    "package",
+    "command",
+    "artifacts",
+    "path",
+    "gateway",
+    "endpoint",
+    "api_key",
+    "config",
+    "capabilities",
+    "network",
+    "allow",
+    "filesystem",
+    "read_only",
+    "shell",
+    "env",
+    "limits",
+    "memory_bytes",
+    "deadline_seconds",
+    "inference",
+    "transport",
+    "model",
+    "driver",
+    "artifact",
+    "alternates",
+    "system_prompt",
+    "system_prompt_file",
+    "max_turns",
+    "max_tokens",
+    "max_session_tokens",
+    "compaction",
+    "threshold",
+    "context",
+    "seed_budget",
+    "lifecycle",
+    "task_acceptance",
+    "after_task",
+    "conversation",
+    "input_timeout_secs",
+    "max_task_reopens",
+    "control",
+    "settings",
+    "secrets",
+    "agent_settings",
+    "trace",
+    "include_tool_output",
+    "observability",
+    "otel_endpoint",
+    "input_schema",
+    "upstream_auth",
+    "header",
+    "value",
+    "binding",
+    "execution_mode",
+    "commit_policy",
+    "skill",
+    "<<",
+    "1",
+    "true",
+];
+
+const SCALARS: &[&str] = &[
+    "1",
+    "0",
+    "-5",
+    "1.0",
+    "1.10",
+    "0.9",
+    "1e400",
+    ".nan",
+    ".inf",
+    "true",
+    "false",
+    "null",
+    "~",
+    "\"1.0.0\"",
+    "\"\"",
+    "' '",
+    "${SET}",
+    "${UNSET}",
+    "\"${\"",
+    "$${X}",
+    "http",
+    "process",
+    "tool",
+    "driver",
+    "hook",
+    "skill",
+    "capsule",
+    "on-stage",
+    "on-task-end",
+    "reopen-task",
+    "deny",
+    "async",
+    "blocking",
+    "https://api.anthropic.com",
+    "\"*\"",
+    "\"ftp://x\"",
+    "api.example.com:0",
+    "[::1]:80",
+    "MURMUR_X",
+    "inference.driver",
+    "./docs",
+    "/",
+    "[]",
+    "{}",
+    "&a x",
+    "*a",
+    "!!int x",
+    "!custom y",
+    "|\n  block",
+    "\"\\u0000\"",
+    "primary",
+    "driver-anthropic",
+];
+
+#[derive(Debug, Clone)]
+enum Node {
+    Scalar(String),
+    Map(Vec<(String, Node)>),
+    Seq(Vec<Node>),
+}
+
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(KEYS).prop_map(str::to_string),
+        1 => "[a-z_]{1,8}",
+    ]
+}
+
+fn scalar() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(SCALARS).prop_map(str::to_string),
+        1 => "[a-zA-Z0-9 ._:/$-]{0,12}",
+    ]
+}
+
+fn node() -> impl Strategy<Value = Node> {
+    scalar()
+        .prop_map(Node::Scalar)
+        .prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec((key(), inner.clone()), 0..6).prop_map(Node::Map),
+                prop::collection::vec(inner, 0..4).prop_map(Node::Seq),
+            ]
+        })
+}
+
+fn render(node: &Node, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match node {
+        Node::Scalar(s) => out.push_str(&format!("{pad}{s}\n")),
+        Node::Map(entries) => {
+            for (k, v) in entries {
+                match v {
+                    Node::Scalar(s) => out.push_str(&format!("{pad}{k}: {s}\n")),
+                    Node::Map(m) if m.is_empty() => out.push_str(&format!("{pad}{k}: {{}}\n")),
+                    Node::Seq(s) if s.is_empty() => out.push_str(&format!("{pad}{k}: []\n")),
+                    _ => {
+                        out.push_str(&format!("{pad}{k}:\n"));
+                        render(v, indent + 2, out);
+                    }
+                }
+            }
+        }
+        Node::Seq(items) => {
+            for item in items {
+                match item {
+                    Node::Scalar(s) => out.push_str(&format!("{pad}- {s}\n")),
+                    _ => {
+                        out.push_str(&format!("{pad}-\n"));
+                        render(item, indent + 2, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn document() -> impl Strategy<Value = String> {
+    prop::collection::vec((key(), node()), 0..10).prop_map(|entries| {
+        let mut out = String::new();
+        render(&Node::Map(entries), 0, &mut out);
+        out
+    })
+}
+
+const SPEC_EXAMPLE: &str = include_str!("fixtures/spec-example/murmur.yaml");
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in any::<String>()) {
+        check(&text);
+    }
+
+    #[test]
+    fn yaml_flavoured_text_never_panics(
+        pieces in prop::collection::vec(
+            prop_oneof![
+                prop::sample::select(&[
+                    ":", ": ", "- ", "\n", "  ", "{", "}", "[", "]", ",", "&a ", "*a", "!!str ",
+                    "\"", "'", "#", "---\n", "? ", "|", ">", "\t", "%YAML 1.2\n", "...\n",
+                ][..]).prop_map(str::to_string),
+                prop::sample::select(KEYS).prop_map(str::to_string),
+                prop::sample::select(SCALARS).prop_map(str::to_string),
+            ],
+            0..80,
+        )
+    ) {
+        check(&pieces.concat());
+    }
+
+    #[test]
+    fn generated_documents_never_panic(text in document()) {
+        check(&text);
+    }
+
+    #[test]
+    fn mutations_of_the_spec_example_never_panic(
+        line in 0usize..40,
+        replacement in prop_oneof![
+            scalar().prop_map(|s| format!("  {s}")),
+            (key(), scalar()).prop_map(|(k, s)| format!("{k}: {s}")),
+            (key(), scalar()).prop_map(|(k, s)| format!("  {k}: {s}")),
+            Just(String::new()),
+        ],
+    ) {
+        let mut lines: Vec<String> = SPEC_EXAMPLE.lines().map(str::to_string).collect();
+        let at = line % lines.len();
+        lines[at] = replacement;
+        check(&lines.join("\n"));
+    }
+}
+
+#[test]
+fn errors_carry_codes_on_a_few_known_bad_inputs() {
+    for text in [
+        "",
+        "[",
+        "a: *nope",
+        "- x",
+        "name: [",
+        "\u{feff}\u{feff}a: b",
+        "a: !!int x",
+    ] {
+        let loaded = check(text);
+        assert!(loaded.has_errors(), "`{text}` loaded");
+    }
+}

@@ -1,0 +1,225 @@
+//! The engine: one `wasmtime::Engine` per process, the linker every tool and driver component
+//! is instantiated through, the epoch ticker behind call deadlines, and the compiled-component
+//! cache.
+//!
+//! What it promises:
+//!
+//! - Components are compiled once per content (see [`cache`]) and pre-linked once per load, so a
+//!   call pays only for instantiation, the call itself and teardown.
+//! - The linker offers WASI 0.2 (filesystem, clocks, random, cli, and sockets that every store
+//!   denies), `wasi:http` outgoing requests checked by [`crate::grants::http`], and the
+//!   `murmur:task/task` and `murmur:text/chunks` imports of the `tool` and `driver` worlds. A
+//!   component importing anything else fails to load with an error naming the import.
+//! - Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most one tick late.
+
+pub mod cache;
+pub mod limits;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::{Tool, ToolPre};
+use crate::error::RuntimeError;
+use crate::grants::HostState;
+pub use cache::{CacheStatus, sha256_hex};
+use cache::ComponentCache;
+pub use limits::CallLimits;
+
+/// How often the epoch advances: the resolution of every call deadline.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// How the engine is set up.
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    /// Where compiled components are kept between processes. `None` compiles on every load.
+    pub cache_dir: Option<PathBuf>,
+    /// Use wasmtime's pooling instance allocator: pays when one process instantiates many times
+    /// (sessions, the door, benchmarks); a one-shot call is as fast without it.
+    pub pooling: bool,
+}
+
+/// The process's engine. Cheap to share by reference; create one per process.
+pub struct Engine {
+    wasm: wasmtime::Engine,
+    linker: Linker<HostState>,
+    cache: Option<ComponentCache>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+/// A component compiled and pre-linked, ready to be called any number of times.
+pub struct LoadedComponent {
+    name: String,
+    sha256: String,
+    cache_status: CacheStatus,
+    pub(crate) pre: ToolPre<HostState>,
+}
+
+impl LoadedComponent {
+    /// The name calls and errors refer to it by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The sha256 of the component's bytes, lowercase hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Whether the compiled form came from the cache.
+    pub fn cache_status(&self) -> CacheStatus {
+        self.cache_status
+    }
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Result<Engine, RuntimeError> {
+        let mut wasm_config = wasmtime::Config::new();
+        wasm_config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .cranelift_opt_level(wasmtime::OptLevel::Speed);
+        if config.pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::default();
+            pool.total_component_instances(256)
+                .total_core_instances(2048)
+                .total_memories(512)
+                .total_tables(512)
+                .total_stacks(256);
+            wasm_config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
+        let wasm = wasmtime::Engine::new(&wasm_config).map_err(|error| RuntimeError::Load {
+            component: "<engine>".to_string(),
+            reason: error.to_string(),
+        })?;
+        let linker = tool_linker(&wasm).map_err(|error| RuntimeError::Load {
+            component: "<linker>".to_string(),
+            reason: error.to_string(),
+        })?;
+        let cache = config
+            .cache_dir
+            .map(|dir| ComponentCache::new(dir, &wasm));
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_epoch_ticker(wasm.clone(), ticker_stop.clone()).map_err(|source| {
+            RuntimeError::Io {
+                context: "starting the epoch ticker thread".to_string(),
+                source,
+            }
+        })?;
+        Ok(Engine {
+            wasm,
+            linker,
+            cache,
+            ticker_stop,
+        })
+    }
+
+    /// Reads, compiles (or loads from the cache) and pre-links the component at `path`.
+    /// `name` is what later errors call it.
+    pub fn load_component(&self, name: &str, path: &Path) -> Result<LoadedComponent, RuntimeError> {
+        let bytes = std::fs::read(path).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
+                RuntimeError::ComponentMissing {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                RuntimeError::Load {
+                    component: name.to_string(),
+                    reason: format!("reading {}: {error}", path.display()),
+                }
+            }
+        })?;
+        self.load_component_bytes(name, &bytes)
+    }
+
+    /// As [`Engine::load_component`], from bytes already in memory.
+    pub fn load_component_bytes(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<LoadedComponent, RuntimeError> {
+        let load_error = |reason: String| RuntimeError::Load {
+            component: name.to_string(),
+            reason,
+        };
+        let sha256 = sha256_hex(bytes);
+        let (component, cache_status) = match &self.cache {
+            Some(cache) => cache
+                .load(&self.wasm, &sha256, bytes)
+                .map_err(|error| load_error(error_chain(&error)))?,
+            None => (
+                wasmtime::component::Component::new(&self.wasm, bytes)
+                    .map_err(|error| load_error(error_chain(&error)))?,
+                CacheStatus::Uncached,
+            ),
+        };
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|error| load_error(error_chain(&error)))?;
+        let pre = ToolPre::new(instance_pre).map_err(|error| {
+            load_error(format!(
+                "it does not export `murmur:tool/run@0.1.0` as the tool and driver worlds \
+                 require: {}",
+                error_chain(&error)
+            ))
+        })?;
+        Ok(LoadedComponent {
+            name: name.to_string(),
+            sha256,
+            cache_status,
+            pre,
+        })
+    }
+
+    pub(crate) fn wasm(&self) -> &wasmtime::Engine {
+        &self.wasm
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The linker of the `tool` and `driver` worlds, with the WASI a component may hold.
+fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    Tool::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
+    Ok(linker)
+}
+
+/// Advances the engine's epoch every [`TICK`] until `stop` is set.
+fn spawn_epoch_ticker(engine: wasmtime::Engine, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("murmur-epoch".to_string())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(TICK);
+                engine.increment_epoch();
+            }
+        })
+        .map(drop)
+}
+
+/// An error and its causes, one line.
+pub(crate) fn error_chain(error: &wasmtime::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause_text = cause.to_string();
+        if text.contains(&cause_text) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause_text);
+    }
+    text
+}

@@ -1,0 +1,128 @@
+//! The environment grant: what a component finds in its environment, and nothing more.
+//!
+//! - `MURMUR_CAPSULE_NAME`, `MURMUR_CAPSULE_VERSION`, and when known `MURMUR_SESSION_ID` and
+//!   `MURMUR_CAPSULE_URL` (when the capsule is served): who the component works for.
+//! - `MURMUR_ARTIFACT_CONFIG`: the artifact entry's `config:` as JSON, when it has one.
+//! - Each name of `capabilities.env.allow` that is set on the host, with the host's value.
+//!
+//! Nothing is inherited: a host variable not named in the allow list does not exist for the
+//! component, and the runtime never puts a credential here (a driver's key is attached to its
+//! requests by [`super::http`], outside the sandbox). Allow-list names in the runtime's own
+//! `MURMUR_` namespace are ignored, so a manifest cannot forge the identity variables.
+
+/// Who a component works for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub capsule_name: String,
+    pub capsule_version: String,
+    pub session_id: Option<String>,
+    pub capsule_url: Option<String>,
+}
+
+/// The complete environment of a component: identity, the artifact's config, and the allowed
+/// host variables `host` has values for.
+pub fn component_env(
+    identity: &Identity,
+    artifact_config: Option<&serde_json::Value>,
+    allow: &[String],
+    host: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "MURMUR_CAPSULE_NAME".to_string(),
+            identity.capsule_name.clone(),
+        ),
+        (
+            "MURMUR_CAPSULE_VERSION".to_string(),
+            identity.capsule_version.clone(),
+        ),
+    ];
+    if let Some(session_id) = &identity.session_id {
+        env.push(("MURMUR_SESSION_ID".to_string(), session_id.clone()));
+    }
+    if let Some(url) = &identity.capsule_url {
+        env.push(("MURMUR_CAPSULE_URL".to_string(), url.clone()));
+    }
+    if let Some(config) = artifact_config {
+        env.push(("MURMUR_ARTIFACT_CONFIG".to_string(), config.to_string()));
+    }
+    for name in allow {
+        if name.starts_with("MURMUR_") || env.iter().any(|(existing, _)| existing == name) {
+            continue;
+        }
+        if let Some(value) = host(name) {
+            env.push((name.clone(), value));
+        }
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str) -> Option<String> {
+        match name {
+            "LANG" => Some("C.UTF-8".to_string()),
+            "SECRET_TOKEN" => Some("s3cr3t".to_string()),
+            "MURMUR_CAPSULE_NAME" => Some("forged".to_string()),
+            _ => None,
+        }
+    }
+
+    fn identity() -> Identity {
+        Identity {
+            capsule_name: "reviewer".to_string(),
+            capsule_version: "1.0.0".to_string(),
+            session_id: Some("ses_0123456789abcdef0123456789abcdef".to_string()),
+            capsule_url: None,
+        }
+    }
+
+    #[test]
+    fn only_identity_config_and_allowed_names_are_present() {
+        let config = serde_json::json!({"keep_last": 6});
+        let env = component_env(&identity(), Some(&config), &["LANG".to_string()], &host);
+        assert_eq!(
+            env,
+            vec![
+                ("MURMUR_CAPSULE_NAME".to_string(), "reviewer".to_string()),
+                ("MURMUR_CAPSULE_VERSION".to_string(), "1.0.0".to_string()),
+                (
+                    "MURMUR_SESSION_ID".to_string(),
+                    "ses_0123456789abcdef0123456789abcdef".to_string()
+                ),
+                (
+                    "MURMUR_ARTIFACT_CONFIG".to_string(),
+                    r#"{"keep_last":6}"#.to_string()
+                ),
+                ("LANG".to_string(), "C.UTF-8".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_host_variable_not_allowed_is_absent() {
+        let env = component_env(&identity(), None, &[], &host);
+        assert!(env.iter().all(|(name, _)| name != "SECRET_TOKEN"));
+    }
+
+    #[test]
+    fn an_allowed_name_cannot_forge_the_identity() {
+        let env = component_env(
+            &identity(),
+            None,
+            &["MURMUR_CAPSULE_NAME".to_string()],
+            &host,
+        );
+        let names: Vec<_> = env.iter().filter(|(n, _)| n == "MURMUR_CAPSULE_NAME").collect();
+        assert_eq!(names.len(), 1);
+        assert_eq!(names[0].1, "reviewer");
+    }
+
+    #[test]
+    fn an_allowed_name_unset_on_the_host_is_absent() {
+        let env = component_env(&identity(), None, &["HOME_NOT_SET".to_string()], &host);
+        assert!(env.iter().all(|(name, _)| name != "HOME_NOT_SET"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Grants: one module per host capability a component may hold.
+//!
+//! A [`Grants`] value is everything one component call may touch, resolved from the capsule's
+//! manifest before the call. Each module below turns its slice of it into per-call state and is
+//! the only place that capability is decided:
+//!
+//! - [`fs`]: the session workdir preopened as `.`, declared read-only paths read-only, nothing
+//!   else.
+//! - [`env`]: the environment a component sees: `MURMUR_*` identity, the artifact's config, the
+//!   names `capabilities.env.allow` lets through. Never a credential.
+//! - [`http`]: outgoing `wasi:http` requests, checked against `capabilities.network.allow`; no
+//!   allow means deny. Raw sockets are never granted.
+//! - [`chunks`]: `murmur:text/chunks`, text streamed to whoever listens.
+//! - [`task`]: `murmur:task/task`, human input, only inside an A2A task.
+//!
+//! The deny path is the default path: a [`Grants`] built with [`Grants::new`] holds the workdir
+//! and nothing more.
+
+pub mod chunks;
+pub mod env;
+pub mod fs;
+pub mod http;
+pub(crate) mod stdio;
+pub mod task;
+
+use std::path::PathBuf;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::engine::CallLimits;
+use crate::engine::limits::MemoryLimiter;
+use crate::error::RuntimeError;
+pub use chunks::{ChunkKind, ChunkSink};
+pub use http::{NetworkPolicy, Refusal};
+
+/// Everything one component call may touch.
+#[derive(Clone)]
+pub struct Grants {
+    /// The session workdir: the component's `.`, read-write.
+    pub workdir: PathBuf,
+    /// Paths the component may read, preopened read-only under their own absolute path.
+    pub read_only: Vec<PathBuf>,
+    /// The complete environment the component sees (see [`env::component_env`]).
+    pub env: Vec<(String, String)>,
+    /// Which hosts outgoing `wasi:http` requests may reach.
+    pub network: NetworkPolicy,
+    /// Deadline and memory ceiling of each call.
+    pub limits: CallLimits,
+    /// Where streamed text goes; `None` drops it.
+    pub chunks: Option<ChunkSink>,
+}
+
+impl Grants {
+    /// The workdir alone: no read-only paths, an empty environment, no network, default limits.
+    pub fn new(workdir: impl Into<PathBuf>) -> Grants {
+        Grants {
+            workdir: workdir.into(),
+            read_only: Vec::new(),
+            env: Vec::new(),
+            network: NetworkPolicy::deny_all(),
+            limits: CallLimits::default(),
+            chunks: None,
+        }
+    }
+
+    /// The state of one call's store, built from these grants.
+    pub(crate) fn host_state(&self) -> Result<HostState, RuntimeError> {
+        let mut builder = WasiCtx::builder();
+        fs::preopen(&mut builder, &self.workdir, &self.read_only)?;
+        builder.envs(&self.env);
+        let stdout = stdio::CapturedOutput::default();
+        let stderr = stdio::CapturedOutput::default();
+        builder.stdout(stdout.clone());
+        builder.stderr(stderr.clone());
+        Ok(HostState {
+            wasi: builder.build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            http_grant: http::HttpGrant::new(self.network.clone()),
+            limiter: MemoryLimiter::new(self.limits.memory_bytes),
+            chunks: self.chunks.clone(),
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// The data of one call's store: the per-call state of every grant.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    pub(crate) http_grant: http::HttpGrant,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) chunks: Option<ChunkSink>,
+    pub(crate) stdout: stdio::CapturedOutput,
+    pub(crate) stderr: stdio::CapturedOutput,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_grant,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! The Murmur capsule runtime.
+//!
+//! What this crate promises:
+//!
+//! - **One engine.** [`Engine`] holds the one `wasmtime::Engine` of a process, the linker every
+//!   tool and driver component is instantiated through, the epoch ticker that enforces call
+//!   deadlines, and the on-disk cache of compiled components keyed by content hash.
+//! - **Only what was granted.** A component sees the session workdir (preopened as `.`), the
+//!   declared read-only paths (read-only), the environment [`grants::env`] composes, and outgoing
+//!   `wasi:http` requests the network allowlist permits. Nothing else is linked or answered. Each
+//!   grant is one module under [`grants`].
+//! - **Calls that end.** Every component call runs under a wall-clock deadline and a memory
+//!   limit. Hitting either is reported as such ([`RuntimeError::Deadline`],
+//!   [`RuntimeError::MemoryLimit`]), distinct from an ordinary trap, and never takes the
+//!   process down.
+//! - **The tool contract.** [`tool`] calls `murmur:tool/run` and applies the seed's rules to what
+//!   comes back: `data` verbatim, `data-path` resolved under the workdir by strict rules, reserved
+//!   metadata keys read first-tuple-wins.
+//!
+//! The runtime does not print: progress and results go back to the caller as values.
+
+mod bindings;
+pub mod engine;
+pub mod error;
+pub mod grants;
+pub mod tool;
+
+pub use engine::{Engine, EngineConfig, LoadedComponent};
+pub use error::RuntimeError;
+pub use grants::Grants;

@@ -1,0 +1,412 @@
+//! The tool contract: calling `murmur:tool/run` and reading what comes back (seed,
+//! `murmur:tool/run`).
+//!
+//! What a caller can rely on:
+//!
+//! - One call is one fresh instance in one fresh store, under the call's [`Grants`]: nothing
+//!   survives from one call to the next inside the component.
+//! - A result carrying `data` is used verbatim; `data-path` is then never opened.
+//! - Otherwise `data-path` is read on the tool's behalf, beneath the session workdir, by
+//!   [`read_data_path`]: `%` escapes are decoded first; an absolute path, any `..`, a symlink
+//!   anywhere on the way, a missing file, anything but a regular file, or a file over
+//!   [`DATA_PATH_MAX_BYTES`] fails the call ([`RuntimeError::DataPath`]).
+//! - `metadata` is kept whole, in order. The reserved keys (`continuation_id`, `state_effect`,
+//!   `resource_id`) are read from their first tuple; later tuples of the same key are ignored.
+//!   A `state_effect` other than `read` or `mutate`, or a missing one, is unknown. An empty
+//!   `continuation_id` is no continuation.
+//! - A deadline, a memory limit and a trap are three different errors, and every request a grant
+//!   refused during the call is reported, whatever the call's end.
+
+use std::io::Read;
+use std::path::{Component, Path};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use wasmtime::Store;
+
+use crate::bindings;
+use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
+use crate::error::RuntimeError;
+use crate::grants::{Grants, Refusal};
+
+/// The largest file `data-path` may name: 10 MiB.
+pub const DATA_PATH_MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+/// The reserved metadata keys.
+pub const CONTINUATION_ID: &str = "continuation_id";
+pub const STATE_EFFECT: &str = "state_effect";
+pub const RESOURCE_ID: &str = "resource_id";
+
+/// What a tool is called with (`murmur:tool/run.tool-input`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInput {
+    pub data: Option<String>,
+    pub log_path: Option<String>,
+}
+
+/// How a call ended, as the tool sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Passed,
+    Failed,
+    Error,
+}
+
+/// What the tool returned (`murmur:tool/run.tool-result`), as it returned it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub status: ToolStatus,
+    pub summary: Option<String>,
+    pub data: Option<String>,
+    pub data_path: Option<String>,
+    pub truncated: bool,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// How a call affected the resource it addressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateEffect {
+    Read,
+    Mutate,
+}
+
+/// A tool's result, read under the contract's rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolOutput {
+    pub result: ToolResult,
+    /// The result's text: `data`, else the contents of `data-path`, else nothing.
+    pub output: Option<String>,
+    pub state_effect: Option<StateEffect>,
+    pub resource_id: Option<String>,
+    pub continuation_id: Option<String>,
+}
+
+/// Everything one call produced.
+#[derive(Debug)]
+pub struct ToolCallReport {
+    pub outcome: Result<ToolOutput, RuntimeError>,
+    /// Requests a grant refused during the call, in order.
+    pub refusals: Vec<Refusal>,
+    /// What the component wrote to stdout and stderr (the first 64 KiB of each).
+    pub stdout: String,
+    pub stderr: String,
+    pub duration: Duration,
+}
+
+impl Engine {
+    /// Calls `run` of `component` once with `input`, under `grants`.
+    pub async fn call_tool(
+        &self,
+        component: &LoadedComponent,
+        grants: &Grants,
+        input: &ToolInput,
+    ) -> ToolCallReport {
+        let started = Instant::now();
+        let state = match grants.host_state() {
+            Ok(state) => state,
+            Err(error) => {
+                return ToolCallReport {
+                    outcome: Err(error),
+                    refusals: Vec::new(),
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    duration: started.elapsed(),
+                };
+            }
+        };
+        let mut store = Store::new(self.wasm(), state);
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(deadline_ticks(grants.limits.deadline));
+        store.epoch_deadline_trap();
+
+        let wit_input = bindings::ToolInput {
+            data: input.data.clone(),
+            log_path: input.log_path.clone(),
+        };
+        // The epoch stops a component running its own code; the timer also stops one parked
+        // in a host call. The timer runs a tick later so the epoch, which names the cause
+        // more precisely, normally fires first.
+        let timed = tokio::time::timeout(grants.limits.deadline + 2 * TICK, async {
+            let tool = component.pre.instantiate_async(&mut store).await?;
+            tool.murmur_tool_run().call_run(&mut store, &wit_input).await
+        })
+        .await;
+
+        let state = store.data();
+        let outcome = match timed {
+            Err(_elapsed) => Err(RuntimeError::Deadline {
+                component: component.name().to_string(),
+                deadline: grants.limits.deadline,
+            }),
+            Ok(Err(error)) => Err(classify_failure(component, grants, state, &error)),
+            Ok(Ok(result)) => read_result(component.name(), &grants.workdir, result.into()),
+        };
+        ToolCallReport {
+            outcome,
+            refusals: state.http_grant.refusals.clone(),
+            stdout: state.stdout.text(),
+            stderr: state.stderr.text(),
+            duration: started.elapsed(),
+        }
+    }
+}
+
+fn deadline_ticks(deadline: Duration) -> u64 {
+    (deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1)
+}
+
+/// Names why a call failed: the memory ceiling, the deadline, or an ordinary trap.
+fn classify_failure(
+    component: &LoadedComponent,
+    grants: &Grants,
+    state: &crate::grants::HostState,
+    error: &wasmtime::Error,
+) -> RuntimeError {
+    if let Some(requested) = state.limiter.refused_at() {
+        return RuntimeError::MemoryLimit {
+            component: component.name().to_string(),
+            limit_bytes: state.limiter.limit_bytes(),
+            requested_bytes: requested,
+        };
+    }
+    if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+        return RuntimeError::Deadline {
+            component: component.name().to_string(),
+            deadline: grants.limits.deadline,
+        };
+    }
+    let mut message = error_chain(error);
+    let stderr = state.stderr.text();
+    let last_lines: Vec<&str> = stderr.lines().rev().take(5).collect();
+    if !last_lines.is_empty() {
+        message.push_str("; its stderr ends with: ");
+        message.push_str(
+            &last_lines
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | "),
+        );
+    }
+    RuntimeError::Trap {
+        component: component.name().to_string(),
+        message,
+    }
+}
+
+impl From<bindings::ToolResult> for ToolResult {
+    fn from(result: bindings::ToolResult) -> Self {
+        ToolResult {
+            status: match result.status {
+                bindings::Status::Passed => ToolStatus::Passed,
+                bindings::Status::Failed => ToolStatus::Failed,
+                bindings::Status::Error => ToolStatus::Error,
+            },
+            summary: result.summary,
+            data: result.data,
+            data_path: result.data_path,
+            truncated: result.truncated,
+            metadata: result.metadata,
+        }
+    }
+}
+
+/// Applies the contract's rules to what a tool returned.
+pub fn read_result(
+    component: &str,
+    workdir: &Path,
+    result: ToolResult,
+) -> Result<ToolOutput, RuntimeError> {
+    let output = match (&result.data, &result.data_path) {
+        (Some(data), _) => Some(data.clone()),
+        (None, Some(data_path)) => Some(read_data_path(workdir, data_path).map_err(|reason| {
+            RuntimeError::DataPath {
+                component: component.to_string(),
+                data_path: data_path.clone(),
+                reason,
+            }
+        })?),
+        (None, None) => None,
+    };
+    let state_effect = match reserved(&result.metadata, STATE_EFFECT) {
+        Some("read") => Some(StateEffect::Read),
+        Some("mutate") => Some(StateEffect::Mutate),
+        _ => None,
+    };
+    let resource_id = reserved(&result.metadata, RESOURCE_ID).map(str::to_string);
+    let continuation_id = reserved(&result.metadata, CONTINUATION_ID)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string);
+    Ok(ToolOutput {
+        output,
+        state_effect,
+        resource_id,
+        continuation_id,
+        result,
+    })
+}
+
+/// The value of the first tuple named `key`.
+pub fn reserved<'a>(metadata: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    metadata
+        .iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.as_str())
+}
+
+/// Reads the file a `data-path` names, beneath `workdir`, or says why it may not.
+pub fn read_data_path(workdir: &Path, data_path: &str) -> Result<String, String> {
+    let decoded = percent_encoding::percent_decode_str(data_path)
+        .decode_utf8()
+        .map_err(|_| "its %-escapes do not decode to UTF-8".to_string())?;
+    if decoded.is_empty() {
+        return Err("it is empty".to_string());
+    }
+    if decoded.contains('\0') {
+        return Err("it holds a NUL byte".to_string());
+    }
+    let mut current = workdir.to_path_buf();
+    let mut walked = false;
+    for part in Path::new(decoded.as_ref()).components() {
+        match part {
+            Component::CurDir => continue,
+            Component::RootDir | Component::Prefix(_) => {
+                return Err("it is absolute; name a path relative to the session workdir".into());
+            }
+            Component::ParentDir => return Err("it climbs with `..`".to_string()),
+            Component::Normal(name) => {
+                current.push(name);
+                walked = true;
+                let metadata = std::fs::symlink_metadata(&current).map_err(|error| {
+                    if error.kind() == std::io::ErrorKind::NotFound {
+                        "it does not exist".to_string()
+                    } else {
+                        format!("it cannot be inspected: {error}")
+                    }
+                })?;
+                if metadata.file_type().is_symlink() {
+                    return Err("it passes through a symlink".to_string());
+                }
+            }
+        }
+    }
+    if !walked {
+        return Err("it names the workdir itself, not a file".to_string());
+    }
+    let file = open_no_follow(&current).map_err(|error| format!("it cannot be opened: {error}"))?;
+    let metadata = file
+        .metadata()
+        .map_err(|error| format!("it cannot be inspected: {error}"))?;
+    if !metadata.is_file() {
+        return Err("it is not a regular file".to_string());
+    }
+    if metadata.len() > DATA_PATH_MAX_BYTES {
+        return Err(format!(
+            "it is {} bytes, over the {} byte limit",
+            metadata.len(),
+            DATA_PATH_MAX_BYTES
+        ));
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(DATA_PATH_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("it cannot be read: {error}"))?;
+    if bytes.len() as u64 > DATA_PATH_MAX_BYTES {
+        return Err(format!(
+            "it grew past the {} byte limit while being read",
+            DATA_PATH_MAX_BYTES
+        ));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Opens `path` for reading, failing if its last component is a symlink.
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(data: Option<&str>, data_path: Option<&str>, metadata: &[(&str, &str)]) -> ToolResult {
+        ToolResult {
+            status: ToolStatus::Passed,
+            summary: None,
+            data: data.map(str::to_string),
+            data_path: data_path.map(str::to_string),
+            truncated: false,
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn data_is_used_verbatim_and_data_path_is_never_opened() {
+        let workdir = tempfile::tempdir().unwrap();
+        let output = read_result(
+            "t",
+            workdir.path(),
+            result(Some("  verbatim\n"), Some("/etc/passwd"), &[]),
+        )
+        .unwrap();
+        assert_eq!(output.output.as_deref(), Some("  verbatim\n"));
+    }
+
+    #[test]
+    fn reserved_keys_first_tuple_wins_and_metadata_is_kept_whole() {
+        let workdir = tempfile::tempdir().unwrap();
+        let metadata = [
+            ("state_effect", "read"),
+            ("resource_id", "file:a.txt"),
+            ("state_effect", "mutate"),
+            ("resource_id", "file:b.txt"),
+            ("custom", "kept"),
+        ];
+        let output = read_result("t", workdir.path(), result(Some(""), None, &metadata)).unwrap();
+        assert_eq!(output.state_effect, Some(StateEffect::Read));
+        assert_eq!(output.resource_id.as_deref(), Some("file:a.txt"));
+        assert_eq!(output.result.metadata.len(), 5);
+    }
+
+    #[test]
+    fn an_unknown_state_effect_and_an_empty_continuation_are_absent() {
+        let workdir = tempfile::tempdir().unwrap();
+        let metadata = [("state_effect", "write"), ("continuation_id", "")];
+        let output = read_result("t", workdir.path(), result(Some(""), None, &metadata)).unwrap();
+        assert_eq!(output.state_effect, None);
+        assert_eq!(output.continuation_id, None);
+    }
+
+    #[test]
+    fn data_path_rows() {
+        let workdir = tempfile::tempdir().unwrap();
+        let root = workdir.path();
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        std::fs::write(root.join("out/result.txt"), "the result").unwrap();
+        std::os::unix::fs::symlink(root.join("out"), root.join("link")).unwrap();
+        std::fs::write(root.join("big.txt"), vec![b'a'; DATA_PATH_MAX_BYTES as usize + 1]).unwrap();
+
+        assert_eq!(read_data_path(root, "out/result.txt").unwrap(), "the result");
+        assert_eq!(read_data_path(root, "./out/result.txt").unwrap(), "the result");
+        assert_eq!(read_data_path(root, "out%2Fresult.txt").unwrap(), "the result");
+        assert!(read_data_path(root, "/etc/passwd").unwrap_err().contains("absolute"));
+        assert!(read_data_path(root, "../x").unwrap_err().contains(".."));
+        assert!(read_data_path(root, "%2e%2e/x").unwrap_err().contains(".."));
+        assert!(read_data_path(root, "out/%2E%2E/out/result.txt").unwrap_err().contains(".."));
+        assert!(read_data_path(root, "link/result.txt").unwrap_err().contains("symlink"));
+        assert!(read_data_path(root, "missing.txt").unwrap_err().contains("does not exist"));
+        assert!(read_data_path(root, "big.txt").unwrap_err().contains("limit"));
+        assert!(read_data_path(root, "out").unwrap_err().contains("regular file"));
+        assert!(read_data_path(root, "").unwrap_err().contains("empty"));
+        assert!(read_data_path(root, "%ff").unwrap_err().contains("UTF-8"));
+    }
+}

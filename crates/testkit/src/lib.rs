@@ -1,0 +1,14 @@
+//! Test helpers for black-box tests of `mur`.
+//!
+//! - [`RecordingServer`]: a real HTTP server on 127.0.0.1 that records every connection and
+//!   request reaching it, so a test can prove that nothing arrived.
+//! - [`Mur`]: runs the `mur` binary with a test's arguments and environment and captures what it
+//!   printed and how it exited.
+//!
+//! Everything here listens on loopback only and stops when dropped.
+
+mod mur;
+mod recording;
+
+pub use mur::{Mur, MurOutput, repo_root, shared_home};
+pub use recording::{RecordedRequest, RecordingServer};

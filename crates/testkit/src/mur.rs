@@ -1,0 +1,96 @@
+//! Running the `mur` binary from a test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root")
+}
+
+/// A murmur home shared by the test suite (under `target/`), so the compiled-component cache
+/// is filled once for every test rather than once per test.
+pub fn shared_home() -> PathBuf {
+    let home = repo_root().join("target").join("test-murmur-home");
+    std::fs::create_dir_all(&home).expect("creating the shared test home");
+    home
+}
+
+/// One `mur` invocation being put together.
+pub struct Mur {
+    command: Command,
+}
+
+/// What one `mur` invocation printed and how it exited.
+#[derive(Debug)]
+pub struct MurOutput {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl MurOutput {
+    /// stdout parsed as JSON; panics with both streams when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|error| {
+            panic!(
+                "stdout is not JSON ({error})\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+impl Mur {
+    /// `bin` is the `mur` binary (`env!("CARGO_BIN_EXE_mur")` in the test). The environment is
+    /// cleared but for `PATH`, `HOME`, `CARGO` and `RUSTUP_HOME`/`CARGO_HOME`, and `MURMUR_HOME`
+    /// points at [`shared_home`].
+    pub fn new(bin: impl AsRef<Path>) -> Mur {
+        let mut command = Command::new(bin.as_ref());
+        command.env_clear();
+        for name in ["PATH", "HOME", "CARGO", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        command.env("MURMUR_HOME", shared_home());
+        Mur { command }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Mur {
+        self.command.arg(arg);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Mur
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Mur {
+        self.command.env(name, value);
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Mur {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// Runs `mur` to its end.
+    pub fn run(mut self) -> MurOutput {
+        let output = self.command.output().expect("running mur");
+        MurOutput {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `mur check`: what a user sees for a good manifest, a broken one, a capsule whose local hook
+//! artifact breaks the hook contract, and the `--json` form scripts read. (Each diagnostic code
+//! has its own test in the manifest crate; these prove the command presents them.)
+
+use std::path::Path;
+
+use murmur_testkit::{Mur, MurOutput, repo_root};
+
+fn check(path: &Path, json: bool) -> MurOutput {
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur")).arg("check");
+    if json {
+        mur = mur.arg("--json");
+    }
+    mur.arg(path).run()
+}
+
+fn write(dir: &Path, relative: &str, text: &str) -> std::path::PathBuf {
+    let file = dir.join(relative);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn the_example_capsule_is_clean() {
+    let output = check(&repo_root().join("examples/hello"), false);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(output.stdout.trim_end().ends_with(": ok"), "{}", output.stdout);
+    assert_eq!(output.stderr, "");
+}
+
+#[test]
+fn first_party_artifacts_are_clean() {
+    for artifact in ["artifacts/read-file", "artifacts/write-file", "tests/fixtures/probe"] {
+        let output = check(&repo_root().join(artifact), false);
+        assert_eq!(output.code, 0, "{artifact}: {output:#?}");
+    }
+}
+
+const BROKEN: &str = r#"name: broken
+version: "1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "1.0.0"
+    runtime: driver
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+  alternates:
+    - { name: fast, model: claude-haiku-4-5, driver: driver-x }
+capabilities:
+  network: { allow: [ "ftp://example.com" ] }
+colour: blue
+"#;
+
+#[test]
+fn a_broken_capsule_lists_every_problem_with_file_line_and_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "murmur.yaml", BROKEN);
+    let output = check(&file, false);
+    assert_eq!(output.code, 1, "{output:#?}");
+    let stderr = &output.stderr;
+    for (code, line) in [("E-MAN-006", 2), ("E-MAN-009", 11), ("E-CAP-001", 13)] {
+        let at = stderr
+            .find(&format!("error[{code}]"))
+            .unwrap_or_else(|| panic!("{code} missing:\n{stderr}"));
+        let block = &stderr[at..];
+        let block = &block[..block.find("\n\n").unwrap_or(block.len())];
+        assert!(
+            block.contains(&format!("--> {}:{line}:", file.display())),
+            "{code} not at line {line}:\n{block}"
+        );
+        assert!(block.contains("  hint: "), "{code} has no hint:\n{block}");
+    }
+    assert!(stderr.contains("warning[W-MAN-013]"), "{stderr}");
+    assert!(output.stdout.contains("3 errors, 1 warning"), "{}", output.stdout);
+}
+
+#[test]
+fn json_output_carries_the_same_diagnostics_for_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "murmur.yaml", BROKEN);
+    let output = check(&file, true);
+    assert_eq!(output.code, 1);
+    let report = output.json();
+    assert_eq!(report["kind"], serde_json::Value::Null);
+    assert_eq!(report["errors"], 3);
+    assert_eq!(report["warnings"], 1);
+    let alternate = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "E-MAN-009")
+        .expect("E-MAN-009");
+    assert_eq!(alternate["severity"], "error");
+    assert_eq!(alternate["line"], 11);
+    assert!(alternate["message"].as_str().unwrap().contains("driver-x"));
+    assert!(alternate["hint"].as_str().unwrap().contains("driver-anthropic"));
+}
+
+#[test]
+fn a_local_hook_whose_policy_its_binding_cannot_honor_is_reported_against_its_own_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let capsule = write(
+        dir.path(),
+        "murmur.yaml",
+        "name: watched\nversion: \"0.1.0\"\nartifacts:\n  - { name: gate, version: \"0.1.0\", runtime: hook, path: ./hooks/gate }\n",
+    );
+    let hook = write(
+        dir.path(),
+        "hooks/gate/murmur.yaml",
+        "name: gate\nversion: \"0.1.0\"\nruntime: hook\ndescription: a gate\nbinding: on-stage\ncommit_policy: reopen-task\n",
+    );
+    let output = check(&capsule, true);
+    assert_eq!(output.code, 1, "{output:#?}");
+    let report = output.json();
+    let diagnostic = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "E-HOOK-001")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(diagnostic["file"], hook.display().to_string());
+    let message = diagnostic["message"].as_str().unwrap();
+    for named in ["on-stage", "reopen-task", "write-manifests"] {
+        assert!(message.contains(named), "{message}");
+    }
+}
+
+#[test]
+fn warnings_alone_do_not_fail_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "murmur.yaml",
+        "name: tidy\nversion: \"0.1.0\"\nlifecycle: { task_acceptance: single, mood: calm }\n",
+    );
+    let output = check(&file, false);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(output.stderr.contains("warning[W-MAN-013]"));
+    assert!(output.stdout.contains("0 errors, 1 warning"));
+}
+
+#[test]
+fn an_unset_variable_is_named_and_a_dotenv_beside_the_manifest_fills_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "murmur.yaml",
+        "name: \"${CAPSULE_NAME}\"\nversion: \"0.1.0\"\n",
+    );
+    let output = check(&file, false);
+    assert_eq!(output.code, 1);
+    assert!(output.stderr.contains("error[E-MAN-012]"), "{}", output.stderr);
+    assert!(output.stderr.contains("CAPSULE_NAME"));
+
+    write(dir.path(), ".env", "CAPSULE_NAME=from-dotenv\n");
+    assert_eq!(check(&file, false).code, 0);
+}
+
+#[test]
+fn a_missing_manifest_is_a_diagnostic_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = check(dir.path(), false);
+    assert_eq!(output.code, 1, "{output:#?}");
+    assert!(output.stderr.contains("error[E-MAN-001]"), "{}", output.stderr);
+}
