@@ -13,7 +13,9 @@ use murmur_runtime::tool::ToolInput;
 use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent};
 
 fn load(engine: &Engine, relative: &str) -> LoadedComponent {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative);
     let artifact = LocalArtifact::open(&dir, &|_| None).expect("artifact manifest");
     ensure_components(&[&artifact]).expect("building the component");
     engine

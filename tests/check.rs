@@ -25,13 +25,21 @@ fn write(dir: &Path, relative: &str, text: &str) -> std::path::PathBuf {
 fn the_example_capsule_is_clean() {
     let output = check(&repo_root().join("examples/hello"), false);
     assert_eq!(output.code, 0, "{output:#?}");
-    assert!(output.stdout.trim_end().ends_with(": ok"), "{}", output.stdout);
+    assert!(
+        output.stdout.trim_end().ends_with(": ok"),
+        "{}",
+        output.stdout
+    );
     assert_eq!(output.stderr, "");
 }
 
 #[test]
 fn first_party_artifacts_are_clean() {
-    for artifact in ["artifacts/read-file", "artifacts/write-file", "tests/fixtures/probe"] {
+    for artifact in [
+        "artifacts/read-file",
+        "artifacts/write-file",
+        "tests/fixtures/probe",
+    ] {
         let output = check(&repo_root().join(artifact), false);
         assert_eq!(output.code, 0, "{artifact}: {output:#?}");
     }
@@ -73,7 +81,11 @@ fn a_broken_capsule_lists_every_problem_with_file_line_and_hint() {
         assert!(block.contains("  hint: "), "{code} has no hint:\n{block}");
     }
     assert!(stderr.contains("warning[W-MAN-013]"), "{stderr}");
-    assert!(output.stdout.contains("3 errors, 1 warning"), "{}", output.stdout);
+    assert!(
+        output.stdout.contains("3 errors, 1 warning"),
+        "{}",
+        output.stdout
+    );
 }
 
 #[test]
@@ -95,7 +107,12 @@ fn json_output_carries_the_same_diagnostics_for_scripts() {
     assert_eq!(alternate["severity"], "error");
     assert_eq!(alternate["line"], 11);
     assert!(alternate["message"].as_str().unwrap().contains("driver-x"));
-    assert!(alternate["hint"].as_str().unwrap().contains("driver-anthropic"));
+    assert!(
+        alternate["hint"]
+            .as_str()
+            .unwrap()
+            .contains("driver-anthropic")
+    );
 }
 
 #[test]
@@ -151,7 +168,11 @@ fn an_unset_variable_is_named_and_a_dotenv_beside_the_manifest_fills_it() {
     );
     let output = check(&file, false);
     assert_eq!(output.code, 1);
-    assert!(output.stderr.contains("error[E-MAN-012]"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("error[E-MAN-012]"),
+        "{}",
+        output.stderr
+    );
     assert!(output.stderr.contains("CAPSULE_NAME"));
 
     write(dir.path(), ".env", "CAPSULE_NAME=from-dotenv\n");
@@ -163,5 +184,9 @@ fn a_missing_manifest_is_a_diagnostic_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let output = check(dir.path(), false);
     assert_eq!(output.code, 1, "{output:#?}");
-    assert!(output.stderr.contains("error[E-MAN-001]"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("error[E-MAN-001]"),
+        "{}",
+        output.stderr
+    );
 }

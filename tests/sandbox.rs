@@ -114,13 +114,13 @@ fn paths_outside_the_workdir_do_not_exist_for_the_component() {
 fn the_workdir_itself_is_readable_and_writable() {
     let workdir = tempfile::tempdir().unwrap();
     let output = invoke(
-        json!({"action": "write_file", "path": "notes/a.txt", "content": "hello"}),
+        json!({"action": "write_file", "path": "a.txt", "content": "hello"}),
         None,
         workdir.path(),
     );
     assert_eq!(probe_report(&output)["ok"], true);
     assert_eq!(
-        std::fs::read_to_string(workdir.path().join("notes/a.txt")).unwrap(),
+        std::fs::read_to_string(workdir.path().join("a.txt")).unwrap(),
         "hello"
     );
 }
@@ -133,7 +133,10 @@ fn a_host_not_in_the_allow_list_receives_nothing() {
     // Only the other server is allowed: same host, different port.
     let manifest = capsule(
         dir.path(),
-        &format!("  network: {{ allow: [\"127.0.0.1:{}\"] }}", other.addr().port()),
+        &format!(
+            "  network: {{ allow: [\"127.0.0.1:{}\"] }}",
+            other.addr().port()
+        ),
     );
     let output = invoke(
         json!({"action": "http_get", "url": format!("{}/probe", server.url())}),
@@ -143,7 +146,10 @@ fn a_host_not_in_the_allow_list_receives_nothing() {
     let report = probe_report(&output);
     assert_eq!(report["ok"], false, "{report}");
     assert!(
-        report["error"].as_str().unwrap().contains("HttpRequestDenied"),
+        report["error"]
+            .as_str()
+            .unwrap()
+            .contains("HttpRequestDenied"),
         "{report}"
     );
     assert_eq!(server.connections(), 0);
@@ -224,7 +230,11 @@ fn a_spin_loop_is_stopped_at_its_deadline() {
     let elapsed = started.elapsed();
     assert_eq!(output.code, 3, "{output:#?}");
     assert_eq!(error_code(&output), "E-RUN-002");
-    assert!(output.stderr.contains("exceeded its deadline of 1s"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("exceeded its deadline of 1s"),
+        "{}",
+        output.stderr
+    );
     assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
 }
 
@@ -236,7 +246,9 @@ fn a_memory_balloon_is_stopped_by_the_limiter() {
     assert_eq!(output.code, 3, "{output:#?}");
     assert_eq!(error_code(&output), "E-RUN-004");
     assert!(
-        output.stderr.contains("exceeded its memory limit of 33554432 bytes"),
+        output
+            .stderr
+            .contains("exceeded its memory limit of 33554432 bytes"),
         "{}",
         output.stderr
     );
@@ -276,7 +288,10 @@ fn a_declared_read_only_path_is_readable_but_not_writable() {
         &workdir,
     );
     assert_eq!(probe_report(&write)["ok"], false);
-    assert_eq!(std::fs::read_to_string(docs.join("guide.md")).unwrap(), "read me");
+    assert_eq!(
+        std::fs::read_to_string(docs.join("guide.md")).unwrap(),
+        "read me"
+    );
 
     // Without the grant the same path does not exist for the component.
     let ungranted = invoke(

@@ -56,7 +56,10 @@ fn write_file_then_read_file_round_trip_with_declared_effects() {
     ));
     assert_eq!(read["state_effect"], "read");
     assert_eq!(read["resource_id"], "file:notes/today.md");
-    assert!(read["output"].as_str().unwrap().contains("line two"), "{read:#}");
+    assert!(
+        read["output"].as_str().unwrap().contains("line two"),
+        "{read:#}"
+    );
 }
 
 #[test]
@@ -66,9 +69,17 @@ fn reading_a_missing_file_is_a_failed_result_not_a_crash() {
     assert_eq!(output.code, 1, "{output:#?}");
     let printed = output.json();
     assert_eq!(printed["result"]["status"], "failed");
-    assert!(printed["output"].as_str().unwrap_or_default().contains("absent.md")
-        || printed["result"]["summary"].as_str().unwrap_or_default().contains("absent.md"),
-        "{printed:#}");
+    assert!(
+        printed["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("absent.md")
+            || printed["result"]["summary"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("absent.md"),
+        "{printed:#}"
+    );
 }
 
 #[test]
@@ -77,9 +88,17 @@ fn a_large_read_comes_back_through_data_path() {
     let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
     let content = line.repeat(300 * 1024 / line.len());
     std::fs::write(workdir.path().join("big.txt"), &content).unwrap();
-    let read = passed(&invoke("read-file", &json!({"path": "big.txt"}), workdir.path()));
+    let read = passed(&invoke(
+        "read-file",
+        &json!({"path": "big.txt"}),
+        workdir.path(),
+    ));
     assert_eq!(read["result"]["data"], Value::Null);
-    assert!(read["result"]["data_path"].is_string(), "{}", read["result"]);
+    assert!(
+        read["result"]["data_path"].is_string(),
+        "{}",
+        read["result"]
+    );
     assert_eq!(read["output"].as_str().unwrap(), content);
 }
 
@@ -138,7 +157,10 @@ fn every_refused_data_path_fails_the_call() {
         ("big.bin", "limit"),
     ];
     for (data_path, reason) in cases {
-        let output = probe_result(json!({"status": "passed", "data_path": data_path}), &workdir);
+        let output = probe_result(
+            json!({"status": "passed", "data_path": data_path}),
+            &workdir,
+        );
         assert_eq!(output.code, 3, "{data_path}: {output:#?}");
         let printed = output.json();
         assert_eq!(printed["error"]["code"], "E-RUN-006", "{data_path}");
@@ -192,7 +214,11 @@ fn streamed_chunks_reach_stderr_in_order() {
         .arg(workdir.path())
         .run();
     assert_eq!(output.code, 0, "{output:#?}");
-    assert!(output.stderr.contains("alpha beta gamma"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("alpha beta gamma"),
+        "{}",
+        output.stderr
+    );
 }
 
 #[test]
@@ -224,7 +250,12 @@ fn a_missing_component_without_a_build_is_named() {
     assert_eq!(output.code, 1, "{output:#?}");
     let printed = output.json();
     assert_eq!(printed["error"]["code"], "E-RUN-008");
-    assert!(printed["error"]["message"].as_str().unwrap().contains("component.wasm"));
+    assert!(
+        printed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("component.wasm")
+    );
 }
 
 #[test]
@@ -263,6 +294,8 @@ fn a_second_process_loads_the_compiled_component_from_the_cache() {
     assert_eq!(first["component"]["cache"], "compiled", "{first:#}");
     assert_eq!(second["component"]["cache"], "hit", "{second:#}");
     assert_eq!(first["component"]["sha256"], second["component"]["sha256"]);
-    let entries = std::fs::read_dir(home.path().join("cache/components")).unwrap().count();
+    let entries = std::fs::read_dir(home.path().join("cache/components"))
+        .unwrap()
+        .count();
     assert_eq!(entries, 1);
 }

@@ -225,9 +225,7 @@ fn cargo_build(builds: &[(&LocalArtifact, &str)]) -> Result<(), BuildError> {
         let Some((_, wasm)) = produced.iter().find(|(name, _)| *name == wanted) else {
             return Err(BuildError::Failed {
                 artifact: artifact.manifest.name.clone(),
-                reason: format!(
-                    "cargo built no .wasm for package `{package}` (is it a `cdylib`?)"
-                ),
+                reason: format!("cargo built no .wasm for package `{package}` (is it a `cdylib`?)"),
             });
         };
         replace_file(wasm, &artifact.component_path()).map_err(|error| BuildError::Failed {
@@ -278,7 +276,10 @@ fn run_command(artifact: &LocalArtifact, command: &[String]) -> Result<(), Build
         .status()
         .map_err(|error| failed(format!("`{program}` could not be started: {error}")))?;
     if !status.success() {
-        return Err(failed(format!("`{}` exited with {status}", command.join(" "))));
+        return Err(failed(format!(
+            "`{}` exited with {status}",
+            command.join(" ")
+        )));
     }
     if !artifact.component_path().is_file() {
         return Err(failed(format!(

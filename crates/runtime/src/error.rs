@@ -17,10 +17,15 @@ pub enum RuntimeError {
 
     /// The call ran past its wall-clock deadline and was stopped.
     #[error("component `{component}` exceeded its deadline of {}", format_duration(*deadline))]
-    Deadline { component: String, deadline: Duration },
+    Deadline {
+        component: String,
+        deadline: Duration,
+    },
 
     /// The component asked for more memory than its limit and could not go on.
-    #[error("component `{component}` exceeded its memory limit of {limit_bytes} bytes (asked for {requested_bytes})")]
+    #[error(
+        "component `{component}` exceeded its memory limit of {limit_bytes} bytes (asked for {requested_bytes})"
+    )]
     MemoryLimit {
         component: String,
         limit_bytes: u64,

@@ -130,7 +130,9 @@ impl Engine {
         // more precisely, normally fires first.
         let timed = tokio::time::timeout(grants.limits.deadline + 2 * TICK, async {
             let tool = component.pre.instantiate_async(&mut store).await?;
-            tool.murmur_tool_run().call_run(&mut store, &wit_input).await
+            tool.murmur_tool_run()
+                .call_run(&mut store, &wit_input)
+                .await
         })
         .await;
 
@@ -182,13 +184,7 @@ fn classify_failure(
     let last_lines: Vec<&str> = stderr.lines().rev().take(5).collect();
     if !last_lines.is_empty() {
         message.push_str("; its stderr ends with: ");
-        message.push_str(
-            &last_lines
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join(" | "),
-        );
+        message.push_str(&last_lines.into_iter().rev().collect::<Vec<_>>().join(" | "));
     }
     RuntimeError::Trap {
         component: component.name().to_string(),
@@ -221,13 +217,15 @@ pub fn read_result(
 ) -> Result<ToolOutput, RuntimeError> {
     let output = match (&result.data, &result.data_path) {
         (Some(data), _) => Some(data.clone()),
-        (None, Some(data_path)) => Some(read_data_path(workdir, data_path).map_err(|reason| {
-            RuntimeError::DataPath {
-                component: component.to_string(),
-                data_path: data_path.clone(),
-                reason,
-            }
-        })?),
+        (None, Some(data_path)) => {
+            Some(
+                read_data_path(workdir, data_path).map_err(|reason| RuntimeError::DataPath {
+                    component: component.to_string(),
+                    data_path: data_path.clone(),
+                    reason,
+                })?,
+            )
+        }
         (None, None) => None,
     };
     let state_effect = match reserved(&result.metadata, STATE_EFFECT) {
@@ -335,7 +333,11 @@ fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
 mod tests {
     use super::*;
 
-    fn result(data: Option<&str>, data_path: Option<&str>, metadata: &[(&str, &str)]) -> ToolResult {
+    fn result(
+        data: Option<&str>,
+        data_path: Option<&str>,
+        metadata: &[(&str, &str)],
+    ) -> ToolResult {
         ToolResult {
             status: ToolStatus::Passed,
             summary: None,
@@ -393,19 +395,56 @@ mod tests {
         std::fs::create_dir_all(root.join("out")).unwrap();
         std::fs::write(root.join("out/result.txt"), "the result").unwrap();
         std::os::unix::fs::symlink(root.join("out"), root.join("link")).unwrap();
-        std::fs::write(root.join("big.txt"), vec![b'a'; DATA_PATH_MAX_BYTES as usize + 1]).unwrap();
+        std::fs::write(
+            root.join("big.txt"),
+            vec![b'a'; DATA_PATH_MAX_BYTES as usize + 1],
+        )
+        .unwrap();
 
-        assert_eq!(read_data_path(root, "out/result.txt").unwrap(), "the result");
-        assert_eq!(read_data_path(root, "./out/result.txt").unwrap(), "the result");
-        assert_eq!(read_data_path(root, "out%2Fresult.txt").unwrap(), "the result");
-        assert!(read_data_path(root, "/etc/passwd").unwrap_err().contains("absolute"));
+        assert_eq!(
+            read_data_path(root, "out/result.txt").unwrap(),
+            "the result"
+        );
+        assert_eq!(
+            read_data_path(root, "./out/result.txt").unwrap(),
+            "the result"
+        );
+        assert_eq!(
+            read_data_path(root, "out%2Fresult.txt").unwrap(),
+            "the result"
+        );
+        assert!(
+            read_data_path(root, "/etc/passwd")
+                .unwrap_err()
+                .contains("absolute")
+        );
         assert!(read_data_path(root, "../x").unwrap_err().contains(".."));
         assert!(read_data_path(root, "%2e%2e/x").unwrap_err().contains(".."));
-        assert!(read_data_path(root, "out/%2E%2E/out/result.txt").unwrap_err().contains(".."));
-        assert!(read_data_path(root, "link/result.txt").unwrap_err().contains("symlink"));
-        assert!(read_data_path(root, "missing.txt").unwrap_err().contains("does not exist"));
-        assert!(read_data_path(root, "big.txt").unwrap_err().contains("limit"));
-        assert!(read_data_path(root, "out").unwrap_err().contains("regular file"));
+        assert!(
+            read_data_path(root, "out/%2E%2E/out/result.txt")
+                .unwrap_err()
+                .contains("..")
+        );
+        assert!(
+            read_data_path(root, "link/result.txt")
+                .unwrap_err()
+                .contains("symlink")
+        );
+        assert!(
+            read_data_path(root, "missing.txt")
+                .unwrap_err()
+                .contains("does not exist")
+        );
+        assert!(
+            read_data_path(root, "big.txt")
+                .unwrap_err()
+                .contains("limit")
+        );
+        assert!(
+            read_data_path(root, "out")
+                .unwrap_err()
+                .contains("regular file")
+        );
         assert!(read_data_path(root, "").unwrap_err().contains("empty"));
         assert!(read_data_path(root, "%ff").unwrap_err().contains("UTF-8"));
     }

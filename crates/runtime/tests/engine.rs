@@ -25,6 +25,14 @@ fn input(json: &str) -> ToolInput {
     }
 }
 
+/// A normal call that must work.
+async fn healthy(engine: &Engine, probe: &LoadedComponent, grants: &Grants) {
+    let write = input(r#"{"action":"write_file","path":"ok.txt","content":"ok"}"#);
+    let report = engine.call_tool(probe, grants, &write).await;
+    let output = report.outcome.expect("a normal call after a failure");
+    assert_eq!(output.result.status, ToolStatus::Passed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_survives_deadline_memory_limit_and_trap() {
     let engine = Engine::new(EngineConfig {
@@ -38,25 +46,24 @@ async fn the_engine_survives_deadline_memory_limit_and_trap() {
     grants.limits.deadline = Duration::from_millis(300);
     grants.limits.memory_bytes = 32 * 1024 * 1024;
 
-    let healthy = |engine: &Engine, probe: &LoadedComponent, grants: &Grants| {
-        let call = engine.call_tool(probe, grants, &input(r#"{"action":"write_file","path":"ok.txt","content":"ok"}"#));
-        async move {
-            let report = call.await;
-            let output = report.outcome.expect("a normal call after a failure");
-            assert_eq!(output.result.status, ToolStatus::Passed);
-        }
-    };
-
-    let spin = engine.call_tool(&probe, &grants, &input(r#"{"action":"spin"}"#)).await;
+    let spin = engine
+        .call_tool(&probe, &grants, &input(r#"{"action":"spin"}"#))
+        .await;
     assert!(
         matches!(spin.outcome, Err(RuntimeError::Deadline { .. })),
         "{:?}",
         spin.outcome
     );
-    assert!(spin.duration < Duration::from_secs(5), "{:?}", spin.duration);
+    assert!(
+        spin.duration < Duration::from_secs(5),
+        "{:?}",
+        spin.duration
+    );
     healthy(&engine, &probe, &grants).await;
 
-    let balloon = engine.call_tool(&probe, &grants, &input(r#"{"action":"balloon"}"#)).await;
+    let balloon = engine
+        .call_tool(&probe, &grants, &input(r#"{"action":"balloon"}"#))
+        .await;
     assert!(
         matches!(balloon.outcome, Err(RuntimeError::MemoryLimit { limit_bytes, .. }) if limit_bytes == 32 * 1024 * 1024),
         "{:?}",
@@ -64,7 +71,9 @@ async fn the_engine_survives_deadline_memory_limit_and_trap() {
     );
     healthy(&engine, &probe, &grants).await;
 
-    let trap = engine.call_tool(&probe, &grants, &input(r#"{"action":"trap"}"#)).await;
+    let trap = engine
+        .call_tool(&probe, &grants, &input(r#"{"action":"trap"}"#))
+        .await;
     match &trap.outcome {
         Err(RuntimeError::Trap { message, .. }) => {
             assert!(message.contains("panicked"), "{message}")
@@ -81,7 +90,11 @@ async fn request_input_outside_an_a2a_task_fails_the_call_at_once() {
     let workdir = tempfile::tempdir().unwrap();
     let grants = Grants::new(workdir.path());
     let report = engine
-        .call_tool(&probe, &grants, &input(r#"{"action":"request_input","prompt":"approve?"}"#))
+        .call_tool(
+            &probe,
+            &grants,
+            &input(r#"{"action":"request_input","prompt":"approve?"}"#),
+        )
         .await;
     match &report.outcome {
         Err(RuntimeError::Trap { message, .. }) => assert!(

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use wit_parser::{Resolve, Type, TypeDefKind, WorldItem, WorldKey};
+use wit_parser::{InterfaceId, Resolve, Type, TypeDefKind, TypeOwner, WorldItem, WorldKey};
 
 fn resolve() -> Resolve {
     let mut resolve = Resolve::default();
@@ -15,18 +15,43 @@ fn resolve() -> Resolve {
     resolve
 }
 
-/// `murmur:pkg/iface@ver` names of a world's imports or exports that carry functions; an
-/// interface imported only for its types (such as `murmur:conversation/types`) is left out.
-fn interfaces<'a>(
+/// The interfaces whose types an interface of `items` `use`s.
+fn type_sources<'a>(
     resolve: &Resolve,
     items: impl IntoIterator<Item = (&'a WorldKey, &'a WorldItem)>,
+) -> BTreeSet<InterfaceId> {
+    let mut sources = BTreeSet::new();
+    for (_, item) in items {
+        let WorldItem::Interface { id, .. } = item else {
+            continue;
+        };
+        for type_id in resolve.interfaces[*id].types.values() {
+            if let TypeDefKind::Type(Type::Id(used)) = &resolve.types[*type_id].kind
+                && let TypeOwner::Interface(owner) = resolve.types[*used].owner
+                && owner != *id
+            {
+                sources.insert(owner);
+            }
+        }
+    }
+    sources
+}
+
+/// `murmur:pkg/iface` names of a world's imports or exports that carry functions. An
+/// interface pulled in only because another one `use`s its types (`murmur:tool/run` under
+/// `tool-registry/invoke`, `murmur:conversation/types` under the hook imports) is left out: a
+/// component imports it for the types alone.
+fn interfaces<'a>(
+    resolve: &Resolve,
+    items: impl IntoIterator<Item = (&'a WorldKey, &'a WorldItem)> + Clone,
 ) -> BTreeSet<String> {
+    let used_for_types = type_sources(resolve, items.clone());
     items
         .into_iter()
         .filter_map(|(_, item)| match item {
             WorldItem::Interface { id, .. } => {
                 let iface = &resolve.interfaces[*id];
-                if iface.functions.is_empty() {
+                if iface.functions.is_empty() || used_for_types.contains(id) {
                     return None;
                 }
                 let package = &resolve.packages[iface.package.unwrap()].name;
@@ -99,8 +124,16 @@ fn every_package_is_versioned() {
 fn each_world_matches_the_seed_table() {
     let resolve = resolve();
     let table: [(&str, &[&str], &[&str]); 5] = [
-        ("capsule", &["murmur:tool-registry/invoke"], &["murmur:capsule/run"]),
-        ("tool", &["murmur:task/task", "murmur:text/chunks"], &["murmur:tool/run"]),
+        (
+            "capsule",
+            &["murmur:tool-registry/invoke"],
+            &["murmur:capsule/run"],
+        ),
+        (
+            "tool",
+            &["murmur:task/task", "murmur:text/chunks"],
+            &["murmur:tool/run"],
+        ),
         ("driver", &["murmur:text/chunks"], &["murmur:tool/run"]),
         (
             "hook",
@@ -162,7 +195,10 @@ fn members(resolve: &Resolve, iface: &wit_parser::Interface, type_name: &str) ->
 
 fn has_all(found: Vec<String>, wanted: &[&str], what: &str) {
     for name in wanted {
-        assert!(found.iter().any(|f| f == name), "{what} lacks `{name}`: {found:?}");
+        assert!(
+            found.iter().any(|f| f == name),
+            "{what} lacks `{name}`: {found:?}"
+        );
     }
 }
 
@@ -170,11 +206,21 @@ fn has_all(found: Vec<String>, wanted: &[&str], what: &str) {
 fn tool_run_keeps_its_0_1_0_shape() {
     let resolve = resolve();
     let run = interface(&resolve, "tool", "run");
-    assert_eq!(members(&resolve, run, "status"), ["passed", "failed", "error"]);
+    assert_eq!(
+        members(&resolve, run, "status"),
+        ["passed", "failed", "error"]
+    );
     assert_eq!(members(&resolve, run, "tool-input"), ["data", "log-path"]);
     assert_eq!(
         members(&resolve, run, "tool-result"),
-        ["status", "summary", "data", "data-path", "truncated", "metadata"]
+        [
+            "status",
+            "summary",
+            "data",
+            "data-path",
+            "truncated",
+            "metadata"
+        ]
     );
     let functions: Vec<&String> = run.functions.keys().collect();
     assert_eq!(functions, ["run"]);
@@ -184,7 +230,11 @@ fn tool_run_keeps_its_0_1_0_shape() {
 fn small_guest_packages_keep_their_shapes() {
     let resolve = resolve();
     let fns = |package: &str, name: &str| -> Vec<String> {
-        interface(&resolve, package, name).functions.keys().cloned().collect()
+        interface(&resolve, package, name)
+            .functions
+            .keys()
+            .cloned()
+            .collect()
     };
     assert_eq!(fns("task", "task"), ["request-input"]);
     assert_eq!(fns("text", "chunks"), ["emit-chunk", "emit-thinking-chunk"]);
@@ -192,7 +242,14 @@ fn small_guest_packages_keep_their_shapes() {
     assert_eq!(fns("capsule", "run"), ["run"]);
     has_all(
         fns("artifact-manager", "manage"),
-        &["list", "describe", "diagnostics", "pull", "search", "remove"],
+        &[
+            "list",
+            "describe",
+            "diagnostics",
+            "pull",
+            "search",
+            "remove",
+        ],
         "artifact-manager/manage",
     );
 }

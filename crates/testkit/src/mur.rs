@@ -51,7 +51,14 @@ impl Mur {
     pub fn new(bin: impl AsRef<Path>) -> Mur {
         let mut command = Command::new(bin.as_ref());
         command.env_clear();
-        for name in ["PATH", "HOME", "CARGO", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+        for name in [
+            "PATH",
+            "HOME",
+            "CARGO",
+            "RUSTUP_HOME",
+            "CARGO_HOME",
+            "RUSTUP_TOOLCHAIN",
+        ] {
             if let Some(value) = std::env::var_os(name) {
                 command.env(name, value);
             }

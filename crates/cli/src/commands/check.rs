@@ -20,8 +20,7 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
     let mut diagnostics = loaded.diagnostics.clone();
     let kind = match &loaded.manifest {
         Some(Manifest::Capsule(capsule)) => {
-            for (_, artifact) in murmur_manifest::check_local_artifacts(capsule, &file, &host_env)
-            {
+            for (_, artifact) in murmur_manifest::check_local_artifacts(capsule, &file, &host_env) {
                 diagnostics.extend(artifact.diagnostics);
             }
             Some("capsule")

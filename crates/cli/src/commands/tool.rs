@@ -110,7 +110,11 @@ pub fn invoke(args: InvokeArgs) -> Exit {
     let report = runtime.block_on(engine.call_tool(&component, &grants, &input));
 
     if !report.stderr.is_empty() && !args.json {
-        eprintln!("--- {} stderr ---\n{}", component.name(), report.stderr.trim_end());
+        eprintln!(
+            "--- {} stderr ---\n{}",
+            component.name(),
+            report.stderr.trim_end()
+        );
     }
     for refusal in &report.refusals {
         if !args.json {

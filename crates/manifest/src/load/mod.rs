@@ -142,24 +142,61 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
     }
     let manifest = match kind {
         Runtime::Capsule => {
-            let (capsule, problems) = shape::deserialize::<CapsuleManifest>(&value, &map);
-            found.extend(problems);
-            capsule.map(|mut capsule| {
+            let shape = shape::deserialize::<CapsuleManifest>(&value, &map);
+            checked(shape, &mut found, |capsule| {
                 capsule.resolve(&dir);
-                found.extend(capsule.validate(&dir));
-                Manifest::Capsule(capsule)
+                capsule.validate(&dir)
             })
+            .map(Manifest::Capsule)
         }
         _ => {
-            let (artifact, problems) = shape::deserialize::<ArtifactManifest>(&value, &map);
-            found.extend(problems);
-            artifact.map(|artifact| {
-                found.extend(artifact.validate(&dir));
-                Manifest::Artifact(artifact)
-            })
+            let shape = shape::deserialize::<ArtifactManifest>(&value, &map);
+            checked(shape, &mut found, |artifact| artifact.validate(&dir)).map(Manifest::Artifact)
         }
     };
     finish(manifest, found, file, &map)
+}
+
+/// Checks the meaning of what deserialized, even when some values had to be taken out for their
+/// type, so one load reports every problem. A meaning problem at (or under) a value already
+/// reported for its type is the same mistake and is dropped, and so is one inside a sequence
+/// an element was taken out of (its indices no longer match the file). When a whole entry (an
+/// artifact, an alternate) had to be taken out, the meaning is not checked until the types are
+/// fixed: another part referring to that entry would be misreported as dangling.
+fn checked<T>(
+    shape: shape::Shape<T>,
+    found: &mut Vec<Diagnostic>,
+    validate: impl FnOnce(&mut T) -> Vec<Diagnostic>,
+) -> Option<T> {
+    let shape::Shape {
+        repaired,
+        problems,
+        lost_entry,
+        shifted,
+    } = shape;
+    let mut manifest = repaired?;
+    let at_fault: Vec<String> = problems
+        .iter()
+        .filter(|d| d.is_error())
+        .filter_map(|d| d.path.clone())
+        .chain(shifted)
+        .collect();
+    found.extend(problems);
+    if lost_entry {
+        return Some(manifest);
+    }
+    let meaning = validate(&mut manifest);
+    found.extend(meaning.into_iter().filter(|diagnostic| {
+        let Some(path) = &diagnostic.path else {
+            return true;
+        };
+        !at_fault.iter().any(|fault| {
+            path == fault
+                || path.starts_with(&format!("{fault}."))
+                || path.starts_with(&format!("{fault}["))
+        })
+    }));
+    Some(manifest)
 }
 
 /// Whether the value at `path` is a credential reference, left as written.

@@ -19,12 +19,26 @@ use crate::source::{SourceMap, join_index, join_key, last_key};
 /// The most problems reported before giving up on the shape.
 const MAX_PROBLEMS: usize = 100;
 
-/// The typed value when `value` has no type problem, and the diagnostics: every type problem
-/// and every unknown key.
+/// What [`deserialize`] found.
+pub(crate) struct Shape<T> {
+    /// The typed value of `value` with every value at fault taken out, when that much
+    /// deserializes; equal to the whole value's when `problems` holds no error.
+    pub(crate) repaired: Option<T>,
+    /// Every type problem and every unknown key.
+    pub(crate) problems: Vec<Diagnostic>,
+    /// Whether an entry with structure (a mapping or a sequence) was taken out of a sequence:
+    /// other parts of the manifest may refer to it, so its absence would be misreported.
+    pub(crate) lost_entry: bool,
+    /// Original paths of the sequences an element was taken out of: indices into them in
+    /// `repaired` no longer match the file's.
+    pub(crate) shifted: Vec<String>,
+}
+
+/// Deserializes `value`, reporting every type problem and every unknown key.
 pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
     value: &Value,
     map: &SourceMap,
-) -> (Option<T>, Vec<Diagnostic>) {
+) -> Shape<T> {
     let mut work = value.clone();
     let mut removed = Removed::default();
     let mut found: Vec<Diagnostic> = Vec::new();
@@ -87,8 +101,12 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
             .iter()
             .map(|(holder, key)| unknown_key(holder, key, &known, map)),
     );
-    let clean = !found.iter().any(Diagnostic::is_error);
-    (typed.filter(|_| clean), found)
+    Shape {
+        repaired: typed,
+        problems: found,
+        lost_entry: removed.lost_entry,
+        shifted: removed.by_sequence.keys().cloned().collect(),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +162,8 @@ fn navigate<'v>(value: &'v Value, segs: &[Seg]) -> Option<&'v Value> {
 struct Removed {
     /// Original path of a sequence → original indices taken out of it, ascending.
     by_sequence: HashMap<String, Vec<usize>>,
+    /// Whether a mapping or sequence was taken out of a sequence.
+    lost_entry: bool,
 }
 
 impl Removed {
@@ -183,7 +203,8 @@ impl Removed {
         match (holder, last) {
             (Some(Value::Object(map)), Seg::Key(key)) => map.remove(key).is_some(),
             (Some(Value::Array(items)), Seg::Index(i)) if *i < items.len() => {
-                items.remove(*i);
+                let item = items.remove(*i);
+                self.lost_entry |= item.is_object() || item.is_array();
                 let sequence = self.original(up);
                 let original = self.original_index(&sequence, *i);
                 let gone = self.by_sequence.entry(sequence).or_default();

@@ -62,7 +62,10 @@ impl MemoryLimiter {
     }
 
     fn grow(&mut self, current: u64, desired: u64) -> bool {
-        let wanted = self.in_use_bytes.saturating_sub(current).saturating_add(desired);
+        let wanted = self
+            .in_use_bytes
+            .saturating_sub(current)
+            .saturating_add(desired);
         if wanted > self.limit_bytes {
             self.refused_at = Some(wanted);
             false
@@ -107,7 +110,11 @@ mod tests {
         assert!(limiter.memory_growing(0, 1 << 19, None).unwrap());
         assert!(limiter.memory_growing(1 << 19, 1 << 20, None).unwrap());
         assert_eq!(limiter.refused_at(), None);
-        assert!(!limiter.memory_growing(1 << 20, (1 << 20) + 65536, None).unwrap());
+        assert!(
+            !limiter
+                .memory_growing(1 << 20, (1 << 20) + 65536, None)
+                .unwrap()
+        );
         assert_eq!(limiter.refused_at(), Some((1 << 20) + 65536));
     }
 

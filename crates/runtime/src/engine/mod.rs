@@ -25,8 +25,8 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::bindings::{Tool, ToolPre};
 use crate::error::RuntimeError;
 use crate::grants::HostState;
-pub use cache::{CacheStatus, sha256_hex};
 use cache::ComponentCache;
+pub use cache::{CacheStatus, sha256_hex};
 pub use limits::CallLimits;
 
 /// How often the epoch advances: the resolution of every call deadline.
@@ -99,9 +99,7 @@ impl Engine {
             component: "<linker>".to_string(),
             reason: error.to_string(),
         })?;
-        let cache = config
-            .cache_dir
-            .map(|dir| ComponentCache::new(dir, &wasm));
+        let cache = config.cache_dir.map(|dir| ComponentCache::new(dir, &wasm));
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(wasm.clone(), ticker_stop.clone()).map_err(|source| {
             RuntimeError::Io {

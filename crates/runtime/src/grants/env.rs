@@ -115,7 +115,10 @@ mod tests {
             &["MURMUR_CAPSULE_NAME".to_string()],
             &host,
         );
-        let names: Vec<_> = env.iter().filter(|(n, _)| n == "MURMUR_CAPSULE_NAME").collect();
+        let names: Vec<_> = env
+            .iter()
+            .filter(|(n, _)| n == "MURMUR_CAPSULE_NAME")
+            .collect();
         assert_eq!(names.len(), 1);
         assert_eq!(names[0].1, "reviewer");
     }

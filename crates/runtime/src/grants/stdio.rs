@@ -29,7 +29,10 @@ pub(crate) struct CapturedOutput {
 
 impl CapturedOutput {
     fn append(&self, bytes: &[u8]) {
-        let mut captured = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut captured = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         let room = CAPTURE_BYTES.saturating_sub(captured.kept.len());
         let kept = bytes.len().min(room);
         captured.kept.extend_from_slice(&bytes[..kept]);
@@ -38,7 +41,10 @@ impl CapturedOutput {
 
     /// What was kept, as text.
     pub(crate) fn text(&self) -> String {
-        let captured = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let captured = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         String::from_utf8_lossy(&captured.kept).into_owned()
     }
 }
