@@ -299,3 +299,26 @@ fn a_second_process_loads_the_compiled_component_from_the_cache() {
         .count();
     assert_eq!(entries, 1);
 }
+
+#[test]
+fn an_artifact_that_is_not_a_tool_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        "name: watcher\nversion: \"0.1.0\"\nruntime: hook\ndescription: a hook\nbinding: on-session-end\n",
+    )
+    .unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["tool", "invoke", "--json"])
+        .arg(dir.path())
+        .run();
+    assert_eq!(output.code, 2, "{output:#?}");
+    let printed = output.json();
+    assert_eq!(printed["error"]["code"], "E-RUN-010");
+    assert!(
+        printed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`watcher` is a hook")
+    );
+}

