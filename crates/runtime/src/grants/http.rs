@@ -40,7 +40,6 @@ impl NetworkPolicy {
         let Some(host) = uri.host() else {
             return false;
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = match (uri.port_u16(), scheme) {
             (Some(port), _) => port,
             (None, "http") => 80,
@@ -117,5 +116,53 @@ impl WasiHttpHooks for HttpGrant {
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(rules: &[&str]) -> NetworkPolicy {
+        NetworkPolicy::allow(
+            rules
+                .iter()
+                .map(|rule| NetworkRule::parse(rule).unwrap())
+                .collect(),
+        )
+    }
+
+    fn permits(policy: &NetworkPolicy, uri: &str) -> bool {
+        policy.permits(&uri.parse().unwrap())
+    }
+
+    #[test]
+    fn no_rules_reach_nothing() {
+        assert!(!permits(
+            &NetworkPolicy::deny_all(),
+            "https://api.anthropic.com/v1"
+        ));
+    }
+
+    #[test]
+    fn a_request_uses_its_scheme_default_port_when_it_names_none() {
+        let policy = policy(&["https://api.anthropic.com"]);
+        assert!(permits(&policy, "https://api.anthropic.com/v1/messages"));
+        assert!(permits(
+            &policy,
+            "https://api.anthropic.com:443/v1/messages"
+        ));
+        assert!(!permits(&policy, "http://api.anthropic.com/v1/messages"));
+        assert!(!permits(&policy, "https://api.anthropic.com:8443/"));
+        assert!(!permits(&policy, "https://api.anthropic.com.evil.test/"));
+    }
+
+    #[test]
+    fn loopback_rules_match_by_port_and_ipv6_by_value() {
+        let policy = policy(&["127.0.0.1:8080", "[::1]:9090"]);
+        assert!(permits(&policy, "http://127.0.0.1:8080/x"));
+        assert!(!permits(&policy, "http://127.0.0.1:8081/x"));
+        assert!(permits(&policy, "http://[::1]:9090/x"));
+        assert!(!permits(&policy, "http://localhost:8080/x"));
     }
 }
