@@ -43,6 +43,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a capsule: stage it, then run its tasks through the agent loop as one session.
+    Run(commands::run::RunArgs),
     /// Work with tool artifacts.
     Tool {
         #[command(subcommand)]
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
     let exit = match cli.command {
         Command::Check { path, json } => commands::check::run(path, json),
         Command::Build { paths, json } => commands::build::run(paths, json),
+        Command::Run(args) => commands::run::run(args),
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),

@@ -72,6 +72,7 @@ extern crate self as murmur_guest;
 pub mod bindings;
 
 pub mod driver;
+pub mod inference;
 pub mod tool;
 pub mod workdir;
 

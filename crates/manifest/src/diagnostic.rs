@@ -240,6 +240,16 @@ codes! {
     E_RUN_008 = "E-RUN-008": "an artifact's component file is missing";
     E_RUN_009 = "E-RUN-009": "the tool input is not valid";
     E_RUN_010 = "E-RUN-010": "the artifact cannot be called as a tool (it is not a tool or driver)";
+    E_RUN_011 = "E-RUN-011": "the inference driver failed or answered malformed";
+    E_RUN_012 = "E-RUN-012": "a driver's gateway or credential cannot be used";
+    E_RUN_013 = "E-RUN-013": "the capsule has no agent loop this runtime can run";
+    E_RUN_014 = "E-RUN-014": "the model called a tool the capsule does not declare";
+    E_RUN_015 = "E-RUN-015": "a task used all of `inference.max_turns`";
+    E_RUN_016 = "E-RUN-016": "there is no task to run";
+
+    E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
+
+    E_TRC_001 = "E-TRC-001": "the trace cannot be written";
 
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";

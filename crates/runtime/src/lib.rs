@@ -23,7 +23,10 @@ mod bindings;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod inference;
+pub mod session;
 pub mod tool;
+pub mod trace;
 
 pub use engine::{Engine, EngineConfig, LoadedComponent};
 pub use error::RuntimeError;

@@ -7,8 +7,10 @@
 //!
 //! Everything here listens on loopback only and stops when dropped.
 
+pub mod emulator;
 mod mur;
 mod recording;
 
+pub use emulator::{Emulator, Script};
 pub use mur::{Mur, MurOutput, repo_root, shared_home};
 pub use recording::{RecordedRequest, RecordingServer};

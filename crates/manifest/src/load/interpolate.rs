@@ -38,7 +38,7 @@ impl<'a> Variables<'a> {
         }
     }
 
-    fn get(&mut self, name: &str) -> Option<String> {
+    pub(crate) fn get(&mut self, name: &str) -> Option<String> {
         if let Some(value) = (self.env)(name) {
             return Some(value);
         }

@@ -157,6 +157,13 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
     finish(manifest, found, file, &map)
 }
 
+/// The value of variable `name` as `${name}` in the manifest at `manifest_file` would get it:
+/// the environment `env`, then the `.env` beside the manifest. Staging resolves credential
+/// references (`gateway.api_key: "${NAME}"`) with it.
+pub fn variable(name: &str, manifest_file: &Path, env: Env<'_>) -> Option<String> {
+    interpolate::Variables::new(env, &dir_of(manifest_file)).get(name)
+}
+
 /// Checks the meaning of what deserialized, even when some values had to be taken out for their
 /// type, so one load reports every problem. A meaning problem at (or under) a value already
 /// reported for its type is the same mistake and is dropped, and so is one inside a sequence

@@ -4,6 +4,8 @@
 //!   `MURMUR_CAPSULE_URL` (when the capsule is served): who the component works for.
 //! - `MURMUR_ARTIFACT_CONFIG`: the artifact entry's `config:` as JSON, when it has one.
 //! - Each name of `capabilities.env.allow` that is set on the host, with the host's value.
+//! - For a driver, where to send and what to ask for ([`InferenceTarget`]):
+//!   `MURMUR_INFERENCE_ENDPOINT`, `MURMUR_INFERENCE_MODEL`, `MURMUR_INFERENCE_DRIVER`.
 //!
 //! Nothing is inherited: a host variable not named in the allow list does not exist for the
 //! component, and the runtime never puts a credential here (a driver's key is attached to its
@@ -17,6 +19,28 @@ pub struct Identity {
     pub capsule_version: String,
     pub session_id: Option<String>,
     pub capsule_url: Option<String>,
+}
+
+/// What a driver is told of the call it makes: never a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InferenceTarget {
+    pub endpoint: String,
+    pub model: String,
+    pub driver: String,
+}
+
+impl InferenceTarget {
+    /// The three `MURMUR_INFERENCE_*` variables.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                "MURMUR_INFERENCE_ENDPOINT".to_string(),
+                self.endpoint.trim_end_matches('/').to_string(),
+            ),
+            ("MURMUR_INFERENCE_MODEL".to_string(), self.model.clone()),
+            ("MURMUR_INFERENCE_DRIVER".to_string(), self.driver.clone()),
+        ]
+    }
 }
 
 /// The complete environment of a component: identity, the artifact's config, and the allowed

@@ -7,6 +7,10 @@
 //!   and recorded as a [`Refusal`], which the caller turns into a trace event. No byte leaves the
 //!   host for it.
 //! - Raw sockets (`wasi:sockets`) are never granted: every store denies them.
+//! - A driver's credential is attached here, to a request the guest has already handed over
+//!   and only when it is bound for the gateway's own origin ([`GatewayCredential`]): the header
+//!   `upstream_auth` names is set (replacing any value the guest put there), so the key never
+//!   enters the sandbox.
 
 use std::sync::Arc;
 
@@ -34,22 +38,92 @@ impl NetworkPolicy {
 
     /// Whether a request to `uri` may be sent.
     pub fn permits(&self, uri: &http::Uri) -> bool {
-        let Some(scheme) = uri.scheme_str() else {
+        let Some((scheme, host, port)) = origin(uri) else {
             return false;
-        };
-        let Some(host) = uri.host() else {
-            return false;
-        };
-        let port = match (uri.port_u16(), scheme) {
-            (Some(port), _) => port,
-            (None, "http") => 80,
-            (None, "https") => 443,
-            (None, _) => return false,
         };
         self.rules
             .iter()
-            .any(|rule| rule.permits(scheme, host, port))
+            .any(|rule| rule.permits(&scheme, host, port))
     }
+}
+
+/// A credential and where it may go: the origin of a driver's gateway.
+#[derive(Clone)]
+pub struct GatewayCredential {
+    scheme: String,
+    host: String,
+    port: u16,
+    header: http::HeaderName,
+    value: http::HeaderValue,
+}
+
+impl std::fmt::Debug for GatewayCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayCredential")
+            .field(
+                "origin",
+                &format!("{}://{}:{}", self.scheme, self.host, self.port),
+            )
+            .field("header", &self.header)
+            .field("value", &"<redacted>")
+            .finish()
+    }
+}
+
+impl GatewayCredential {
+    /// The credential for `endpoint` (an http(s) URL), attached as `header: value`.
+    pub fn new(endpoint: &str, header: &str, value: &str) -> Result<GatewayCredential, String> {
+        let uri: http::Uri = endpoint
+            .parse()
+            .map_err(|error| format!("the gateway endpoint `{endpoint}` is not a URL: {error}"))?;
+        let (scheme, host, port) = origin(&uri)
+            .ok_or_else(|| format!("the gateway endpoint `{endpoint}` names no http(s) origin"))?;
+        let header = http::HeaderName::try_from(header)
+            .map_err(|_| format!("`{header}` is not a valid header name"))?;
+        let mut value = http::HeaderValue::try_from(value)
+            .map_err(|_| "the credential holds characters a header cannot carry".to_string())?;
+        value.set_sensitive(true);
+        Ok(GatewayCredential {
+            scheme,
+            host: host.to_string(),
+            port,
+            header,
+            value,
+        })
+    }
+
+    fn applies_to(&self, uri: &http::Uri) -> bool {
+        origin(uri).is_some_and(|(scheme, host, port)| {
+            scheme == self.scheme && host.eq_ignore_ascii_case(&self.host) && port == self.port
+        })
+    }
+}
+
+/// The rule that lets a driver reach exactly its gateway's origin.
+pub fn gateway_rule(endpoint: &str) -> Result<NetworkRule, String> {
+    let uri: http::Uri = endpoint
+        .parse()
+        .map_err(|error| format!("the gateway endpoint `{endpoint}` is not a URL: {error}"))?;
+    let (scheme, host, port) = origin(&uri)
+        .ok_or_else(|| format!("the gateway endpoint `{endpoint}` names no http(s) origin"))?;
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    NetworkRule::parse(&format!("{scheme}://{host}:{port}"))
+}
+
+/// `(scheme, host, port)` of an http(s) URI, the port defaulted by scheme.
+fn origin(uri: &http::Uri) -> Option<(String, &str, u16)> {
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let port = match (uri.port_u16(), scheme.as_str()) {
+        (Some(port), "http" | "https") => port,
+        (None, "http") => 80,
+        (None, "https") => 443,
+        _ => return None,
+    };
+    Some((scheme, uri.host()?, port))
 }
 
 /// A request a grant refused.
@@ -65,13 +139,15 @@ pub struct Refusal {
 /// The per-call state of the network grant.
 pub(crate) struct HttpGrant {
     policy: NetworkPolicy,
+    credential: Option<GatewayCredential>,
     pub(crate) refusals: Vec<Refusal>,
 }
 
 impl HttpGrant {
-    pub(crate) fn new(policy: NetworkPolicy) -> HttpGrant {
+    pub(crate) fn new(policy: NetworkPolicy, credential: Option<GatewayCredential>) -> HttpGrant {
         HttpGrant {
             policy,
+            credential,
             refusals: Vec::new(),
         }
     }
@@ -89,7 +165,7 @@ type SendFuture = Box<
 impl WasiHttpHooks for HttpGrant {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         _response_errors: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> SendFuture {
@@ -107,6 +183,13 @@ impl WasiHttpHooks for HttpGrant {
                 target,
             });
             return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        if let Some(credential) = &self.credential
+            && credential.applies_to(request.uri())
+        {
+            request
+                .headers_mut()
+                .insert(credential.header.clone(), credential.value.clone());
         }
         Box::new(async move {
             use http_body_util::BodyExt;
@@ -134,6 +217,30 @@ mod tests {
 
     fn permits(policy: &NetworkPolicy, uri: &str) -> bool {
         policy.permits(&uri.parse().unwrap())
+    }
+
+    #[test]
+    fn a_gateway_rule_reaches_its_origin_only() {
+        let rule = gateway_rule("https://api.anthropic.com/some/prefix").unwrap();
+        let policy = NetworkPolicy::allow(vec![rule]);
+        assert!(permits(&policy, "https://api.anthropic.com/v1/messages"));
+        assert!(!permits(&policy, "https://api.openai.com/v1/messages"));
+        let local = NetworkPolicy::allow(vec![gateway_rule("http://127.0.0.1:4321").unwrap()]);
+        assert!(permits(&local, "http://127.0.0.1:4321/v1/chat/completions"));
+        assert!(!permits(
+            &local,
+            "http://127.0.0.1:4322/v1/chat/completions"
+        ));
+    }
+
+    #[test]
+    fn a_credential_applies_to_its_gateway_origin_only_and_is_redacted() {
+        let credential =
+            GatewayCredential::new("http://127.0.0.1:4321", "x-api-key", "sk-secret").unwrap();
+        assert!(credential.applies_to(&"http://127.0.0.1:4321/v1/messages".parse().unwrap()));
+        assert!(!credential.applies_to(&"http://127.0.0.1:9999/v1/messages".parse().unwrap()));
+        assert!(!credential.applies_to(&"https://127.0.0.1:4321/v1/messages".parse().unwrap()));
+        assert!(!format!("{credential:?}").contains("sk-secret"));
     }
 
     #[test]

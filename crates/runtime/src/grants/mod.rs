@@ -33,7 +33,7 @@ use crate::engine::CallLimits;
 use crate::engine::limits::MemoryLimiter;
 use crate::error::RuntimeError;
 pub use chunks::{ChunkKind, ChunkSink};
-pub use http::{NetworkPolicy, Refusal};
+pub use http::{GatewayCredential, NetworkPolicy, Refusal};
 
 /// Everything one component call may touch.
 #[derive(Clone)]
@@ -50,6 +50,8 @@ pub struct Grants {
     pub limits: CallLimits,
     /// Where streamed text goes; `None` drops it.
     pub chunks: Option<ChunkSink>,
+    /// For a driver: the credential attached to requests bound for its gateway.
+    pub credential: Option<GatewayCredential>,
 }
 
 impl Grants {
@@ -62,6 +64,7 @@ impl Grants {
             network: NetworkPolicy::deny_all(),
             limits: CallLimits::default(),
             chunks: None,
+            credential: None,
         }
     }
 
@@ -78,7 +81,7 @@ impl Grants {
             wasi: builder.build(),
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
-            http_grant: http::HttpGrant::new(self.network.clone()),
+            http_grant: http::HttpGrant::new(self.network.clone(), self.credential.clone()),
             limiter: MemoryLimiter::new(self.limits.memory_bytes),
             chunks: self.chunks.clone(),
             stdout,

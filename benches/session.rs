@@ -1,0 +1,164 @@
+//! Session benchmarks (issue 3):
+//!
+//! - `turn_overhead`: the runtime's own cost of a turn, with a driver that answers at once (the
+//!   probe driver, no network): one driver component call, one tool component call, their
+//!   trace lines and the history bookkeeping. Measured over 50-turn sessions; divide by 50.
+//! - `start_to_first_request`: `mur run` as a new process, warm compile cache, until the
+//!   driver's first request reaches a loopback gateway.
+//! - peak RSS of a 50-turn `mur run` session, printed after the benchmarks.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use murmur_runtime::session::{self, SessionConfig, Silent, TaskInput, TaskSource};
+use murmur_runtime::{Engine, EngineConfig};
+use murmur_testkit::RecordingServer;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A capsule whose probe driver always asks for one probe tool call, so a session runs
+/// `max_turns` turns, each a driver call and a tool call. `answer: false` makes the driver
+/// reach its gateway instead.
+fn capsule(dir: &Path, endpoint: &str, max_turns: u32, answer: bool) -> PathBuf {
+    let answer = if answer {
+        r#", answer: { stop_reason: tool_call, content: [ { type: tool_call, id: c1, name: probe, input: { action: result, status: passed, data: "ok" } } ] }"#
+    } else {
+        ""
+    };
+    let text = format!(
+        r#"name: bench
+version: "0.1.0"
+artifacts:
+  - name: probe-driver
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: bench-model
+  driver: {{ artifact: probe-driver, config: {{ mode: bench{answer} }} }}
+  max_turns: {max_turns}
+"#,
+        driver = repo().join("tests/fixtures/probe-driver").display(),
+        probe = repo().join("tests/fixtures/probe").display(),
+    );
+    let file = dir.join("murmur.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn turn_overhead(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = Engine::new(EngineConfig {
+        cache_dir: None,
+        pooling: true,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), "http://127.0.0.1:9", 50, true);
+    let staged = session::stage(&file, &engine, &|_| None).expect("staging");
+    let config = SessionConfig {
+        workdir_root: dir.path().join("work"),
+        tasks: vec![TaskInput {
+            text: "go".to_string(),
+            source: TaskSource::Cli,
+        }],
+        stream: false,
+        host_env: Arc::new(|_| None),
+    };
+    let mut group = c.benchmark_group("turn_overhead");
+    group.throughput(Throughput::Elements(50));
+    group.sample_size(20);
+    group.bench_function("50_turn_session", |b| {
+        b.iter(|| {
+            let report = runtime
+                .block_on(session::run(&engine, &staged, &config, Arc::new(Silent)))
+                .unwrap();
+            assert_eq!(report.totals.turns, 50);
+        })
+    });
+    group.finish();
+}
+
+fn mur(home: &Path, capsule_dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mur"));
+    command
+        .env("MURMUR_HOME", home)
+        .args(["run", "--json", "--task", "go"])
+        .arg(capsule_dir)
+        .arg("--workdir")
+        .arg(capsule_dir.join("work"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+fn start_to_first_request(c: &mut Criterion) {
+    let gateway = RecordingServer::start("ok");
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), &gateway.url(), 1, false);
+    let home = tempfile::tempdir().unwrap();
+    // Fills the compile cache (and builds components if needed).
+    assert!(mur(home.path(), dir.path()).status().unwrap().success());
+
+    let mut group = c.benchmark_group("start_to_first_request");
+    group.sample_size(20);
+    group.bench_function("warm_cache", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                let before = gateway.requests().len();
+                let started = Instant::now();
+                let mut child = mur(home.path(), dir.path()).spawn().unwrap();
+                while gateway.requests().len() == before {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                total += started.elapsed();
+                child.wait().unwrap();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+/// Peak resident memory of a 50-turn `mur run`, from the kernel's accounting of the child.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also reads its resource usage"
+)]
+fn peak_rss() {
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "http://127.0.0.1:9", 50, true);
+    let home = tempfile::tempdir().unwrap();
+    // Warm the cache so the measured run is a session, not a compile.
+    mur(home.path(), dir.path()).status().unwrap();
+    let child = mur(home.path(), dir.path()).spawn().unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `wait4` on our own child's pid, with valid pointers to locals.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    println!(
+        "peak RSS of a 50-turn `mur run` session: {:.1} MiB",
+        usage.ru_maxrss as f64 / 1024.0
+    );
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    turn_overhead(&mut criterion);
+    start_to_first_request(&mut criterion);
+    criterion.final_summary();
+    peak_rss();
+}

@@ -1,0 +1,279 @@
+//! `mur run [DIR] [--task TEXT]… [--stream] [--json] [--workdir ROOT]`: stage the capsule at DIR
+//! and run its tasks as one session.
+//!
+//! Tasks come from `--task` (several run in order, each in its own context) or, without any,
+//! from `task.md` beside the manifest. `--stream` prints the model's text as it arrives. At the
+//! end: where the result and the trace are, turns, tokens (the runtime's estimate and the
+//! provider's counts) and the exit status; `--json` prints the session report instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use murmur_runtime::grants::ChunkKind;
+use murmur_runtime::session::{
+    self, ExitStatus, Observer, SessionConfig, SessionReport, StageError, TaskInput, TaskSource,
+};
+use murmur_runtime::{Engine, EngineConfig};
+use serde_json::json;
+
+use crate::{Exit, host_env, murmur_home, render};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The capsule's directory (or its `murmur.yaml`). Default: the current directory.
+    dir: Option<PathBuf>,
+    /// A task for the agent; repeat for several, run in order. Default: `task.md`.
+    #[arg(long = "task")]
+    tasks: Vec<String>,
+    /// Print the model's text as it arrives.
+    #[arg(long)]
+    stream: bool,
+    /// Print the session report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Where sessions get their directories. Default: `workdir/` beside the manifest.
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+}
+
+/// Prints what a session says while it runs: streamed text on stdout, notes on stderr, each
+/// note on a line of its own.
+struct Terminal {
+    stream: bool,
+    quiet: bool,
+    /// Whether streamed text left stdout in the middle of a line.
+    mid_line: std::sync::atomic::AtomicBool,
+}
+
+impl Observer for Terminal {
+    fn chunk(&self, kind: ChunkKind, text: &str) {
+        use std::io::Write;
+        if !self.stream {
+            return;
+        }
+        match kind {
+            ChunkKind::Text => {
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+                if let Some(last) = text.chars().last() {
+                    self.mid_line
+                        .store(last != '\n', std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            ChunkKind::Thinking => eprint!("{text}"),
+        }
+    }
+
+    fn note(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
+        if self
+            .mid_line
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            println!();
+        }
+        eprintln!("· {text}");
+    }
+}
+
+pub fn run(args: RunArgs) -> Exit {
+    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let file = if dir.is_dir() {
+        dir.join("murmur.yaml")
+    } else {
+        dir.clone()
+    };
+    let capsule_dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let tasks = match tasks(&args.tasks, &capsule_dir) {
+        Ok(tasks) => tasks,
+        Err(message) => {
+            return fail(
+                args.json,
+                "E-RUN-016",
+                &message,
+                "pass --task \"…\", or write the task in task.md beside murmur.yaml",
+                Exit::BadInput,
+            );
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return fail(
+                args.json,
+                "E-RUN-001",
+                &format!("the async runtime could not start: {error}"),
+                "check the process's thread limits",
+                Exit::Stopped,
+            );
+        }
+    };
+    let engine = match Engine::new(EngineConfig {
+        cache_dir: Some(murmur_home().join("cache").join("components")),
+        pooling: false,
+    }) {
+        Ok(engine) => engine,
+        Err(error) => {
+            return fail(
+                args.json,
+                error.code(),
+                &error.to_string(),
+                &error.hint(),
+                Exit::Stopped,
+            );
+        }
+    };
+    let staged = match session::stage(&file, &engine, &host_env) {
+        Ok(staged) => staged,
+        Err(error) => return stage_failed(error, args.json),
+    };
+    if !args.json {
+        render::diagnostics_human(&staged.warnings);
+    }
+    let config = SessionConfig {
+        workdir_root: args
+            .workdir
+            .clone()
+            .unwrap_or_else(|| capsule_dir.join("workdir")),
+        tasks,
+        stream: args.stream,
+        host_env: Arc::new(host_env),
+    };
+    let observer = Arc::new(Terminal {
+        stream: args.stream,
+        quiet: args.json,
+        mid_line: Default::default(),
+    });
+    match runtime.block_on(session::run(&engine, &staged, &config, observer.clone())) {
+        Ok(report) => {
+            if args.stream {
+                println!();
+                observer
+                    .mid_line
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            print_report(&report, args.json);
+            if report.exit_status == ExitStatus::Ok {
+                Exit::Ok
+            } else {
+                Exit::Failed
+            }
+        }
+        Err(error) => fail(
+            args.json,
+            error.code,
+            &error.message,
+            &error.hint,
+            Exit::Failed,
+        ),
+    }
+}
+
+fn tasks(given: &[String], capsule_dir: &Path) -> Result<Vec<TaskInput>, String> {
+    if !given.is_empty() {
+        return Ok(given
+            .iter()
+            .map(|text| TaskInput {
+                text: text.clone(),
+                source: TaskSource::Cli,
+            })
+            .collect());
+    }
+    let task_md = capsule_dir.join("task.md");
+    match std::fs::read_to_string(&task_md) {
+        Ok(text) if !text.trim().is_empty() => Ok(vec![TaskInput {
+            text,
+            source: TaskSource::TaskMd,
+        }]),
+        Ok(_) => Err(format!("{} is empty", task_md.display())),
+        Err(_) => Err(format!(
+            "no --task was given and there is no {}",
+            task_md.display()
+        )),
+    }
+}
+
+fn print_report(report: &SessionReport, json: bool) {
+    if json {
+        println!("{:#}", json!(report));
+        return;
+    }
+    for task in &report.tasks {
+        if let Some(error) = &task.error {
+            render::failure_human(&error.code, &error.message, &error.hint);
+        }
+    }
+    let totals = &report.totals;
+    println!("exit: {}", report.exit_status.as_str());
+    if let Some(result) = report
+        .tasks
+        .iter()
+        .rev()
+        .find_map(|t| t.result_path.as_ref())
+    {
+        println!("result: {}", result.display());
+    }
+    println!("trace: {}", report.trace_path.display());
+    let mut tokens = format!(
+        "tokens: {} in / {} out (estimated)",
+        totals.input_tokens_estimated, totals.output_tokens_estimated
+    );
+    if let (Some(input), Some(output)) = (totals.input_tokens_actual, totals.output_tokens_actual) {
+        tokens.push_str(&format!(", {input} in / {output} out (provider)"));
+    }
+    if let Some(cached) = totals.cached_tokens_actual {
+        tokens.push_str(&format!(", {cached} cached"));
+    }
+    println!(
+        "turns: {}, tool calls: {}, {tokens}",
+        totals.turns, totals.tool_calls
+    );
+}
+
+fn stage_failed(error: StageError, json: bool) -> Exit {
+    match error {
+        StageError::Manifest(diagnostics) => {
+            if json {
+                println!("{:#}", json!({ "diagnostics": diagnostics }));
+            } else {
+                render::diagnostics_human(&diagnostics);
+            }
+            Exit::BadInput
+        }
+        StageError::Invalid {
+            code,
+            message,
+            hint,
+        } => fail(json, code, &message, &hint, Exit::BadInput),
+        StageError::Build(error) => {
+            crate::commands::build::report_error(&error, json, Exit::Failed)
+        }
+        StageError::Component(error) => fail(
+            json,
+            error.code(),
+            &error.to_string(),
+            &error.hint(),
+            Exit::Stopped,
+        ),
+    }
+}
+
+fn fail(json: bool, code: &str, message: &str, hint: &str, exit: Exit) -> Exit {
+    render::failure_human(code, message, hint);
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": render::failure_json(code, message, hint) })
+        );
+    }
+    exit
+}

@@ -1,0 +1,179 @@
+//! Reading a driver's answer (docs/driver-protocol.md; seed: "Reported token usage").
+//!
+//! - A `passed` result's `data` must be a JSON object with a known `stop_reason` and a
+//!   `content` array of neutral blocks; anything else is a malformed answer.
+//! - A `failed`/`error` result is the provider's (or the driver's) failure, with the message
+//!   the driver gave.
+//! - `usage` is read member by member: a `usage` that is absent or not an object is no report;
+//!   a member that is not a non-negative integer, or one the runtime does not define, is
+//!   skipped while its well-formed siblings are kept. An omitted number stays absent, never 0.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::inference::neutral::Block;
+use crate::tool::{ToolOutput, ToolStatus};
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolCall,
+    MaxTokens,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::ToolCall => "tool_call",
+            StopReason::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// The provider's own token counts for one call; absent members were not reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+}
+
+/// A well-formed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub stop_reason: StopReason,
+    pub content: Vec<Block>,
+    pub usage: Option<Usage>,
+    pub continuation_id: Option<String>,
+}
+
+/// Why a call produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The provider's HTTP status, when one was involved.
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+/// Reads a driver's tool-result.
+pub fn read_answer(output: &ToolOutput) -> Result<Answer, Failure> {
+    let data: Option<Value> = output
+        .output
+        .as_deref()
+        .and_then(|text| serde_json::from_str(text).ok());
+    if output.result.status != ToolStatus::Passed {
+        let error = data.as_ref().and_then(|d| d.get("error"));
+        let status = error
+            .and_then(|e| e.get("status"))
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok());
+        let message = output
+            .result
+            .summary
+            .clone()
+            .or_else(|| {
+                error
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "the driver reported an error without a message".to_string());
+        return Err(Failure { status, message });
+    }
+    let malformed = |why: &str| Failure {
+        status: None,
+        message: format!("the driver's answer is malformed: {why}"),
+    };
+    let Some(data) = data else {
+        return Err(malformed("`data` is not JSON"));
+    };
+    let stop_reason = match data.get("stop_reason").and_then(Value::as_str) {
+        Some("end_turn") => StopReason::EndTurn,
+        Some("tool_call") => StopReason::ToolCall,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some(other) => return Err(malformed(&format!("unknown stop_reason `{other}`"))),
+        None => return Err(malformed("no `stop_reason`")),
+    };
+    let content: Vec<Block> = match data.get("content") {
+        Some(content) => serde_json::from_value(content.clone())
+            .map_err(|error| malformed(&format!("`content`: {error}")))?,
+        None => return Err(malformed("no `content`")),
+    };
+    if stop_reason == StopReason::ToolCall
+        && !content.iter().any(|b| matches!(b, Block::ToolCall { .. }))
+    {
+        return Err(malformed(
+            "stop_reason `tool_call` without a tool_call block",
+        ));
+    }
+    Ok(Answer {
+        stop_reason,
+        content,
+        usage: read_usage(data.get("usage")),
+        continuation_id: output.continuation_id.clone(),
+    })
+}
+
+/// Reads a `usage` member under the seed's degradation rules.
+pub fn read_usage(usage: Option<&Value>) -> Option<Usage> {
+    let usage = usage?.as_object()?;
+    let member = |name: &str| usage.get(name).and_then(Value::as_u64);
+    Some(Usage {
+        input_tokens: member("input_tokens"),
+        output_tokens: member("output_tokens"),
+        cached_tokens: member("cached_tokens"),
+        cache_write_tokens: member("cache_write_tokens"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn usage_rows() {
+        // No usage: nothing.
+        assert_eq!(read_usage(None), None);
+        // Not an object: nothing.
+        assert_eq!(read_usage(Some(&json!([1, 2]))), None);
+        assert_eq!(read_usage(Some(&json!("12"))), None);
+        // A member that is not a non-negative integer: nothing for it, siblings kept.
+        assert_eq!(
+            read_usage(Some(&json!({"input_tokens": -3, "output_tokens": 7,
+                                     "cached_tokens": 1.5, "cache_write_tokens": "2"}))),
+            Some(Usage {
+                output_tokens: Some(7),
+                ..Usage::default()
+            })
+        );
+        // A member the runtime does not define: nothing for it.
+        assert_eq!(
+            read_usage(Some(&json!({"input_tokens": 10, "reasoning_tokens": 4}))),
+            Some(Usage {
+                input_tokens: Some(10),
+                ..Usage::default()
+            })
+        );
+    }
+
+    #[test]
+    fn an_absent_member_serializes_as_absent_not_zero() {
+        let usage = Usage {
+            input_tokens: Some(0),
+            ..Usage::default()
+        };
+        assert_eq!(
+            serde_json::to_value(usage).unwrap(),
+            json!({"input_tokens": 0})
+        );
+    }
+}

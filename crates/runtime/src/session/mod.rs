@@ -1,0 +1,274 @@
+//! Sessions: staging a capsule, then running its tasks through the agent loop (SPEC §6).
+//!
+//! A session is one launch of a capsule: id `ses_` + 32 hex, one workdir, one `trace.jsonl`.
+//! For each task (`tsk_` + 24 hex, in its own context `ctx_` + 24 hex): the task's text is the
+//! first user message; each turn sends the conversation to the primary driver, appends its
+//! answer, runs the tool calls it asks for, and appends their fenced results; an `end_turn` or
+//! `max_tokens` answer ends the task and its text goes to `out/result.txt`; running out of
+//! `inference.max_turns` ends it `max_turns_reached`; a driver failure ends it `failed`.
+//!
+//! What a caller can rely on:
+//!
+//! - `trace.jsonl` exists and ends with `session_end` after every end a session can have once
+//!   its workdir exists, failures included; the totals there are the sums of its lines.
+//! - Each context's history (with envelope keys) is in `contexts/<ctx>/history.json` when its
+//!   task ends, however it ends.
+//! - The model's tool input is validated against the tool's `input_schema` before any call; an
+//!   unknown tool, invalid input, a tool failure or a stopped component is an error result the
+//!   model sees, and the session goes on. Every result reaches the model inside an
+//!   untrusted-content fence naming the tool.
+//! - Nothing is printed: text deltas and notes go to the caller's [`Observer`].
+
+pub mod staging;
+mod task;
+mod tools;
+pub mod workdir;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::engine::Engine;
+use crate::grants::ChunkKind;
+use crate::trace::TraceWriter;
+use crate::trace::schema::{CapsuleRef, ErrorRef, EventBody, Totals};
+pub use staging::{StageError, Staged, stage};
+use workdir::Workdir;
+
+/// Where a task came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSource {
+    /// `--task` on the command line.
+    Cli,
+    /// `task.md` beside the manifest.
+    TaskMd,
+}
+
+impl TaskSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            TaskSource::Cli => "cli",
+            TaskSource::TaskMd => "task.md",
+        }
+    }
+}
+
+/// One task to run.
+#[derive(Debug, Clone)]
+pub struct TaskInput {
+    pub text: String,
+    pub source: TaskSource,
+}
+
+/// How a task or a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    Ok,
+    Failed,
+    MaxTurnsReached,
+}
+
+impl ExitStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitStatus::Ok => "ok",
+            ExitStatus::Failed => "failed",
+            ExitStatus::MaxTurnsReached => "max_turns_reached",
+        }
+    }
+}
+
+/// A coded failure, ready to print as a diagnostic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub code: String,
+    pub message: String,
+    pub hint: String,
+}
+
+impl Failure {
+    fn to_ref(&self) -> ErrorRef {
+        ErrorRef {
+            code: self.code.clone(),
+            message: self.message.clone(),
+        }
+    }
+}
+
+/// How one task went.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskReport {
+    pub task_id: String,
+    pub context_id: Option<String>,
+    pub exit_status: ExitStatus,
+    pub turns: u32,
+    pub result_path: Option<PathBuf>,
+    pub error: Option<Failure>,
+}
+
+/// How the session went.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionReport {
+    pub session_id: String,
+    pub workdir: PathBuf,
+    pub trace_path: PathBuf,
+    pub exit_status: ExitStatus,
+    pub tasks: Vec<TaskReport>,
+    pub totals: Totals,
+    pub duration_ms: u64,
+}
+
+/// What the caller hears while a session runs.
+pub trait Observer: Send + Sync {
+    /// A text or thinking delta a driver or tool streamed.
+    fn chunk(&self, _kind: ChunkKind, _text: &str) {}
+    /// A step worth showing a person: a task starting, a tool being called.
+    fn note(&self, _text: &str) {}
+}
+
+/// An observer that hears nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// Looks up a host environment variable.
+pub type HostEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// How a session is run.
+pub struct SessionConfig {
+    /// Sessions get `<workdir_root>/<session-id>/`.
+    pub workdir_root: PathBuf,
+    pub tasks: Vec<TaskInput>,
+    /// Ask drivers to stream and forward their deltas to the observer.
+    pub stream: bool,
+    /// Host environment lookups, for `capabilities.env.allow`.
+    pub host_env: HostEnv,
+}
+
+/// A session that could not start (its workdir or trace could not be made) or whose trace
+/// could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SessionError {
+    pub code: &'static str,
+    pub message: String,
+    pub hint: String,
+    /// The workdir, when it was made.
+    pub workdir: Option<PathBuf>,
+}
+
+impl SessionError {
+    fn trace(workdir: &Workdir, error: std::io::Error) -> SessionError {
+        SessionError {
+            code: "E-TRC-001",
+            message: format!(
+                "the trace {} could not be written: {error}",
+                workdir.trace().display()
+            ),
+            hint: "check the free space and permissions of the workdir".to_string(),
+            workdir: Some(workdir.root.clone()),
+        }
+    }
+}
+
+/// A fresh id: `prefix` then `hex_len` lowercase hex characters.
+pub fn new_id(prefix: &str, hex_len: usize) -> String {
+    let hex = uuid::Uuid::new_v4().simple().to_string();
+    let more = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}{}", &format!("{hex}{more}")[..hex_len])
+}
+
+/// Runs every task of `config` as one session of `staged`.
+pub async fn run(
+    engine: &Engine,
+    staged: &Staged,
+    config: &SessionConfig,
+    observer: Arc<dyn Observer>,
+) -> Result<SessionReport, SessionError> {
+    crate::inference::tokens::warm();
+    let started = Instant::now();
+    let session_id = new_id("ses_", 32);
+    let workdir =
+        Workdir::create(&config.workdir_root, &session_id).map_err(|error| SessionError {
+            code: "E-RUN-001",
+            message: format!(
+                "the session workdir under {} could not be created: {error}",
+                config.workdir_root.display()
+            ),
+            hint: "check that the workdir root is writable".to_string(),
+            workdir: None,
+        })?;
+    let mut trace = TraceWriter::create(&workdir.trace(), &session_id)
+        .map_err(|error| SessionError::trace(&workdir, error))?;
+    workdir
+        .write_murmur_md(staged)
+        .map_err(|error| SessionError::trace(&workdir, error))?;
+
+    let session_event = trace
+        .write(
+            None,
+            EventBody::SessionStart {
+                capsule: CapsuleRef {
+                    name: staged.capsule.name.clone(),
+                    version: staged.capsule.version.clone(),
+                },
+                murmur_version: env!("CARGO_PKG_VERSION").to_string(),
+                workdir: workdir.root.display().to_string(),
+                model: staged.model.clone(),
+                driver: staged.driver.name.clone(),
+                credential_source: staged.driver.credential_source.to_string(),
+                components: staged.components.clone(),
+                tools: staged.tools.iter().map(|t| t.spec.name.clone()).collect(),
+            },
+        )
+        .map_err(|error| SessionError::trace(&workdir, error))?;
+
+    let context =
+        task::SessionContext::new(engine, staged, config, &session_id, &workdir, observer);
+    let mut reports = Vec::new();
+    let mut trace_failure = None;
+    for input in &config.tasks {
+        match context.run_task(&mut trace, &session_event, input).await {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                trace_failure = Some(error);
+                break;
+            }
+        }
+    }
+    let exit_status = reports
+        .iter()
+        .map(|report| report.exit_status)
+        .find(|status| *status != ExitStatus::Ok)
+        .unwrap_or(if trace_failure.is_some() {
+            ExitStatus::Failed
+        } else {
+            ExitStatus::Ok
+        });
+    let totals = trace.totals().clone();
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let end = trace.write(
+        Some(&session_event),
+        EventBody::SessionEnd {
+            exit_status: exit_status.as_str().to_string(),
+            duration_ms,
+            totals: totals.clone(),
+        },
+    );
+    if let Some(error) = trace_failure {
+        return Err(SessionError::trace(&workdir, error));
+    }
+    end.map_err(|error| SessionError::trace(&workdir, error))?;
+    Ok(SessionReport {
+        session_id,
+        trace_path: workdir.trace(),
+        workdir: workdir.root.clone(),
+        exit_status,
+        tasks: reports,
+        totals,
+        duration_ms,
+    })
+}

@@ -1,0 +1,20 @@
+//! The session trace: `trace.jsonl`, one JSON object a line, the source of truth of what a
+//! session did (SPEC §12).
+//!
+//! What it promises:
+//!
+//! - Every event carries `event_type`, `session_id`, `timestamp` (Unix ms), `event_id` and
+//!   `parent_id`; parents form the tree session → task → turn (inference) → tool call. The
+//!   event types and their fields are defined once, in [`schema`].
+//! - Each line is written and flushed as the event happens, so a session that dies leaves every
+//!   line it wrote whole.
+//! - The totals of `session_end` are summed by the writer from the lines it wrote, so they
+//!   equal the sums of the per-event lines by construction.
+//! - A write that fails is an error to the caller: the session ends rather than going on
+//!   unobserved.
+
+pub mod schema;
+mod writer;
+
+pub use schema::{Event, EventBody, Totals};
+pub use writer::TraceWriter;

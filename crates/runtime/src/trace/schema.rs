@@ -1,0 +1,176 @@
+//! Every trace event type and its fields: the one place a field is named.
+//!
+//! Token fields: `*_estimated` are the runtime's own cl100k counts; `*_actual` are what the
+//! provider reported, absent when it reported nothing (never written as 0).
+
+use serde::{Deserialize, Serialize};
+
+/// One line of `trace.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub session_id: String,
+    /// Unix milliseconds.
+    pub timestamp: u64,
+    pub event_id: String,
+    pub parent_id: Option<String>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// The capsule a session runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapsuleRef {
+    pub name: String,
+    pub version: String,
+}
+
+/// A component a session loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentRef {
+    pub name: String,
+    pub version: String,
+    pub runtime: String,
+    pub sha256: String,
+}
+
+/// How a call ended in error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorRef {
+    pub code: String,
+    pub message: String,
+}
+
+/// What a request sent of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    /// Messages in the request.
+    pub messages: u32,
+    /// Whether the whole history was sent (no continuation id).
+    pub full_resend: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub continuation_id: Option<String>,
+}
+
+/// Sums over a session's `inference` and `tool_call` lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub tasks: u32,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub input_tokens_estimated: u64,
+    pub output_tokens_estimated: u64,
+    /// Sums of the reported numbers; absent when no call reported one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub input_tokens_actual: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub output_tokens_actual: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cached_tokens_actual: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cache_write_tokens_actual: Option<u64>,
+}
+
+/// The event types and their own fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event_type", rename_all = "snake_case")]
+pub enum EventBody {
+    SessionStart {
+        capsule: CapsuleRef,
+        murmur_version: String,
+        workdir: String,
+        model: String,
+        driver: String,
+        /// Where the primary driver's credential came from: `environment`, `manifest`,
+        /// `keyless`.
+        credential_source: String,
+        components: Vec<ComponentRef>,
+        tools: Vec<String>,
+    },
+    TaskStart {
+        task_id: String,
+        context_id: Option<String>,
+        /// `cli` (`--task`) or `task.md`.
+        source: String,
+        input_chars: u64,
+    },
+    Inference {
+        task_id: String,
+        turn: u32,
+        /// Who asked: `agent` for the agent loop.
+        origin: String,
+        choice: String,
+        driver: String,
+        model: String,
+        prompt_cache_key: String,
+        sent: Sent,
+        input_tokens_estimated: u64,
+        output_tokens_estimated: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        input_tokens_actual: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        output_tokens_actual: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        cached_tokens_actual: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        cache_write_tokens_actual: Option<u64>,
+        /// `end_turn`, `tool_call`, `max_tokens`, or `error`.
+        stop_reason: String,
+        /// What the loop did next: `call_tools`, `finish`, or `fail`.
+        decision: String,
+        /// The first tool the turn calls, when it calls any.
+        tool_name: Option<String>,
+        tool_calls: u32,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<ErrorRef>,
+    },
+    ToolCall {
+        task_id: String,
+        turn: u32,
+        call_id: String,
+        tool_name: String,
+        /// `passed`, `failed`, `error`, or `refused` (not run: unknown tool, invalid input).
+        status: String,
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        state_effect: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        resource_id: Option<String>,
+        output_bytes: u64,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<ErrorRef>,
+        /// Requests a grant refused during the call.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        refusals: Vec<String>,
+    },
+    TaskEnd {
+        task_id: String,
+        context_id: Option<String>,
+        exit_status: String,
+        turns: u32,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        result_path: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<ErrorRef>,
+    },
+    SessionEnd {
+        exit_status: String,
+        duration_ms: u64,
+        totals: Totals,
+    },
+}
+
+impl EventBody {
+    /// The `event_type` this body is written with.
+    pub fn event_type(&self) -> &'static str {
+        match self {
+            EventBody::SessionStart { .. } => "session_start",
+            EventBody::TaskStart { .. } => "task_start",
+            EventBody::Inference { .. } => "inference",
+            EventBody::ToolCall { .. } => "tool_call",
+            EventBody::TaskEnd { .. } => "task_end",
+            EventBody::SessionEnd { .. } => "session_end",
+        }
+    }
+}

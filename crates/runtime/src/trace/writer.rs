@@ -1,0 +1,147 @@
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::trace::schema::{Event, EventBody, Totals};
+
+/// Appends events to one session's `trace.jsonl` and keeps its totals.
+#[derive(Debug)]
+pub struct TraceWriter {
+    path: PathBuf,
+    file: std::fs::File,
+    session_id: String,
+    totals: Totals,
+}
+
+fn add(total: &mut Option<u64>, value: Option<u64>) {
+    if let Some(value) = value {
+        *total = Some(total.unwrap_or(0) + value);
+    }
+}
+
+impl TraceWriter {
+    /// Creates (or appends to) the trace file at `path`.
+    pub fn create(path: &Path, session_id: &str) -> std::io::Result<TraceWriter> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(TraceWriter {
+            path: path.to_path_buf(),
+            file,
+            session_id: session_id.to_string(),
+            totals: Totals::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sums of what was written so far.
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    /// Writes one event under `parent_id` and returns its id.
+    pub fn write(&mut self, parent_id: Option<&str>, body: EventBody) -> std::io::Result<String> {
+        match &body {
+            EventBody::TaskStart { .. } => self.totals.tasks += 1,
+            EventBody::Inference {
+                input_tokens_estimated,
+                output_tokens_estimated,
+                input_tokens_actual,
+                output_tokens_actual,
+                cached_tokens_actual,
+                cache_write_tokens_actual,
+                ..
+            } => {
+                let totals = &mut self.totals;
+                totals.turns += 1;
+                totals.input_tokens_estimated += input_tokens_estimated;
+                totals.output_tokens_estimated += output_tokens_estimated;
+                add(&mut totals.input_tokens_actual, *input_tokens_actual);
+                add(&mut totals.output_tokens_actual, *output_tokens_actual);
+                add(&mut totals.cached_tokens_actual, *cached_tokens_actual);
+                add(
+                    &mut totals.cache_write_tokens_actual,
+                    *cache_write_tokens_actual,
+                );
+            }
+            EventBody::ToolCall { .. } => self.totals.tool_calls += 1,
+            _ => {}
+        }
+        let event = Event {
+            session_id: self.session_id.clone(),
+            timestamp: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default(),
+            event_id: format!("evt_{}", uuid::Uuid::new_v4().simple()),
+            parent_id: parent_id.map(str::to_string),
+            body,
+        };
+        let mut line = serde_json::to_vec(&event).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.flush()?;
+        Ok(event.event_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::schema::Sent;
+
+    fn inference(input: u64, actual: Option<u64>) -> EventBody {
+        EventBody::Inference {
+            task_id: "tsk_1".into(),
+            turn: 1,
+            origin: "agent".into(),
+            choice: "primary".into(),
+            driver: "driver".into(),
+            model: "m".into(),
+            prompt_cache_key: "k".into(),
+            sent: Sent {
+                messages: 1,
+                full_resend: true,
+                continuation_id: None,
+            },
+            input_tokens_estimated: input,
+            output_tokens_estimated: 1,
+            input_tokens_actual: actual,
+            output_tokens_actual: None,
+            cached_tokens_actual: None,
+            cache_write_tokens_actual: None,
+            stop_reason: "end_turn".into(),
+            decision: "finish".into(),
+            tool_name: None,
+            tool_calls: 0,
+            duration_ms: 1,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn lines_are_whole_events_and_totals_are_their_sums() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let mut writer = TraceWriter::create(&path, "ses_x").unwrap();
+        let first = writer.write(None, inference(10, Some(12))).unwrap();
+        writer.write(Some(&first), inference(5, None)).unwrap();
+        assert_eq!(writer.totals().input_tokens_estimated, 15);
+        assert_eq!(writer.totals().input_tokens_actual, Some(12));
+        assert_eq!(writer.totals().output_tokens_actual, None);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let events: Vec<Event> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[1].parent_id.as_deref(), Some(first.as_str()));
+        let raw: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(raw["event_type"], "inference");
+        assert!(raw.get("input_tokens_actual").is_none());
+    }
+}

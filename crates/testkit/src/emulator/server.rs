@@ -1,0 +1,817 @@
+//! The HTTP server: accepting connections, choosing each request's answer, recording it.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+
+use super::responses::Stored;
+use super::script::{Answer, Fault, Reply, Script, Turn, Usage};
+use super::wire::{
+    Refusal, Resolved, ResolvedCall, ResolvedThinking, SseEvent, UsageOut, error_body,
+    fault_refusal, unix_seconds,
+};
+use super::{Provider, Recorded, anthropic, chat, responses};
+
+/// A running emulator on 127.0.0.1. Stops (closing every connection) when dropped.
+pub struct Emulator {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Options for starting an [`Emulator`].
+pub struct EmulatorBuilder {
+    script: Script,
+    api_key: Option<String>,
+    port: u16,
+    record: Option<PathBuf>,
+}
+
+impl Emulator {
+    /// Starts an emulator answering `script` on an OS-assigned port.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound (use [`Emulator::builder`] to handle that).
+    pub fn start(script: Script) -> Emulator {
+        Emulator::builder(script)
+            .start()
+            .expect("starting the provider emulator")
+    }
+
+    /// Options: credential, port, record file.
+    pub fn builder(script: Script) -> EmulatorBuilder {
+        EmulatorBuilder {
+            script,
+            api_key: None,
+            port: 0,
+            record: None,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:<port>`: the endpoint (no trailing slash).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far, in order of arrival.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.recorded).clone()
+    }
+
+    /// How many turns have been completed (answered with their final answer).
+    pub fn turns_completed(&self) -> usize {
+        lock(&self.shared.state).turn
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl EmulatorBuilder {
+    /// The credential requests must carry; overrides the script's `api_key`.
+    pub fn api_key(mut self, key: impl Into<String>) -> EmulatorBuilder {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Listen on this port (0: OS-assigned, the default).
+    pub fn port(mut self, port: u16) -> EmulatorBuilder {
+        self.port = port;
+        self
+    }
+
+    /// Append each [`Recorded`] request to this file as one JSON line.
+    pub fn record_to(mut self, path: impl Into<PathBuf>) -> EmulatorBuilder {
+        self.record = Some(path.into());
+        self
+    }
+
+    /// Binds 127.0.0.1 and starts serving on a thread of its own.
+    pub fn start(self) -> std::io::Result<Emulator> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", self.port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let record_file = match &self.record {
+            Some(path) => Some(Mutex::new(
+                OpenOptions::new().create(true).append(true).open(path)?,
+            )),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            api_key: self.api_key.or(self.script.api_key),
+            turns: self.script.turns,
+            state: Mutex::new(State::default()),
+            recorded: Mutex::new(Vec::new()),
+            record_file,
+            ids: AtomicU64::new(0),
+        });
+        let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::io::Result<()>>();
+        let state = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("murmur-emulator".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = ready_tx.send(Ok(()));
+                    tokio::select! {
+                        () = accept_loop(listener, state) => {}
+                        _ = shutdown_rx => {}
+                    }
+                });
+                // Dropping the runtime here cancels every connection still open.
+            })?;
+        ready_rx
+            .recv()
+            .map_err(|_| std::io::Error::other("the emulator thread ended before starting"))??;
+        Ok(Emulator {
+            addr,
+            shared,
+            shutdown: Some(shutdown_tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+struct Shared {
+    turns: Vec<Turn>,
+    api_key: Option<String>,
+    state: Mutex<State>,
+    recorded: Mutex<Vec<Recorded>>,
+    record_file: Option<Mutex<File>>,
+    ids: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    /// The current turn.
+    turn: usize,
+    /// Requests already answered within the current turn.
+    attempt: usize,
+    /// Responses API responses produced and stored, by id.
+    stored: HashMap<String, Stored>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let shared = shared.clone();
+                async move { handle(shared, request).await }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Returned by the service to make hyper close the connection without answering.
+#[derive(Debug)]
+struct DropConnection;
+
+impl std::fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection dropped by the script")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, DropConnection> {
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_string(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .map_err(|_| DropConnection)?
+        .to_bytes();
+    let provider = Provider::from_path(&path);
+    let parsed: Result<Value, serde_json::Error> = serde_json::from_slice(&bytes);
+    let plan = shared.plan(provider, &method, &path, &headers, &parsed);
+    let body = match parsed {
+        Ok(value) => value,
+        Err(_) if bytes.is_empty() => Value::Null,
+        Err(_) => Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+    };
+    shared.record(Recorded {
+        provider,
+        method,
+        path,
+        headers,
+        body,
+        turn: plan.turn,
+        attempt: plan.attempt,
+        status: plan.status,
+        outcome: plan.outcome.clone(),
+        unix_ms,
+    });
+    if let Some(delay) = plan.first_byte_delay {
+        tokio::time::sleep(delay).await;
+    }
+    if plan.drop {
+        return Err(DropConnection);
+    }
+    Ok(plan.into_response())
+}
+
+/// How a request is answered.
+struct Plan {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: PlanBody,
+    first_byte_delay: Option<Duration>,
+    event_delay: Option<Duration>,
+    drop: bool,
+    outcome: String,
+    turn: Option<usize>,
+    attempt: Option<usize>,
+}
+
+enum PlanBody {
+    /// A whole body with its length.
+    Whole(Vec<u8>),
+    /// Chunks sent one by one (`event_delay` apart); `cut`: then the connection is closed
+    /// mid-body.
+    Chunks { chunks: Vec<Bytes>, cut: bool },
+}
+
+impl Plan {
+    fn new(status: u16, body: PlanBody, outcome: impl Into<String>) -> Plan {
+        Plan {
+            status,
+            headers: Vec::new(),
+            body,
+            first_byte_delay: None,
+            event_delay: None,
+            drop: false,
+            outcome: outcome.into(),
+            turn: None,
+            attempt: None,
+        }
+    }
+
+    fn into_response(self) -> Response<Body> {
+        let mut builder = Response::builder().status(self.status);
+        for (name, value) in &self.headers {
+            builder = builder.header(*name, value);
+        }
+        let body = match self.body {
+            PlanBody::Whole(bytes) => Body::from(bytes),
+            PlanBody::Chunks { chunks, cut } => {
+                let delay = self.event_delay;
+                let steps = futures_util::stream::unfold(
+                    (chunks.into_iter(), cut, true),
+                    move |(mut chunks, cut, first)| async move {
+                        match chunks.next() {
+                            Some(chunk) => {
+                                if let (Some(delay), false) = (delay, first) {
+                                    tokio::time::sleep(delay).await;
+                                }
+                                Some((Ok(chunk), (chunks, cut, false)))
+                            }
+                            None if cut => {
+                                // Let what was sent reach the wire before the connection goes.
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                Some((
+                                    Err(std::io::Error::other("stream cut by the script")),
+                                    (chunks, false, false),
+                                ))
+                            }
+                            None => None,
+                        }
+                    },
+                );
+                Body::from_stream(steps)
+            }
+        };
+        builder
+            .body(body)
+            .unwrap_or_else(|_| Response::new(Body::empty()))
+    }
+}
+
+/// What answers a request that passed the checks.
+enum Step<'a> {
+    Reply(&'a Reply),
+    Fault(&'a Fault, Option<&'a Reply>),
+}
+
+impl Shared {
+    fn next_id(&self, prefix: &str) -> String {
+        let n = self.ids.fetch_add(1, Ordering::SeqCst) + 1;
+        format!("{prefix}emu{n:08}")
+    }
+
+    fn record(&self, recorded: Recorded) {
+        if let Some(file) = &self.record_file
+            && let Ok(mut line) = serde_json::to_string(&recorded)
+        {
+            line.push('\n');
+            let mut file = lock(file);
+            let _ = file.write_all(line.as_bytes());
+            let _ = file.flush();
+        }
+        lock(&self.recorded).push(recorded);
+    }
+
+    /// Checks the request and takes the script's next step for it.
+    fn plan(
+        &self,
+        provider: Provider,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &Result<Value, serde_json::Error>,
+    ) -> Plan {
+        let request_id = self.next_id("req_");
+        let refuse = |refusal: Refusal| self.refusal_plan(provider, &refusal, &request_id);
+        if provider == Provider::Unknown {
+            return refuse(
+                Refusal::bad(format!(
+                    "Unknown request URL: {method} {path}. Please check the URL for typos."
+                ))
+                .with_status(404)
+                .code("unknown_url"),
+            );
+        }
+        if method != "POST" {
+            return refuse(
+                Refusal::bad(format!(
+                    "Method {method} is not allowed for {path}; use POST."
+                ))
+                .with_status(405),
+            );
+        }
+        if let Err(refusal) = self.check_credential(provider, headers) {
+            return refuse(refusal);
+        }
+        if provider == Provider::Anthropic
+            && let Err(refusal) = anthropic::check_headers(header(headers, "anthropic-version"))
+        {
+            return refuse(refusal);
+        }
+        let content_type = header(headers, "content-type").unwrap_or("");
+        if !content_type.trim_start().starts_with("application/json") {
+            return refuse(Refusal::bad(format!(
+                "Invalid Content-Type header ({content_type}), expected application/json."
+            )));
+        }
+        let body = match body {
+            Ok(body) => body,
+            Err(error) => {
+                let message = if provider == Provider::Anthropic {
+                    format!("There was an issue with your request body JSON: {error}")
+                } else {
+                    "We could not parse the JSON body of your request. (HINT: This likely means \
+                     you aren't using your HTTP library correctly. The OpenAI API expects a JSON \
+                     payload, but what was sent was not valid JSON.)"
+                        .to_string()
+                };
+                return refuse(Refusal::bad(message));
+            }
+        };
+        let mut state = lock(&self.state);
+        let checked = match provider {
+            Provider::Anthropic => anthropic::validate(body).map(|()| None),
+            Provider::OpenAiChat => chat::validate(body).map(|()| None),
+            Provider::OpenAiResponses => responses::validate(body, &state.stored).map(Some),
+            Provider::Unknown => Ok(None),
+        };
+        let checked = match checked {
+            Ok(checked) => checked,
+            Err(refusal) => return refuse(refusal),
+        };
+        // Take the next step of the script.
+        let Some(turn) = self.turns.get(state.turn) else {
+            let mut plan = refuse(
+                Refusal::bad(format!(
+                    "murmur-emulator: the script is exhausted: all {} turn(s) were answered and \
+                     none is left for this request",
+                    self.turns.len()
+                ))
+                .with_status(500),
+            );
+            plan.outcome = "exhausted".into();
+            return plan;
+        };
+        let (turn_index, attempt) = (state.turn, state.attempt);
+        let turn_reply = match &turn.answer {
+            Answer::Reply(reply) => Some(reply),
+            Answer::Fault(_) => None,
+        };
+        let is_answer = attempt >= turn.faults.len();
+        let step = if is_answer {
+            state.turn += 1;
+            state.attempt = 0;
+            match &turn.answer {
+                Answer::Reply(reply) => Step::Reply(reply),
+                Answer::Fault(fault) => Step::Fault(fault, None),
+            }
+        } else {
+            state.attempt += 1;
+            Step::Fault(&turn.faults[attempt], turn_reply)
+        };
+        let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
+        let mut plan = match step {
+            Step::Reply(reply) => {
+                let resolved = self.resolve(reply, provider, body);
+                if let Some(checked) = checked
+                    && let Some(stored) = responses::remember(checked, &resolved)
+                {
+                    state.stored.insert(resolved.id.clone(), stored);
+                }
+                drop(state);
+                self.reply_plan(provider, &resolved, body, streaming, &request_id)
+            }
+            Step::Fault(fault, reply) => {
+                drop(state);
+                self.fault_plan(provider, fault, reply, body, streaming, &request_id)
+            }
+        };
+        plan.turn = Some(turn_index);
+        plan.attempt = Some(attempt);
+        if is_answer {
+            plan.first_byte_delay = turn.first_byte_delay_ms.map(Duration::from_millis);
+            plan.event_delay = turn.event_delay_ms.map(Duration::from_millis);
+        }
+        plan
+    }
+
+    fn check_credential(
+        &self,
+        provider: Provider,
+        headers: &[(String, String)],
+    ) -> Result<(), Refusal> {
+        let expected = self.api_key.as_deref();
+        if provider == Provider::Anthropic {
+            return match header(headers, "x-api-key") {
+                None | Some("") => Err(Refusal::bad("x-api-key header is required")
+                    .with_status(401)
+                    .error_type("authentication_error")),
+                Some(key) if expected.is_some_and(|e| e != key) => {
+                    Err(Refusal::bad("invalid x-api-key")
+                        .with_status(401)
+                        .error_type("authentication_error"))
+                }
+                Some(_) => Ok(()),
+            };
+        }
+        let bearer = header(headers, "authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty());
+        match bearer {
+            None => Err(Refusal::bad(
+                "You didn't provide an API key. You need to provide your API key in an \
+                 Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), \
+                 or as the password field (with blank username) if you're accessing the API \
+                 from your browser and are prompted for a username. You can obtain an API key \
+                 from https://platform.openai.com/account/api-keys.",
+            )
+            .with_status(401)),
+            Some(key) if expected.is_some_and(|e| e != key) => Err(Refusal::bad(format!(
+                "Incorrect API key provided: {}. You can find your API key at \
+                 https://platform.openai.com/account/api-keys.",
+                mask(key)
+            ))
+            .with_status(401)
+            .code("invalid_api_key")),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Settles a reply's ids for `provider`.
+    fn resolve(&self, reply: &Reply, provider: Provider, request: &Value) -> Resolved {
+        let id_prefix = match provider {
+            Provider::Anthropic => "msg_",
+            Provider::OpenAiChat => "chatcmpl-",
+            _ => "resp_",
+        };
+        let call_prefix = if provider == Provider::Anthropic {
+            "toolu_"
+        } else {
+            "call_"
+        };
+        Resolved {
+            id: reply.id.clone().unwrap_or_else(|| self.next_id(id_prefix)),
+            model: request
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("emulated-model")
+                .to_string(),
+            created: unix_seconds(),
+            thinking: reply.thinking.as_ref().map(|t| ResolvedThinking {
+                text: t.text.clone(),
+                signature: t.signature.clone().unwrap_or_else(|| self.next_id("sig_")),
+                item_id: self.next_id("rs_"),
+            }),
+            text: reply.text.clone(),
+            message_item_id: self.next_id("msg_"),
+            calls: reply
+                .tool_calls
+                .iter()
+                .map(|call| ResolvedCall {
+                    id: call.id.clone().unwrap_or_else(|| self.next_id(call_prefix)),
+                    item_id: self.next_id("fc_"),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                    arguments: call.input.to_string(),
+                })
+                .collect(),
+            stop: reply.stop_reason(),
+            usage: match (&reply.raw_usage, reply.usage) {
+                (Some(raw), _) => UsageOut::Raw(raw.clone()),
+                (None, Some(usage)) => UsageOut::Shaped(usage),
+                (None, None) => UsageOut::Shaped(Usage {
+                    input: Some(10),
+                    output: Some(10),
+                    ..Usage::default()
+                }),
+            },
+        }
+    }
+
+    fn events(provider: Provider, resolved: &Resolved, request: &Value) -> Vec<SseEvent> {
+        match provider {
+            Provider::Anthropic => anthropic::reply_events(resolved),
+            Provider::OpenAiChat => chat::reply_events(resolved, request),
+            _ => responses::reply_events(resolved, request),
+        }
+    }
+
+    fn json_body(provider: Provider, resolved: &Resolved, request: &Value) -> Value {
+        match provider {
+            Provider::Anthropic => anthropic::reply_body(resolved),
+            Provider::OpenAiChat => chat::reply_body(resolved),
+            _ => responses::reply_body(resolved, request),
+        }
+    }
+
+    fn reply_plan(
+        &self,
+        provider: Provider,
+        resolved: &Resolved,
+        request: &Value,
+        streaming: bool,
+        request_id: &str,
+    ) -> Plan {
+        let mut plan = if streaming {
+            let events = Self::events(provider, resolved, request);
+            stream_plan(
+                events.iter().map(SseEvent::to_wire).collect(),
+                false,
+                "reply",
+            )
+        } else {
+            let body = Self::json_body(provider, resolved, request);
+            json_plan(200, body.to_string().into_bytes(), "reply")
+        };
+        add_provider_headers(&mut plan, provider, request_id);
+        plan
+    }
+
+    fn refusal_plan(&self, provider: Provider, refusal: &Refusal, request_id: &str) -> Plan {
+        let body = error_body(provider, refusal, request_id);
+        let mut plan = json_plan(
+            refusal.status,
+            body.to_string().into_bytes(),
+            format!("refused: {}", refusal.message),
+        );
+        add_provider_headers(&mut plan, provider, request_id);
+        plan
+    }
+
+    fn fault_plan(
+        &self,
+        provider: Provider,
+        fault: &Fault,
+        reply: Option<&Reply>,
+        request: &Value,
+        streaming: bool,
+        request_id: &str,
+    ) -> Plan {
+        let outcome = format!("fault: {}", fault.name());
+        let placeholder = Reply::text("This answer is cut short by the emulator.");
+        let content = || self.resolve(reply.unwrap_or(&placeholder), provider, request);
+        let mut plan = match fault {
+            Fault::Http(http) => {
+                let refusal = fault_refusal(provider, http);
+                let body = error_body(provider, &refusal, request_id);
+                let mut plan = json_plan(
+                    http.status,
+                    body.to_string().into_bytes(),
+                    format!("fault: {}", http.status),
+                );
+                if let Some(seconds) = http.retry_after {
+                    plan.headers.push(("retry-after", seconds.to_string()));
+                }
+                plan
+            }
+            Fault::DropConnection => {
+                let mut plan = Plan::new(0, PlanBody::Whole(Vec::new()), outcome);
+                plan.drop = true;
+                plan
+            }
+            Fault::MalformedJson => {
+                let resolved = content();
+                if streaming {
+                    let mut events = Self::events(provider, &resolved, request);
+                    let mut at = events.len() / 2;
+                    while at > 0 && serde_json::from_str::<Value>(&events[at].data).is_err() {
+                        at -= 1;
+                    }
+                    events[at].data = half(&events[at].data).to_string();
+                    stream_plan(
+                        events.iter().map(SseEvent::to_wire).collect(),
+                        false,
+                        outcome,
+                    )
+                } else {
+                    let body = Self::json_body(provider, &resolved, request).to_string();
+                    json_plan(200, half(&body).as_bytes().to_vec(), outcome)
+                }
+            }
+            Fault::CutStream => {
+                let resolved = content();
+                if streaming {
+                    let events = Self::events(provider, &resolved, request);
+                    let whole = (events.len() / 2).max(1);
+                    let mut chunks: Vec<String> =
+                        events[..whole].iter().map(SseEvent::to_wire).collect();
+                    if let Some(next) = events.get(whole) {
+                        chunks.push(half(&next.to_wire()).to_string());
+                    }
+                    stream_plan(chunks, true, outcome)
+                } else {
+                    let body = Self::json_body(provider, &resolved, request).to_string();
+                    let mut plan = stream_plan(vec![half(&body).to_string()], true, outcome);
+                    set_header(&mut plan, "content-type", "application/json");
+                    plan
+                }
+            }
+            Fault::StreamError => {
+                if streaming {
+                    let resolved = content();
+                    let events = Self::events(provider, &resolved, request);
+                    let whole = (events.len() / 2).max(1);
+                    let mut chunks: Vec<String> =
+                        events[..whole].iter().map(SseEvent::to_wire).collect();
+                    let error = match provider {
+                        Provider::Anthropic => anthropic::stream_error_event(),
+                        Provider::OpenAiChat => chat::stream_error_event(),
+                        _ => responses::stream_error_event(whole),
+                    };
+                    chunks.push(error.to_wire());
+                    stream_plan(chunks, false, outcome)
+                } else {
+                    let status = if provider == Provider::Anthropic {
+                        529
+                    } else {
+                        503
+                    };
+                    let refusal = fault_refusal(provider, &super::HttpFault::status(status));
+                    let body = error_body(provider, &refusal, request_id);
+                    json_plan(status, body.to_string().into_bytes(), outcome)
+                }
+            }
+        };
+        add_provider_headers(&mut plan, provider, request_id);
+        plan
+    }
+}
+
+fn json_plan(status: u16, body: Vec<u8>, outcome: impl Into<String>) -> Plan {
+    let mut plan = Plan::new(status, PlanBody::Whole(body), outcome);
+    plan.headers
+        .push(("content-type", "application/json".to_string()));
+    plan
+}
+
+fn stream_plan(chunks: Vec<String>, cut: bool, outcome: impl Into<String>) -> Plan {
+    let chunks = chunks.into_iter().map(Bytes::from).collect();
+    let mut plan = Plan::new(200, PlanBody::Chunks { chunks, cut }, outcome);
+    plan.headers.push((
+        "content-type",
+        "text/event-stream; charset=utf-8".to_string(),
+    ));
+    plan.headers.push(("cache-control", "no-cache".to_string()));
+    plan
+}
+
+fn set_header(plan: &mut Plan, name: &'static str, value: &str) {
+    plan.headers.retain(|(n, _)| *n != name);
+    plan.headers.push((name, value.to_string()));
+}
+
+fn add_provider_headers(plan: &mut Plan, provider: Provider, request_id: &str) {
+    match provider {
+        Provider::Anthropic => plan.headers.push(("request-id", request_id.to_string())),
+        _ => {
+            plan.headers.push(("x-request-id", request_id.to_string()));
+            plan.headers
+                .push(("openai-version", "2020-10-01".to_string()));
+            plan.headers.push(("openai-processing-ms", "1".to_string()));
+        }
+    }
+}
+
+/// The first half of `text`, cut at a character boundary.
+fn half(text: &str) -> &str {
+    let mut at = text.len() / 2;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    &text[..at]
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// An API key as OpenAI shows it back: its start and end only.
+fn mask(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.len() <= 8 {
+        return "*".repeat(chars.len());
+    }
+    let start: String = chars[..3].iter().collect();
+    let end: String = chars[chars.len() - 4..].iter().collect();
+    format!("{start}{}{end}", "*".repeat(chars.len() - 7))
+}
