@@ -66,7 +66,8 @@ fn turn_overhead(c: &mut Criterion) {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), "http://127.0.0.1:9", 50, true);
-    let staged = session::stage(&file, &engine, &|_| None).expect("staging");
+    let staged = Arc::new(session::stage(&file, &engine, &|_| None).expect("staging"));
+    let engine = Arc::new(engine);
     let config = SessionConfig {
         workdir_root: dir.path().join("work"),
         tasks: vec![TaskInput {
@@ -82,7 +83,12 @@ fn turn_overhead(c: &mut Criterion) {
     group.bench_function("50_turn_session", |b| {
         b.iter(|| {
             let report = runtime
-                .block_on(session::run(&engine, &staged, &config, Arc::new(Silent)))
+                .block_on(session::run(
+                    engine.clone(),
+                    staged.clone(),
+                    &config,
+                    Arc::new(Silent),
+                ))
                 .unwrap();
             assert_eq!(report.totals.turns, 50);
         })

@@ -89,6 +89,67 @@ pub struct ArtifactEntry {
     pub gateway: Option<Gateway>,
     /// Handed to the artifact as `MURMUR_ARTIFACT_CONFIG` (JSON).
     pub config: Option<Value>,
+    /// For a hook: the host interfaces it may import. Anything not listed is not linked, and a
+    /// hook importing it fails to load.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub grants: Vec<HookGrant>,
+    /// For an `async` hook: its queue.
+    pub queue: Option<HookQueue>,
+    /// For a hook: the deadline of each of its calls, in seconds (default 30).
+    pub deadline_seconds: Option<u64>,
+}
+
+closed_set! {
+    /// A host interface a capsule may grant one of its hooks.
+    pub enum HookGrant (code::E_MAN_015, "hook grant") {
+        Inference = "runtime/inference",
+        Tokens = "runtime/tokens",
+        TaskIo = "task-io/read",
+        Conversation = "conversation/read",
+    }
+}
+
+closed_set! {
+    /// What an `async` hook's full queue does with the next event.
+    #[derive(Default)]
+    pub enum Overflow (code::E_MAN_015, "on_overflow") {
+        /// The agent loop waits for room.
+        #[default]
+        Block = "block",
+        /// The event is dropped (and the drop traced).
+        Drop = "drop",
+    }
+}
+
+/// The queue of an `async` hook: events wait here, in order, for its one instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookQueue {
+    /// Events that may wait (default 64).
+    #[serde(default = "default_queue_capacity")]
+    pub capacity: u32,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub on_overflow: Overflow,
+    /// How long the session waits for the queue to drain before `session_end` (default 5).
+    #[serde(default = "default_drain_seconds")]
+    pub drain_seconds: u64,
+}
+
+impl Default for HookQueue {
+    fn default() -> Self {
+        HookQueue {
+            capacity: default_queue_capacity(),
+            on_overflow: Overflow::default(),
+            drain_seconds: default_drain_seconds(),
+        }
+    }
+}
+
+fn default_queue_capacity() -> u32 {
+    64
+}
+
+fn default_drain_seconds() -> u64 {
+    5
 }
 
 /// Where a driver's requests go and which credential the host attaches.
@@ -506,6 +567,42 @@ impl CapsuleManifest {
                     .hint("remove one entry, or rename one of the artifacts")
                     .at_path(format!("{at}.name")),
                 );
+            }
+            if entry.runtime != Runtime::Hook {
+                for (field, present) in [
+                    ("grants", !entry.grants.is_empty()),
+                    ("queue", entry.queue.is_some()),
+                    ("deadline_seconds", entry.deadline_seconds.is_some()),
+                ] {
+                    if present {
+                        found.push(
+                            Diagnostic::new(
+                                code::W_MAN_026,
+                                format!("{what} has `{field}`, which only a `runtime: hook` uses"),
+                            )
+                            .hint(format!("remove `{field}:`, or check `runtime:`"))
+                            .at_path(format!("{at}.{field}")),
+                        );
+                    }
+                }
+            }
+            if entry.deadline_seconds == Some(0) {
+                found.push(out_of_range(
+                    &format!("{at}.deadline_seconds"),
+                    0,
+                    "at least 1",
+                    "the seconds each call may take, such as 30",
+                ));
+            }
+            if let Some(queue) = &entry.queue
+                && queue.capacity == 0
+            {
+                found.push(out_of_range(
+                    &format!("{at}.queue.capacity"),
+                    0,
+                    "at least 1",
+                    "the number of events that may wait, such as 64",
+                ));
             }
             if let Some(gateway) = &entry.gateway {
                 if entry.runtime != Runtime::Driver {

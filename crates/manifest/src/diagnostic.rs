@@ -254,6 +254,8 @@ codes! {
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";
     E_HOOK_003 = "E-HOOK-003": "an `on-stage` hook is declared `async`";
+    W_HOOK_005 = "W-HOOK-005": "a hook does not export `on-stage`; staging goes on without it";
+    E_HOOK_006 = "E-HOOK-006": "a compaction hook failed, which ends the session";
     E_HOOK_004 = "E-HOOK-004": "unknown `binding`, `commit_policy` or `execution_mode`";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";

@@ -8,3 +8,15 @@ wasmtime::component::bindgen!({
 });
 
 pub(crate) use exports::murmur::tool::run::{Status, ToolInput, ToolResult};
+
+/// The `hook` world: lifecycle handlers exported by hooks, and the host interfaces a capsule
+/// may grant them. Handlers are looked up one by one (two are optional), so only the types and
+/// the import traits are used from here.
+pub(crate) mod hook {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "murmur:worlds/hook",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+}

@@ -23,6 +23,7 @@ mod bindings;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod hooks;
 pub mod inference;
 pub mod session;
 pub mod tool;

@@ -142,7 +142,12 @@ impl Engine {
                 component: component.name().to_string(),
                 deadline: grants.limits.deadline,
             }),
-            Ok(Err(error)) => Err(classify_failure(component, grants, state, &error)),
+            Ok(Err(error)) => Err(classify_failure(
+                component.name(),
+                grants.limits.deadline,
+                state,
+                &error,
+            )),
             Ok(Ok(result)) => read_result(component.name(), &grants.workdir, result.into()),
         };
         ToolCallReport {
@@ -155,28 +160,28 @@ impl Engine {
     }
 }
 
-fn deadline_ticks(deadline: Duration) -> u64 {
+pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
     (deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1)
 }
 
 /// Names why a call failed: the memory ceiling, the deadline, or an ordinary trap.
-fn classify_failure(
-    component: &LoadedComponent,
-    grants: &Grants,
+pub(crate) fn classify_failure(
+    component: &str,
+    deadline: Duration,
     state: &crate::grants::HostState,
     error: &wasmtime::Error,
 ) -> RuntimeError {
     if let Some(requested) = state.limiter.refused_at() {
         return RuntimeError::MemoryLimit {
-            component: component.name().to_string(),
+            component: component.to_string(),
             limit_bytes: state.limiter.limit_bytes(),
             requested_bytes: requested,
         };
     }
     if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return RuntimeError::Deadline {
-            component: component.name().to_string(),
-            deadline: grants.limits.deadline,
+            component: component.to_string(),
+            deadline,
         };
     }
     let mut message = error_chain(error);
@@ -187,7 +192,7 @@ fn classify_failure(
         message.push_str(&last_lines.into_iter().rev().collect::<Vec<_>>().join(" | "));
     }
     RuntimeError::Trap {
-        component: component.name().to_string(),
+        component: component.to_string(),
         message,
     }
 }

@@ -153,7 +153,8 @@ pub fn run(args: RunArgs) -> Exit {
         quiet: args.json,
         mid_line: Default::default(),
     });
-    match runtime.block_on(session::run(&engine, &staged, &config, observer.clone())) {
+    let (engine, staged) = (Arc::new(engine), Arc::new(staged));
+    match runtime.block_on(session::run(engine, staged, &config, observer.clone())) {
         Ok(report) => {
             if args.stream {
                 println!();

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use murmur_manifest::capsule::HookGrant;
+use wasmtime::component::{Component, HasSelf, Linker};
 
 use crate::bindings::{Tool, ToolPre};
 use crate::error::RuntimeError;
@@ -46,6 +47,9 @@ pub struct EngineConfig {
 pub struct Engine {
     wasm: wasmtime::Engine,
     linker: Linker<HostState>,
+    /// Hook linkers, one per set of granted host interfaces, built when first needed.
+    hook_linkers:
+        std::sync::Mutex<std::collections::HashMap<Vec<HookGrant>, Arc<Linker<HostState>>>>,
     cache: Option<ComponentCache>,
     ticker_stop: Arc<AtomicBool>,
 }
@@ -110,6 +114,7 @@ impl Engine {
         Ok(Engine {
             wasm,
             linker,
+            hook_linkers: Default::default(),
             cache,
             ticker_stop,
         })
@@ -143,17 +148,7 @@ impl Engine {
             component: name.to_string(),
             reason,
         };
-        let sha256 = sha256_hex(bytes);
-        let (component, cache_status) = match &self.cache {
-            Some(cache) => cache
-                .load(&self.wasm, &sha256, bytes)
-                .map_err(|error| load_error(error_chain(&error)))?,
-            None => (
-                wasmtime::component::Component::new(&self.wasm, bytes)
-                    .map_err(|error| load_error(error_chain(&error)))?,
-                CacheStatus::Uncached,
-            ),
-        };
+        let (component, sha256, cache_status) = self.compile(name, bytes)?;
         let instance_pre = self
             .linker
             .instantiate_pre(&component)
@@ -173,6 +168,52 @@ impl Engine {
         })
     }
 
+    /// Compiles `bytes` (or loads them from the cache): the component, its sha256, and
+    /// whether the cache answered.
+    pub(crate) fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<(Component, String, CacheStatus), RuntimeError> {
+        let load_error = |reason: String| RuntimeError::Load {
+            component: name.to_string(),
+            reason,
+        };
+        let sha256 = sha256_hex(bytes);
+        let (component, cache_status) = match &self.cache {
+            Some(cache) => cache
+                .load(&self.wasm, &sha256, bytes)
+                .map_err(|error| load_error(error_chain(&error)))?,
+            None => (
+                Component::new(&self.wasm, bytes)
+                    .map_err(|error| load_error(error_chain(&error)))?,
+                CacheStatus::Uncached,
+            ),
+        };
+        Ok((component, sha256, cache_status))
+    }
+
+    /// The linker of the `hook` world holding exactly `grants` of its host interfaces: an
+    /// interface not granted is not linked, so a hook importing it fails to load.
+    pub(crate) fn hook_linker(
+        &self,
+        grants: &[HookGrant],
+    ) -> wasmtime::Result<Arc<Linker<HostState>>> {
+        let mut key: Vec<HookGrant> = grants.to_vec();
+        key.sort_by_key(|grant| grant.as_str());
+        key.dedup();
+        let mut linkers = self
+            .hook_linkers
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(linker) = linkers.get(&key) {
+            return Ok(linker.clone());
+        }
+        let linker = Arc::new(crate::hooks::linker(&self.wasm, &key)?);
+        linkers.insert(key, linker.clone());
+        Ok(linker)
+    }
+
     pub(crate) fn wasm(&self) -> &wasmtime::Engine {
         &self.wasm
     }
@@ -184,11 +225,17 @@ impl Drop for Engine {
     }
 }
 
-/// The linker of the `tool` and `driver` worlds, with the WASI a component may hold.
-fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
+/// The WASI every component may hold (each store decides what it grants), and `wasi:http`.
+pub(crate) fn wasi_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    Ok(linker)
+}
+
+/// The linker of the `tool` and `driver` worlds, with the WASI a component may hold.
+fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = wasi_linker(engine)?;
     Tool::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
     Ok(linker)
 }

@@ -86,6 +86,7 @@ impl Grants {
             chunks: self.chunks.clone(),
             stdout,
             stderr,
+            hook: None,
         })
     }
 }
@@ -100,6 +101,8 @@ pub(crate) struct HostState {
     pub(crate) chunks: Option<ChunkSink>,
     pub(crate) stdout: stdio::CapturedOutput,
     pub(crate) stderr: stdio::CapturedOutput,
+    /// For a hook's store: who is calling and about what.
+    pub(crate) hook: Option<crate::hooks::HookScope>,
 }
 
 impl WasiView for HostState {

@@ -32,8 +32,8 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::grants::ChunkKind;
-use crate::trace::TraceWriter;
 use crate::trace::schema::{CapsuleRef, ErrorRef, EventBody, Totals};
+use crate::trace::{Trace, TraceWriter};
 pub use staging::{StageError, Staged, stage};
 use workdir::Workdir;
 
@@ -70,6 +70,7 @@ pub enum ExitStatus {
     Ok,
     Failed,
     MaxTurnsReached,
+    ReopenBudgetExhausted,
 }
 
 impl ExitStatus {
@@ -78,6 +79,7 @@ impl ExitStatus {
             ExitStatus::Ok => "ok",
             ExitStatus::Failed => "failed",
             ExitStatus::MaxTurnsReached => "max_turns_reached",
+            ExitStatus::ReopenBudgetExhausted => "reopen_budget_exhausted",
         }
     }
 }
@@ -107,6 +109,8 @@ pub struct TaskReport {
     pub exit_status: ExitStatus,
     pub turns: u32,
     pub result_path: Option<PathBuf>,
+    /// How often an `on-task-end` hook reopened it.
+    pub reopen_count: u32,
     pub error: Option<Failure>,
 }
 
@@ -182,9 +186,13 @@ pub fn new_id(prefix: &str, hex_len: usize) -> String {
 }
 
 /// Runs every task of `config` as one session of `staged`.
+///
+/// Order: the workdir, `on-stage` (before the trace exists), `trace.jsonl` and
+/// `session_start`, `on-session-start`, each task, `on-session-end`, the async hooks' queues
+/// drained, `session_end`.
 pub async fn run(
-    engine: &Engine,
-    staged: &Staged,
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
     config: &SessionConfig,
     observer: Arc<dyn Observer>,
 ) -> Result<SessionReport, SessionError> {
@@ -201,12 +209,26 @@ pub async fn run(
             hint: "check that the workdir root is writable".to_string(),
             workdir: None,
         })?;
-    let mut trace = TraceWriter::create(&workdir.trace(), &session_id)
-        .map_err(|error| SessionError::trace(&workdir, error))?;
-    workdir
-        .write_murmur_md(staged)
+    let context = task::SessionContext::new(
+        engine,
+        staged.clone(),
+        config,
+        &session_id,
+        &workdir,
+        observer,
+    );
+    context
+        .stage_hooks()
+        .await
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
+    let trace = Trace::new(
+        TraceWriter::create(&workdir.trace(), &session_id)
+            .map_err(|error| SessionError::trace(&workdir, error))?,
+    );
+    workdir
+        .write_murmur_md(&staged)
+        .map_err(|error| SessionError::trace(&workdir, error))?;
     let session_event = trace
         .write(
             None,
@@ -221,34 +243,40 @@ pub async fn run(
                 driver: staged.driver.name.clone(),
                 credential_source: staged.driver.credential_source.to_string(),
                 components: staged.components.clone(),
-                tools: staged.tools.iter().map(|t| t.spec.name.clone()).collect(),
+                tools: staged.tools.iter().map(|t| t.spec.clone().name).collect(),
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;
+    let context = context.with_trace(trace.clone(), session_event.clone());
 
-    let context =
-        task::SessionContext::new(engine, staged, config, &session_id, &workdir, observer);
     let mut reports = Vec::new();
-    let mut trace_failure = None;
-    for input in &config.tasks {
-        match context.run_task(&mut trace, &session_event, input).await {
-            Ok(report) => reports.push(report),
-            Err(error) => {
-                trace_failure = Some(error);
+    let outcome: std::io::Result<()> = async {
+        context.session_start().await?;
+        for input in &config.tasks {
+            let (report, stop) = context.run_task(input).await?;
+            reports.push(report);
+            if stop {
                 break;
             }
         }
+        Ok(())
     }
+    .await;
     let exit_status = reports
         .iter()
         .map(|report| report.exit_status)
         .find(|status| *status != ExitStatus::Ok)
-        .unwrap_or(if trace_failure.is_some() {
+        .unwrap_or(if outcome.is_err() {
             ExitStatus::Failed
         } else {
             ExitStatus::Ok
         });
-    let totals = trace.totals().clone();
+    let ending: std::io::Result<()> = async {
+        outcome?;
+        context.session_end(exit_status, reports.len() as u32).await
+    }
+    .await;
+    let totals = trace.totals();
     let duration_ms = started.elapsed().as_millis() as u64;
     let end = trace.write(
         Some(&session_event),
@@ -258,9 +286,7 @@ pub async fn run(
             totals: totals.clone(),
         },
     );
-    if let Some(error) = trace_failure {
-        return Err(SessionError::trace(&workdir, error));
-    }
+    ending.map_err(|error| SessionError::trace(&workdir, error))?;
     end.map_err(|error| SessionError::trace(&workdir, error))?;
     Ok(SessionReport {
         session_id,

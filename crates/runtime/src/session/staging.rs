@@ -22,10 +22,14 @@ use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::source::{BuildError, LocalArtifact, ensure_components};
 use serde_json::Value;
 
+use std::time::Duration;
+
+use crate::engine::limits::DEFAULT_HOOK_DEADLINE;
 use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
 use crate::grants::GatewayCredential;
 use crate::grants::http::gateway_rule;
+use crate::hooks::{StagedHook, load_hook};
 use crate::inference::request::ToolSpec;
 use crate::trace::schema::ComponentRef;
 
@@ -96,6 +100,8 @@ pub struct Staged {
     /// The `[Capsule]` block, then the capsule's prompt.
     pub system_prompt: String,
     pub components: Vec<ComponentRef>,
+    /// The capsule's hooks, in manifest order.
+    pub hooks: Vec<StagedHook>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
 }
@@ -166,7 +172,10 @@ pub fn stage(
     // Resolve and build every artifact the session runs: the driver and the tools.
     let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
     for entry in &capsule.artifacts {
-        if !matches!(entry.runtime, Runtime::Tool | Runtime::Driver) {
+        if !matches!(
+            entry.runtime,
+            Runtime::Tool | Runtime::Driver | Runtime::Hook
+        ) {
             continue;
         }
         let Some(path) = &entry.path else {
@@ -187,22 +196,59 @@ pub fn stage(
     ensure_components(&refs)?;
 
     let mut components = Vec::new();
-    let mut load = |entry: &ArtifactEntry, artifact: &LocalArtifact| {
-        let component = engine.load_component(&entry.name, &artifact.component_path())?;
-        components.push(ComponentRef {
-            name: entry.name.clone(),
-            version: artifact.manifest.version.clone(),
-            runtime: artifact.manifest.runtime.to_string(),
-            sha256: component.sha256().to_string(),
-        });
-        Ok::<_, StageError>(component)
-    };
+    let load =
+        |components: &mut Vec<ComponentRef>, entry: &ArtifactEntry, artifact: &LocalArtifact| {
+            let component = engine.load_component(&entry.name, &artifact.component_path())?;
+            components.push(ComponentRef {
+                name: entry.name.clone(),
+                version: artifact.manifest.version.clone(),
+                runtime: artifact.manifest.runtime.to_string(),
+                sha256: component.sha256().to_string(),
+            });
+            Ok::<_, StageError>(component)
+        };
 
     let mut driver = None;
     let mut tools = Vec::new();
+    let mut hooks = Vec::new();
     for (entry, artifact) in &opened {
-        if entry.name == driver_ref.artifact {
-            let component = load(entry, artifact)?;
+        if entry.runtime == Runtime::Hook {
+            let (component, warning) = load_hook(
+                engine,
+                &entry.name,
+                &artifact.component_path(),
+                &entry.grants,
+            )?;
+            components.push(ComponentRef {
+                name: entry.name.clone(),
+                version: artifact.manifest.version.clone(),
+                runtime: "hook".to_string(),
+                sha256: component.sha256().to_string(),
+            });
+            if let Some(warning) = warning {
+                warnings.push(
+                    Diagnostic::new("W-HOOK-005", warning)
+                        .hint("export `on-stage` (returning `none`) to silence this"),
+                );
+            }
+            let manifest = &artifact.manifest;
+            hooks.push(StagedHook {
+                name: entry.name.clone(),
+                version: manifest.version.clone(),
+                binding: manifest.binding,
+                mode: manifest.execution_mode,
+                policy: manifest.commit_policy,
+                grants: entry.grants.clone(),
+                queue: entry.queue.unwrap_or_default(),
+                deadline: entry
+                    .deadline_seconds
+                    .map(Duration::from_secs)
+                    .unwrap_or(DEFAULT_HOOK_DEADLINE),
+                config: entry.config.clone(),
+                component,
+            });
+        } else if entry.name == driver_ref.artifact {
+            let component = load(&mut components, entry, artifact)?;
             driver = Some(stage_driver(
                 entry,
                 artifact,
@@ -212,7 +258,7 @@ pub fn stage(
                 env,
             )?);
         } else if entry.runtime == Runtime::Tool {
-            let component = load(entry, artifact)?;
+            let component = load(&mut components, entry, artifact)?;
             tools.push(stage_tool(entry, artifact, component)?);
         }
     }
@@ -258,6 +304,7 @@ pub fn stage(
         model,
         driver,
         tools,
+        hooks,
         system_prompt,
         components,
         warnings,

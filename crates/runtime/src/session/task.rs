@@ -1,48 +1,71 @@
-//! One task through the agent loop: turns of driver call → answer → tool calls.
+//! One session's agent loop: tasks, their turns, and every point where hooks are heard.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
 use crate::grants::{ChunkSink, Grants, NetworkPolicy};
+use crate::hooks::events::{
+    self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, StageEvent, TaskEndEvent,
+    TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list, to_wit,
+};
+use crate::hooks::{HookServices, HookSet, Scope};
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::continuation::{Continuation, Plan};
-use crate::inference::neutral::{Message, StoredMessage};
+use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::request::{DriverRequest, ToolSpec};
 use crate::inference::response::{Answer, StopReason, read_answer};
 use crate::inference::tokens::{self, MessageCounts};
-use crate::session::tools::{SessionTool, dispatch};
+use crate::session::tools::{SessionTool, dispatch, fence};
 use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, TaskInput, TaskReport, new_id,
 };
 use crate::tool::ToolInput;
-use crate::trace::TraceWriter;
-use crate::trace::schema::{EventBody, Sent};
+use crate::trace::Trace;
+use crate::trace::schema::{ErrorRef, EventBody, Sent};
 
 /// The choice every agent-loop call goes through until alternates land.
 const PRIMARY: &str = "primary";
 
 /// What every task of one session shares.
 pub(crate) struct SessionContext<'a> {
-    engine: &'a Engine,
-    staged: &'a Staged,
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
     config: &'a SessionConfig,
     workdir: &'a Workdir,
+    session_id: String,
     observer: Arc<dyn Observer>,
     driver_grants: Grants,
-    tools: Vec<SessionTool<'a>>,
+    tools: Vec<SessionTool>,
     /// The tool inventory as every request carries it.
     specs: Vec<ToolSpec>,
     /// Tokens of the system prompt and the tool inventory: the part every request repeats.
     fixed_tokens: std::sync::OnceLock<u64>,
+    hooks: Arc<HookSet>,
+    /// Whether some hook may read the conversation (then each dispatch carries a snapshot).
+    hooks_read_history: bool,
+    trace: Option<Trace>,
+    session_event: String,
+}
+
+/// How a task's turns ended.
+enum Ending {
+    /// The model finished; its final text.
+    Finished(String),
+    Failed(Failure),
+    MaxTurns(Failure),
+    /// A failure that ends the session, not only the task.
+    Stop(Failure),
 }
 
 impl<'a> SessionContext<'a> {
     pub(crate) fn new(
-        engine: &'a Engine,
-        staged: &'a Staged,
+        engine: Arc<Engine>,
+        staged: Arc<Staged>,
         config: &'a SessionConfig,
         session_id: &str,
         workdir: &'a Workdir,
@@ -69,7 +92,20 @@ impl<'a> SessionContext<'a> {
         if let Some(seconds) = capsule.capabilities.limits.deadline_seconds {
             base.limits.deadline = Duration::from_secs(seconds);
         }
-        base.chunks = Some(sink);
+        let read_only: Vec<_> = capsule
+            .capabilities
+            .filesystem
+            .read_only
+            .iter()
+            .filter_map(|path| path.resolved.canonicalize().ok())
+            .collect();
+        let component_grants = |config: Option<&Value>| {
+            let mut grants = base.clone();
+            grants.env = component_env(&identity, config, allow, &lookup);
+            grants.network = NetworkPolicy::allow(capsule.capabilities.network.allow.clone());
+            grants.read_only = read_only.clone();
+            grants
+        };
 
         let driver = &staged.driver;
         let mut driver_grants = base.clone();
@@ -84,39 +120,138 @@ impl<'a> SessionContext<'a> {
         );
         driver_grants.network = NetworkPolicy::allow(vec![driver.network.clone()]);
         driver_grants.credential = driver.credential.clone();
+        driver_grants.chunks = Some(sink.clone());
 
-        let read_only: Vec<_> = capsule
-            .capabilities
-            .filesystem
-            .read_only
-            .iter()
-            .filter_map(|path| path.resolved.canonicalize().ok())
-            .collect();
-        let tools = staged
-            .tools
-            .iter()
-            .map(|tool| {
-                let mut grants = base.clone();
-                grants.env = component_env(&identity, tool.config.as_ref(), allow, &lookup);
-                grants.network = NetworkPolicy::allow(capsule.capabilities.network.allow.clone());
-                grants.read_only = read_only.clone();
-                SessionTool {
-                    staged: tool,
-                    grants,
-                }
+        let tools = (0..staged.tools.len())
+            .map(|index| {
+                let mut grants = component_grants(staged.tools[index].config.as_ref());
+                grants.chunks = Some(sink.clone());
+                SessionTool { index, grants }
             })
             .collect();
+        let hook_grants = staged
+            .hooks
+            .iter()
+            .map(|hook| {
+                let mut grants = component_grants(hook.config.as_ref());
+                grants.limits.deadline = hook.deadline;
+                grants
+            })
+            .collect();
+        let services = Arc::new(HookServices {
+            engine: engine.clone(),
+            staged: staged.clone(),
+            driver_grants: {
+                let mut grants = driver_grants.clone();
+                grants.chunks = None;
+                grants
+            },
+            trace: std::sync::OnceLock::new(),
+            workdir: workdir.root.clone(),
+            session_id: session_id.to_string(),
+        });
+        let hooks = HookSet::start(services, hook_grants);
+        let hooks_read_history = staged.hooks.iter().any(|hook| {
+            hook.grants
+                .contains(&murmur_manifest::capsule::HookGrant::Conversation)
+        });
         SessionContext {
+            specs: staged.tools.iter().map(|t| t.spec.clone()).collect(),
             engine,
-            staged,
             config,
             workdir,
+            session_id: session_id.to_string(),
             observer,
             driver_grants,
-            specs: staged.tools.iter().map(|t| t.spec.clone()).collect(),
             tools,
             fixed_tokens: std::sync::OnceLock::new(),
+            hooks,
+            hooks_read_history,
+            trace: None,
+            session_event: String::new(),
+            staged,
         }
+    }
+
+    /// The same context, writing to `trace` under the `session_start` event.
+    pub(crate) fn with_trace(mut self, trace: Trace, session_event: String) -> Self {
+        self.hooks.attach_trace(trace.clone());
+        self.trace = Some(trace);
+        self.session_event = session_event;
+        self
+    }
+
+    fn trace(&self, parent: &str, body: EventBody) -> std::io::Result<String> {
+        match &self.trace {
+            Some(trace) => trace.write(Some(parent), body),
+            None => Ok(String::new()),
+        }
+    }
+
+    fn session_scope(&self) -> Scope {
+        Scope {
+            parent_event: self.session_event.clone(),
+            ..Scope::default()
+        }
+    }
+
+    /// `on-stage`, before the trace exists: `write-manifests` writes
+    /// `tools/<binary>/murmur.yaml` in the workdir.
+    pub(crate) async fn stage_hooks(&self) -> std::io::Result<()> {
+        let capsule = &self.staged.capsule;
+        let event = HookEvent::Stage(StageEvent {
+            capsule_name: capsule.name.clone(),
+            capsule_version: capsule.version.clone(),
+            shell_allow: capsule.capabilities.shell.allow.clone(),
+            tools: self.specs.iter().map(|s| s.name.clone()).collect(),
+        });
+        let dispatched = self.hooks.dispatch(event, &self.session_scope()).await?;
+        for (hook, output) in dispatched.committed {
+            let HookOutput::WriteManifests(files) = output else {
+                continue;
+            };
+            for file in files {
+                let binary = file.binary.trim();
+                let safe = !binary.is_empty()
+                    && binary != "."
+                    && binary != ".."
+                    && !binary.contains(['/', '\\', '\0']);
+                if !safe {
+                    self.hooks.log(
+                        &hook,
+                        &format!("on-stage: write-manifests: `{binary}` is not a binary name; nothing written"),
+                    )?;
+                    continue;
+                }
+                let dir = self.workdir.root.join("tools").join(binary);
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("murmur.yaml"), file.manifest)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn session_start(&self) -> std::io::Result<()> {
+        let capsule = &self.staged.capsule;
+        let event = HookEvent::SessionStart(SessionStartEvent {
+            session_id: self.session_id.clone(),
+            capsule_name: capsule.name.clone(),
+            capsule_version: capsule.version.clone(),
+            model: self.staged.model.clone(),
+        });
+        self.hooks.dispatch(event, &self.session_scope()).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn session_end(&self, exit: ExitStatus, tasks: u32) -> std::io::Result<()> {
+        let event = HookEvent::SessionEnd(SessionEndEvent {
+            session_id: self.session_id.clone(),
+            exit_status: exit.as_str().to_string(),
+            tasks,
+        });
+        let scope = self.session_scope();
+        self.hooks.dispatch(event, &scope).await?;
+        self.hooks.drain(&scope).await
     }
 
     fn fixed_tokens(&self) -> u64 {
@@ -126,17 +261,27 @@ impl<'a> SessionContext<'a> {
         })
     }
 
-    /// Runs one task to its end; only a failed trace write is an error.
-    pub(crate) async fn run_task(
-        &self,
-        trace: &mut TraceWriter,
-        session_event: &str,
-        input: &TaskInput,
-    ) -> std::io::Result<TaskReport> {
+    fn scope(&self, run: &TaskRun, turn: u32, parent: &str) -> Scope {
+        Scope {
+            task_id: Some(run.task_id.clone()),
+            context_id: run.context_id.clone(),
+            turn,
+            parent_event: parent.to_string(),
+            task_input: Some(run.input.clone()),
+            task_result: run.result.clone(),
+            history: self
+                .hooks_read_history
+                .then(|| Arc::new(run.history.clone())),
+        }
+    }
+
+    /// Runs one task to its end. Returns its report and whether the session must stop; only a
+    /// failed trace (or workdir) write is an error.
+    pub(crate) async fn run_task(&self, input: &TaskInput) -> std::io::Result<(TaskReport, bool)> {
         let task_id = new_id("tsk_", 24);
         let context_id = new_id("ctx_", 24);
-        let task_event = trace.write(
-            Some(session_event),
+        let task_event = self.trace(
+            &self.session_event,
             EventBody::TaskStart {
                 task_id: task_id.clone(),
                 context_id: Some(context_id.clone()),
@@ -149,50 +294,302 @@ impl<'a> SessionContext<'a> {
             task_id: task_id.clone(),
             context_id: Some(context_id.clone()),
             cache_key: prompt_cache_key(&self.staged.capsule.name, Some(&context_id), &task_id),
-            history: vec![StoredMessage::new(Message::user_text(input.text.clone()))],
+            input: input.text.clone(),
+            result: None,
+            history: Vec::new(),
             continuation: Continuation::default(),
             counts: MessageCounts::default(),
         };
-        let (exit_status, turns, error, final_text) =
-            self.turns(trace, &task_event, &mut run).await?;
+        let seeded = self.task_start(&mut run, &task_event).await?;
+        run.history = seeded;
+        let mut task_message = StoredMessage::new(Message::user_text(input.text.clone()));
+        task_message.source_id = Some(format!("task:{}", input.source.as_str()));
+        run.history.push(task_message);
+
+        let mut turns_used = 0;
+        let mut reopen_count = 0;
+        let (exit_status, error, final_text, stop) = loop {
+            let ending = self.turns(&mut run, &task_event, &mut turns_used).await?;
+            let (status, error, text, stop) = match ending {
+                Ending::Finished(text) => (ExitStatus::Ok, None, Some(text), false),
+                Ending::Failed(failure) => (ExitStatus::Failed, Some(failure), None, false),
+                Ending::MaxTurns(failure) => {
+                    (ExitStatus::MaxTurnsReached, Some(failure), None, false)
+                }
+                Ending::Stop(failure) => break (ExitStatus::Failed, Some(failure), None, true),
+            };
+            run.result = text.clone();
+            let Some((hook, feedback)) = self
+                .task_end(&run, &task_event, status, turns_used, reopen_count)
+                .await?
+            else {
+                break (status, error, text, stop);
+            };
+            let max = self.staged.capsule.lifecycle.max_task_reopens;
+            if max == 0 {
+                self.hooks.log(
+                    &hook,
+                    "on-task-end: reopen-task ignored: lifecycle.max_task_reopens is 0",
+                )?;
+                break (status, error, text, stop);
+            }
+            if reopen_count >= max {
+                let failure = Failure {
+                    code: "E-HOOK-007".to_string(),
+                    message: format!(
+                        "hook `{hook}` asked to reopen the task again, past lifecycle.max_task_reopens ({max})"
+                    ),
+                    hint: "raise `lifecycle.max_task_reopens`, or make the hook accept the result"
+                        .to_string(),
+                };
+                break (ExitStatus::ReopenBudgetExhausted, Some(failure), text, stop);
+            }
+            reopen_count += 1;
+            self.trace(
+                &task_event,
+                EventBody::TaskReopened {
+                    task_id: task_id.clone(),
+                    hook: hook.clone(),
+                    reopen_count,
+                    feedback_chars: feedback.chars().count() as u64,
+                },
+            )?;
+            let mut message = StoredMessage::new(Message::user_text(feedback));
+            message.source_id = Some(format!("hook:{hook}"));
+            run.history.push(message);
+            run.result = None;
+        };
         let result_path = match &final_text {
-            Some(text) => match self.workdir.save_result(text) {
-                Ok(path) => Some(path),
-                Err(error) => return Err(error),
-            },
-            None => None,
+            Some(text) if exit_status == ExitStatus::Ok => Some(self.workdir.save_result(text)?),
+            _ => None,
         };
         self.workdir.save_history(&context_id, &run.history)?;
-        trace.write(
-            Some(&task_event),
+        self.trace(
+            &task_event,
             EventBody::TaskEnd {
                 task_id: task_id.clone(),
                 context_id: Some(context_id.clone()),
                 exit_status: exit_status.as_str().to_string(),
-                turns,
+                turns: turns_used,
+                reopen_count,
                 result_path: result_path.as_ref().map(|p| p.display().to_string()),
                 error: error.as_ref().map(Failure::to_ref),
             },
         )?;
-        Ok(TaskReport {
-            task_id,
-            context_id: Some(context_id),
-            exit_status,
-            turns,
-            result_path,
-            error,
-        })
+        Ok((
+            TaskReport {
+                task_id,
+                context_id: Some(context_id),
+                exit_status,
+                turns: turns_used,
+                result_path,
+                reopen_count,
+                error,
+            },
+            stop,
+        ))
     }
 
-    /// The turns of one task: `(exit status, turns taken, failure, final text)`.
+    /// `on-task-start`, and the `seed-context` the first hook returns: measured against the
+    /// seed budget, then committed whole, with its oldest messages dropped, with its overflowing
+    /// front summarized by the compaction hook, or refused. Returns the messages to place at
+    /// the head of the task's context.
+    async fn task_start(
+        &self,
+        run: &mut TaskRun,
+        task_event: &str,
+    ) -> std::io::Result<Vec<StoredMessage>> {
+        let context = self.staged.capsule.context.as_ref();
+        let window = context.and_then(|c| c.max_tokens).unwrap_or(0);
+        let budget = context
+            .map(|c| (window as f64 * c.seed_budget).floor() as u64)
+            .unwrap_or(0);
+        let event = HookEvent::TaskStart(TaskStartEvent {
+            session_id: self.session_id.clone(),
+            task_id: run.task_id.clone(),
+            context_id: run.context_id.clone().unwrap_or_default(),
+            input: run.input.clone(),
+            context_window: window,
+            budget_tokens: budget,
+            prior_tokens: 0,
+        });
+        let scope = self.scope(run, 0, task_event);
+        let dispatched = self.hooks.dispatch(event, &scope).await?;
+        let mut seeds =
+            dispatched
+                .committed
+                .into_iter()
+                .filter_map(|(hook, output)| match output {
+                    HookOutput::SeedContext(messages) => Some((hook, messages)),
+                    _ => None,
+                });
+        let Some((hook, offered)) = seeds.next() else {
+            return Ok(Vec::new());
+        };
+        for (later, _) in seeds {
+            self.hooks.log(
+                &later,
+                "on-task-start: seed-context not committed: an earlier hook's seed-context won",
+            )?;
+        }
+        let (outcome, committed, reason) = match from_wit_list(&offered) {
+            Err(reason) => ("refused", Vec::new(), Some(reason)),
+            Ok(messages) => self.fit_seed(run, task_event, messages, budget).await?,
+        };
+        let count = |messages: &[StoredMessage]| -> u64 {
+            messages
+                .iter()
+                .map(|m| tokens::count(&serde_json::to_string(&m.message).unwrap_or_default()))
+                .sum()
+        };
+        let offered_tokens = from_wit_list(&offered).map(|m| count(&m)).unwrap_or(0);
+        self.trace(
+            task_event,
+            EventBody::ContextSeed {
+                task_id: run.task_id.clone(),
+                hook,
+                outcome: outcome.to_string(),
+                offered_messages: offered.len() as u32,
+                committed_messages: committed.len() as u32,
+                offered_tokens,
+                committed_tokens: count(&committed),
+                budget_tokens: budget,
+                reason,
+            },
+        )?;
+        Ok(committed)
+    }
+
+    /// Fits a seed into `budget`: `(outcome, messages, reason)`.
+    async fn fit_seed(
+        &self,
+        run: &TaskRun,
+        task_event: &str,
+        messages: Vec<StoredMessage>,
+        budget: u64,
+    ) -> std::io::Result<(&'static str, Vec<StoredMessage>, Option<String>)> {
+        let sizes: Vec<u64> = messages
+            .iter()
+            .map(|m| tokens::count(&serde_json::to_string(&m.message).unwrap_or_default()))
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        if messages.is_empty() || total <= budget {
+            return Ok(("committed", messages, None));
+        }
+        if budget == 0 {
+            return Ok((
+                "refused",
+                Vec::new(),
+                Some("the seed budget is 0 (context.max_tokens × context.seed_budget)".to_string()),
+            ));
+        }
+        // The overflowing front: the fewest oldest messages whose removal makes the rest fit.
+        let mut front = 0;
+        let mut rest = total;
+        while front < messages.len() && rest > budget {
+            rest -= sizes[front];
+            front += 1;
+        }
+        if self.hooks.any_hears(crate::hooks::Handler::Compaction) && front > 0 {
+            let event = HookEvent::Compaction(events::CompactionEvent {
+                session_id: self.session_id.clone(),
+                task_id: run.task_id.clone(),
+                messages: messages[..front].iter().map(to_wit).collect(),
+                estimated_tokens: sizes[..front].iter().sum(),
+                context_window: budget,
+                model: self
+                    .staged
+                    .capsule
+                    .inference
+                    .as_ref()
+                    .and_then(|i| i.compaction.model.clone()),
+                system_prompt: self.compaction_prompt(),
+            });
+            let dispatched = self
+                .hooks
+                .dispatch(event, &self.scope(run, 0, task_event))
+                .await?;
+            let summary = dispatched
+                .committed
+                .into_iter()
+                .find_map(|(_, output)| match output {
+                    HookOutput::ReplaceContext(list) => from_wit_list(&list).ok(),
+                    _ => None,
+                });
+            if let Some(mut summarized) = summary {
+                summarized.extend(messages[front..].iter().cloned());
+                let size: u64 = summarized
+                    .iter()
+                    .map(|m| tokens::count(&serde_json::to_string(&m.message).unwrap_or_default()))
+                    .sum();
+                if size <= budget && !summarized.is_empty() {
+                    return Ok(("summarized", summarized, None));
+                }
+            }
+        }
+        if front < messages.len() {
+            return Ok(("dropped_oldest", messages[front..].to_vec(), None));
+        }
+        Ok((
+            "refused",
+            Vec::new(),
+            Some(format!(
+                "even the newest seeded message is over the seed budget of {budget} tokens"
+            )),
+        ))
+    }
+
+    fn compaction_prompt(&self) -> Option<String> {
+        let compaction = &self.staged.capsule.inference.as_ref()?.compaction;
+        if let Some(prompt) = &compaction.system_prompt {
+            return Some(prompt.clone());
+        }
+        let file = compaction.system_prompt_file.as_ref()?;
+        std::fs::read_to_string(self.staged.capsule_dir.join(file)).ok()
+    }
+
+    /// `on-task-end`: the first committed `reopen-task`, with the hook that returned it.
+    async fn task_end(
+        &self,
+        run: &TaskRun,
+        task_event: &str,
+        status: ExitStatus,
+        turns: u32,
+        reopen_count: u32,
+    ) -> std::io::Result<Option<(String, String)>> {
+        let event = HookEvent::TaskEnd(TaskEndEvent {
+            session_id: self.session_id.clone(),
+            task_id: run.task_id.clone(),
+            context_id: run.context_id.clone().unwrap_or_default(),
+            exit_status: status.as_str().to_string(),
+            result_text: run.result.clone(),
+            turns,
+            reopen_count,
+        });
+        let dispatched = self
+            .hooks
+            .dispatch(event, &self.scope(run, turns, task_event))
+            .await?;
+        Ok(dispatched
+            .committed
+            .into_iter()
+            .find_map(|(hook, output)| match output {
+                HookOutput::ReopenTask(feedback) => Some((hook, feedback)),
+                _ => None,
+            }))
+    }
+
+    /// Turns until the task ends or the turn budget (shared across reopenings) runs out.
     async fn turns(
         &self,
-        trace: &mut TraceWriter,
-        task_event: &str,
         run: &mut TaskRun,
-    ) -> std::io::Result<(ExitStatus, u32, Option<Failure>, Option<String>)> {
-        let staged = self.staged;
-        for turn in 1..=staged.max_turns {
+        task_event: &str,
+        turns_used: &mut u32,
+    ) -> std::io::Result<Ending> {
+        let staged = &*self.staged;
+        while *turns_used < staged.max_turns {
+            *turns_used += 1;
+            let turn = *turns_used;
             let started = Instant::now();
             let plan = run
                 .continuation
@@ -255,8 +652,8 @@ impl<'a> SessionContext<'a> {
             let answer = match answer {
                 Ok(answer) => answer,
                 Err(failure) => {
-                    trace.write(
-                        Some(task_event),
+                    self.trace(
+                        task_event,
                         self.inference_event(
                             run,
                             turn,
@@ -271,7 +668,7 @@ impl<'a> SessionContext<'a> {
                             Some(&failure),
                         ),
                     )?;
-                    return Ok((ExitStatus::Failed, turn, Some(failure), None));
+                    return Ok(Ending::Failed(failure));
                 }
             };
 
@@ -288,7 +685,7 @@ impl<'a> SessionContext<'a> {
                 PRIMARY,
                 run.history.len(),
             );
-            let calls: Vec<(String, String, serde_json::Value)> = run
+            let calls: Vec<(String, String, Value)> = run
                 .history
                 .last()
                 .map(|m| {
@@ -299,8 +696,8 @@ impl<'a> SessionContext<'a> {
                 })
                 .unwrap_or_default();
             let wants_tools = answer.stop_reason == StopReason::ToolCall && !calls.is_empty();
-            let inference_event = trace.write(
-                Some(task_event),
+            let inference_event = self.trace(
+                task_event,
                 self.inference_event(
                     run,
                     turn,
@@ -315,18 +712,144 @@ impl<'a> SessionContext<'a> {
                     None,
                 ),
             )?;
+            self.on_inference(run, turn, &inference_event, &answer, input_estimate)
+                .await?;
             if !wants_tools {
                 let text = run
                     .history
                     .last()
                     .map(|m| m.message.text())
                     .unwrap_or_default();
-                return Ok((ExitStatus::Ok, turn, None, Some(text)));
+                return Ok(Ending::Finished(text));
             }
             for (call_id, name, input) in &calls {
-                self.observer.note(&format!("tool {name}"));
+                self.tool_call(run, turn, &inference_event, call_id, name, input)
+                    .await?;
+            }
+            if let Some(failure) = self.maybe_compact(run, turn, task_event).await? {
+                return Ok(Ending::Stop(failure));
+            }
+        }
+        Ok(Ending::MaxTurns(Failure {
+            code: "E-RUN-015".to_string(),
+            message: format!(
+                "the task used all {} turns of `inference.max_turns` without finishing",
+                staged.max_turns
+            ),
+            hint: "raise `inference.max_turns`, or give the agent a narrower task".to_string(),
+        }))
+    }
+
+    /// `on-inference`; a committed `artifact` is written to `out/artifacts/<name>`.
+    async fn on_inference(
+        &self,
+        run: &TaskRun,
+        turn: u32,
+        inference_event: &str,
+        answer: &Answer,
+        input_estimate: u64,
+    ) -> std::io::Result<()> {
+        if !self.hooks.any_hears(crate::hooks::Handler::Inference) {
+            return Ok(());
+        }
+        let event = HookEvent::Inference(events::InferenceEvent {
+            session_id: self.session_id.clone(),
+            task_id: run.task_id.clone(),
+            turn,
+            choice: PRIMARY.to_string(),
+            model: self.staged.model.clone(),
+            stop_reason: answer.stop_reason.as_str().to_string(),
+            content: serde_json::to_string(&answer.content).unwrap_or_else(|_| "[]".into()),
+            estimated_input_tokens: input_estimate,
+            usage: answer.usage.map(|u| events::Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cached_tokens: u.cached_tokens,
+                cache_write_tokens: u.cache_write_tokens,
+            }),
+        });
+        let dispatched = self
+            .hooks
+            .dispatch(event, &self.scope(run, turn, inference_event))
+            .await?;
+        for (hook, output) in dispatched.committed {
+            let HookOutput::Artifact(artifact) = output else {
+                continue;
+            };
+            let name = artifact.name.trim();
+            if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\', '\0']) {
+                self.hooks.log(
+                    &hook,
+                    &format!("on-inference: artifact `{name}` is not a file name; nothing written"),
+                )?;
+                continue;
+            }
+            let dir = self.workdir.root.join("out").join("artifacts");
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(name), artifact.content)?;
+        }
+        Ok(())
+    }
+
+    /// One tool call: the decision point, the call (unless denied), the observation.
+    async fn tool_call(
+        &self,
+        run: &mut TaskRun,
+        turn: u32,
+        inference_event: &str,
+        call_id: &str,
+        name: &str,
+        input: &Value,
+    ) -> std::io::Result<()> {
+        self.observer.note(&format!("tool {name}"));
+        let event = |outcome: Option<ToolCallOutcome>| {
+            HookEvent::ToolCall(ToolCallEvent {
+                session_id: self.session_id.clone(),
+                task_id: run.task_id.clone(),
+                turn,
+                call_id: call_id.to_string(),
+                tool_name: name.to_string(),
+                input: input.to_string(),
+                outcome,
+            })
+        };
+        let scope = self.scope(run, turn, inference_event);
+        let denial = self.hooks.decide(event(None), &scope).await?;
+        let started = Instant::now();
+        let (message, outcome) = match denial {
+            Some(denial) => {
+                let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
+                self.trace(
+                    inference_event,
+                    EventBody::CallDenied {
+                        task_id: run.task_id.clone(),
+                        turn,
+                        kind: "tool".to_string(),
+                        call_id: call_id.to_string(),
+                        target: name.to_string(),
+                        hook: denial.hook.clone(),
+                        reason: denial.reason.clone(),
+                    },
+                )?;
+                let message = Message::Tool {
+                    tool_call_id: call_id.to_string(),
+                    is_error: true,
+                    content: vec![Block::Text {
+                        text: fence(name, call_id, &text),
+                    }],
+                };
+                let outcome = ToolCallOutcome {
+                    status: None,
+                    output: text.clone(),
+                    error: Some(text),
+                    duration_ms: 0,
+                };
+                (message, outcome)
+            }
+            None => {
                 let dispatched = dispatch(
-                    self.engine,
+                    &self.engine,
+                    &self.staged.tools,
                     &self.tools,
                     &run.task_id,
                     turn,
@@ -335,26 +858,129 @@ impl<'a> SessionContext<'a> {
                     input,
                 )
                 .await;
-                let mut message = StoredMessage::new(dispatched.message);
-                message.source_id = Some(format!("tool:{name}"));
-                run.history.push(message);
-                trace.write(Some(&inference_event), dispatched.event)?;
+                self.trace(inference_event, dispatched.event.clone())?;
+                let (status, error) = match &dispatched.event {
+                    EventBody::ToolCall { status, error, .. } => (
+                        match status.as_str() {
+                            "passed" => Some(ToolStatus::Passed),
+                            "failed" => Some(ToolStatus::Failed),
+                            "error" if error.is_none() => Some(ToolStatus::Error),
+                            _ => None,
+                        },
+                        error.as_ref().map(|e: &ErrorRef| e.message.clone()),
+                    ),
+                    _ => (None, None),
+                };
+                let outcome = ToolCallOutcome {
+                    status,
+                    output: dispatched.message.text(),
+                    error,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                };
+                (dispatched.message, outcome)
             }
-        }
-        let failure = Failure {
-            code: "E-RUN-015".to_string(),
-            message: format!(
-                "the task used all {} turns of `inference.max_turns` without finishing",
-                staged.max_turns
-            ),
-            hint: "raise `inference.max_turns`, or give the agent a narrower task".to_string(),
         };
-        Ok((
-            ExitStatus::MaxTurnsReached,
-            staged.max_turns,
-            Some(failure),
-            None,
-        ))
+        let mut stored = StoredMessage::new(message);
+        stored.source_id = Some(format!("tool:{name}"));
+        run.history.push(stored);
+        let scope = self.scope(run, turn, inference_event);
+        self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        Ok(())
+    }
+
+    /// Compaction: when the conversation's estimate crosses `threshold × context window`, the
+    /// first `replace-context` an `on-compaction` hook returns replaces it (fresh message ids,
+    /// the held continuation dropped). A hook's error ends the session.
+    async fn maybe_compact(
+        &self,
+        run: &mut TaskRun,
+        turn: u32,
+        task_event: &str,
+    ) -> std::io::Result<Option<Failure>> {
+        let Some(window) = self
+            .staged
+            .capsule
+            .context
+            .as_ref()
+            .and_then(|c| c.max_tokens)
+        else {
+            return Ok(None);
+        };
+        let Some(inference) = &self.staged.capsule.inference else {
+            return Ok(None);
+        };
+        let threshold = inference.compaction.threshold;
+        let before = self.fixed_tokens() + run.estimate();
+        if (before as f64) <= threshold * window as f64
+            || !self.hooks.any_hears(crate::hooks::Handler::Compaction)
+        {
+            return Ok(None);
+        }
+        let event = HookEvent::Compaction(events::CompactionEvent {
+            session_id: self.session_id.clone(),
+            task_id: run.task_id.clone(),
+            messages: run.history.iter().map(to_wit).collect(),
+            estimated_tokens: before,
+            context_window: window,
+            model: inference.compaction.model.clone(),
+            system_prompt: self.compaction_prompt(),
+        });
+        let dispatched = self
+            .hooks
+            .dispatch(event, &self.scope(run, turn, task_event))
+            .await?;
+        if let Some((hook, message)) = dispatched.errors.into_iter().next() {
+            return Ok(Some(Failure {
+                code: "E-HOOK-006".to_string(),
+                message: format!("compaction hook `{hook}` failed, so the session ends: {message}"),
+                hint: "read logs/hook-<name>.log; a compaction hook must return replace-context"
+                    .to_string(),
+            }));
+        }
+        let replacement =
+            dispatched
+                .committed
+                .into_iter()
+                .find_map(|(hook, output)| match output {
+                    HookOutput::ReplaceContext(list) => Some((hook, list)),
+                    _ => None,
+                });
+        let Some((hook, list)) = replacement else {
+            return Ok(None);
+        };
+        let messages = match from_wit_list(&list) {
+            Ok(messages) => messages,
+            Err(reason) => {
+                return Ok(Some(Failure {
+                    code: "E-HOOK-006".to_string(),
+                    message: format!(
+                        "compaction hook `{hook}` returned a context that cannot be used, so the session ends: {reason}"
+                    ),
+                    hint: "return messages whose content is a JSON array of neutral blocks"
+                        .to_string(),
+                }));
+            }
+        };
+        let messages_before = run.history.len() as u32;
+        run.history = messages;
+        run.counts.clear();
+        run.continuation.drop_held();
+        let after = self.fixed_tokens() + run.estimate();
+        self.trace(
+            task_event,
+            EventBody::Compaction {
+                task_id: run.task_id.clone(),
+                turn,
+                hook,
+                tokens_before: before,
+                tokens_after: after,
+                messages_before,
+                messages_after: run.history.len() as u32,
+                context_window: window,
+                threshold,
+            },
+        )?;
+        Ok(None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -368,13 +994,13 @@ impl<'a> SessionContext<'a> {
         answer: Option<&Answer>,
         stop_reason: &str,
         decision: &str,
-        calls: &[(String, String, serde_json::Value)],
+        calls: &[(String, String, Value)],
         started: Instant,
         failure: Option<&Failure>,
     ) -> EventBody {
         let usage = answer.and_then(|a| a.usage).unwrap_or_default();
         EventBody::Inference {
-            task_id: run.task_id.clone(),
+            task_id: Some(run.task_id.clone()),
             turn,
             origin: "agent".to_string(),
             choice: PRIMARY.to_string(),
@@ -403,6 +1029,9 @@ struct TaskRun {
     task_id: String,
     context_id: Option<String>,
     cache_key: String,
+    input: String,
+    /// The agent's answer, once its loop has returned.
+    result: Option<String>,
     history: Vec<StoredMessage>,
     continuation: Continuation,
     counts: MessageCounts,

@@ -30,15 +30,18 @@ pub(crate) struct Dispatched {
     pub event: EventBody,
 }
 
-/// A staged tool with the grants its calls run under in this session.
-pub(crate) struct SessionTool<'a> {
-    pub staged: &'a StagedTool,
+/// A staged tool (by its index in the staged list) with the grants its calls run under in
+/// this session.
+pub(crate) struct SessionTool {
+    pub index: usize,
     pub grants: Grants,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn dispatch(
     engine: &Engine,
-    tools: &[SessionTool<'_>],
+    staged: &[StagedTool],
+    tools: &[SessionTool],
     task_id: &str,
     turn: u32,
     call_id: &str,
@@ -74,8 +77,11 @@ pub(crate) async fn dispatch(
         Dispatched { message, event }
     };
 
-    let Some(tool) = tools.iter().find(|tool| tool.staged.spec.name == name) else {
-        let names: Vec<&str> = tools.iter().map(|t| t.staged.spec.name.as_str()).collect();
+    let Some(tool) = tools
+        .iter()
+        .find(|tool| staged[tool.index].spec.name == name)
+    else {
+        let names: Vec<&str> = staged.iter().map(|t| t.spec.name.as_str()).collect();
         let known = if names.is_empty() {
             "there are no tools".to_string()
         } else {
@@ -86,8 +92,8 @@ pub(crate) async fn dispatch(
             "E-RUN-014",
         );
     };
-    let problems: Vec<String> = tool
-        .staged
+    let staged_tool = &staged[tool.index];
+    let problems: Vec<String> = staged_tool
         .validator
         .iter_errors(input)
         .map(|error| {
@@ -111,7 +117,7 @@ pub(crate) async fn dispatch(
 
     let report = engine
         .call_tool(
-            &tool.staged.component,
+            &staged_tool.component,
             &tool.grants,
             &ToolInput {
                 data: Some(input.to_string()),

@@ -17,4 +17,4 @@ pub mod schema;
 mod writer;
 
 pub use schema::{Event, EventBody, Totals};
-pub use writer::TraceWriter;
+pub use writer::{Trace, TraceWriter};

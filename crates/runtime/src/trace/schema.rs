@@ -94,9 +94,10 @@ pub enum EventBody {
         input_chars: u64,
     },
     Inference {
-        task_id: String,
+        /// Absent for a hook's call outside any task.
+        task_id: Option<String>,
         turn: u32,
-        /// Who asked: `agent` for the agent loop.
+        /// Who asked: `agent` for the agent loop, `hook:<name>` for a hook's `run-inference`.
         origin: String,
         choice: String,
         driver: String,
@@ -144,11 +145,69 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Vec::is_empty", default)]
         refusals: Vec<String>,
     },
+    /// A hook's `deny` refused a call at the decision point; the call was not made.
+    CallDenied {
+        task_id: String,
+        turn: u32,
+        /// `tool` or `shell`.
+        kind: String,
+        call_id: String,
+        /// The tool's name, or the binary.
+        target: String,
+        hook: String,
+        reason: String,
+    },
+    /// A hook misbehaved without stopping the session: an arm its handler does not commit, an
+    /// error, a trap or timeout, an event dropped from a full queue, an undrained queue.
+    HookDispatchError {
+        hook: String,
+        handler: String,
+        /// `unhonored_arm`, `error`, `stopped`, `dropped`, or `drain_timeout`.
+        kind: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        task_id: Option<String>,
+    },
+    /// An `on-task-end` hook's `reopen-task` ran the task's agent loop again.
+    TaskReopened {
+        task_id: String,
+        hook: String,
+        reopen_count: u32,
+        feedback_chars: u64,
+    },
+    /// What became of a `seed-context` an `on-task-start` hook returned.
+    ContextSeed {
+        task_id: String,
+        hook: String,
+        /// `committed`, `dropped_oldest`, `summarized`, or `refused`.
+        outcome: String,
+        offered_messages: u32,
+        committed_messages: u32,
+        offered_tokens: u64,
+        committed_tokens: u64,
+        budget_tokens: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        reason: Option<String>,
+    },
+    /// The conversation was replaced by a compaction hook.
+    Compaction {
+        task_id: String,
+        turn: u32,
+        hook: String,
+        tokens_before: u64,
+        tokens_after: u64,
+        messages_before: u32,
+        messages_after: u32,
+        context_window: u64,
+        threshold: f64,
+    },
     TaskEnd {
         task_id: String,
         context_id: Option<String>,
         exit_status: String,
         turns: u32,
+        /// How often an `on-task-end` hook reopened the task.
+        reopen_count: u32,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         result_path: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -169,6 +228,11 @@ impl EventBody {
             EventBody::TaskStart { .. } => "task_start",
             EventBody::Inference { .. } => "inference",
             EventBody::ToolCall { .. } => "tool_call",
+            EventBody::CallDenied { .. } => "call_denied",
+            EventBody::HookDispatchError { .. } => "hook_dispatch_error",
+            EventBody::TaskReopened { .. } => "task_reopened",
+            EventBody::ContextSeed { .. } => "context_seed",
+            EventBody::Compaction { .. } => "compaction",
             EventBody::TaskEnd { .. } => "task_end",
             EventBody::SessionEnd { .. } => "session_end",
         }

@@ -4,6 +4,38 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::trace::schema::{Event, EventBody, Totals};
 
+/// A session's trace, shared by everything that writes to it (the agent loop, hooks' calls,
+/// async hook workers). Lines never interleave.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    writer: std::sync::Arc<std::sync::Mutex<TraceWriter>>,
+}
+
+impl Trace {
+    pub fn new(writer: TraceWriter) -> Trace {
+        Trace {
+            writer: std::sync::Arc::new(std::sync::Mutex::new(writer)),
+        }
+    }
+
+    /// Writes one event under `parent_id` and returns its id.
+    pub fn write(&self, parent_id: Option<&str>, body: EventBody) -> std::io::Result<String> {
+        self.writer
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .write(parent_id, body)
+    }
+
+    /// The sums of what was written so far.
+    pub fn totals(&self) -> Totals {
+        self.writer
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .totals()
+            .clone()
+    }
+}
+
 /// Appends events to one session's `trace.jsonl` and keeps its totals.
 #[derive(Debug)]
 pub struct TraceWriter {
@@ -96,7 +128,7 @@ mod tests {
 
     fn inference(input: u64, actual: Option<u64>) -> EventBody {
         EventBody::Inference {
-            task_id: "tsk_1".into(),
+            task_id: Some("tsk_1".into()),
             turn: 1,
             origin: "agent".into(),
             choice: "primary".into(),
