@@ -19,7 +19,7 @@ use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::request::{DriverRequest, ToolSpec};
 use crate::inference::response::{Answer, StopReason, read_answer};
 use crate::inference::tokens::{self, MessageCounts};
-use crate::session::tools::{SessionTool, dispatch, fence};
+use crate::session::tools::{SessionTool, ToolCallSite, fence};
 use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, TaskInput, TaskReport, new_id,
@@ -813,11 +813,28 @@ impl<'a> SessionContext<'a> {
                 outcome,
             })
         };
-        let scope = self.scope(run, turn, inference_event);
-        let denial = self.hooks.decide(event(None), &scope).await?;
+        let site = ToolCallSite {
+            engine: &self.engine,
+            staged: &self.staged.tools,
+            tools: &self.tools,
+            task_id: &run.task_id,
+            turn,
+            call_id,
+            name,
+            input,
+        };
         let started = Instant::now();
-        let (message, outcome) = match denial {
-            Some(denial) => {
+        // The manifest's check runs first: a hook can only narrow what the manifest allows.
+        let admitted = site.admit();
+        let denial = match &admitted {
+            Ok(_) => {
+                let scope = self.scope(run, turn, inference_event);
+                self.hooks.decide(event(None), &scope).await?
+            }
+            Err(_) => None,
+        };
+        let (message, outcome) = match (admitted, denial) {
+            (Ok(_), Some(denial)) => {
                 let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
                 self.trace(
                     inference_event,
@@ -846,18 +863,11 @@ impl<'a> SessionContext<'a> {
                 };
                 (message, outcome)
             }
-            None => {
-                let dispatched = dispatch(
-                    &self.engine,
-                    &self.staged.tools,
-                    &self.tools,
-                    &run.task_id,
-                    turn,
-                    call_id,
-                    name,
-                    input,
-                )
-                .await;
+            (admitted, _) => {
+                let dispatched = match admitted {
+                    Ok(tool) => site.call(tool).await,
+                    Err(refused) => *refused,
+                };
                 self.trace(inference_event, dispatched.event.clone())?;
                 let (status, error) = match &dispatched.event {
                     EventBody::ToolCall { status, error, .. } => (

@@ -25,6 +25,7 @@ pub fn fence(tool: &str, call_id: &str, text: &str) -> String {
 }
 
 /// The result of one call: the message for the model and the `tool_call` event's fields.
+#[derive(Debug, Clone)]
 pub(crate) struct Dispatched {
     pub message: Message,
     pub event: EventBody,
@@ -37,31 +38,80 @@ pub(crate) struct SessionTool {
     pub grants: Grants,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn dispatch(
-    engine: &Engine,
-    staged: &[StagedTool],
-    tools: &[SessionTool],
-    task_id: &str,
-    turn: u32,
-    call_id: &str,
-    name: &str,
-    input: &Value,
-) -> Dispatched {
-    let started = Instant::now();
-    let refused = |text: String, code: &str| {
+/// One tool call the model asked for.
+pub(crate) struct ToolCallSite<'a> {
+    pub engine: &'a Engine,
+    pub staged: &'a [StagedTool],
+    pub tools: &'a [SessionTool],
+    pub task_id: &'a str,
+    pub turn: u32,
+    pub call_id: &'a str,
+    pub name: &'a str,
+    pub input: &'a Value,
+}
+
+impl ToolCallSite<'_> {
+    /// The manifest's own check, before any hook is asked: the tool must be declared and the
+    /// input must match its `input_schema`. `Err` is the refusal to hand the model.
+    pub fn admit(&self) -> Result<&SessionTool, Box<Dispatched>> {
+        let started = Instant::now();
+        let Some(tool) = self
+            .tools
+            .iter()
+            .find(|tool| self.staged[tool.index].spec.name == self.name)
+        else {
+            let names: Vec<&str> = self.staged.iter().map(|t| t.spec.name.as_str()).collect();
+            let known = if names.is_empty() {
+                "there are no tools".to_string()
+            } else {
+                format!("the tools are: {}", names.join(", "))
+            };
+            return Err(Box::new(self.refused(
+                format!("there is no tool named `{}`; {known}", self.name),
+                "E-RUN-014",
+                started,
+            )));
+        };
+        let problems: Vec<String> = self.staged[tool.index]
+            .validator
+            .iter_errors(self.input)
+            .map(|error| {
+                let at = error.instance_path().to_string();
+                if at.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("{at}: {error}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(Box::new(self.refused(
+                format!(
+                    "the input does not match the input_schema of `{}`: {}",
+                    self.name,
+                    problems.join("; ")
+                ),
+                "E-RUN-009",
+                started,
+            )));
+        }
+        Ok(tool)
+    }
+
+    /// A refusal: the call was not made.
+    pub fn refused(&self, text: String, code: &str, started: Instant) -> Dispatched {
         let message = Message::Tool {
-            tool_call_id: call_id.to_string(),
+            tool_call_id: self.call_id.to_string(),
             is_error: true,
             content: vec![Block::Text {
-                text: fence(name, call_id, &text),
+                text: fence(self.name, self.call_id, &text),
             }],
         };
         let event = EventBody::ToolCall {
-            task_id: task_id.to_string(),
-            turn,
-            call_id: call_id.to_string(),
-            tool_name: name.to_string(),
+            task_id: self.task_id.to_string(),
+            turn: self.turn,
+            call_id: self.call_id.to_string(),
+            tool_name: self.name.to_string(),
             status: "refused".to_string(),
             is_error: true,
             state_effect: None,
@@ -75,122 +125,89 @@ pub(crate) async fn dispatch(
             refusals: Vec::new(),
         };
         Dispatched { message, event }
-    };
-
-    let Some(tool) = tools
-        .iter()
-        .find(|tool| staged[tool.index].spec.name == name)
-    else {
-        let names: Vec<&str> = staged.iter().map(|t| t.spec.name.as_str()).collect();
-        let known = if names.is_empty() {
-            "there are no tools".to_string()
-        } else {
-            format!("the tools are: {}", names.join(", "))
-        };
-        return refused(
-            format!("there is no tool named `{name}`; {known}"),
-            "E-RUN-014",
-        );
-    };
-    let staged_tool = &staged[tool.index];
-    let problems: Vec<String> = staged_tool
-        .validator
-        .iter_errors(input)
-        .map(|error| {
-            let at = error.instance_path().to_string();
-            if at.is_empty() {
-                error.to_string()
-            } else {
-                format!("{at}: {error}")
-            }
-        })
-        .collect();
-    if !problems.is_empty() {
-        return refused(
-            format!(
-                "the input does not match the input_schema of `{name}`: {}",
-                problems.join("; ")
-            ),
-            "E-RUN-009",
-        );
     }
 
-    let report = engine
-        .call_tool(
-            &staged_tool.component,
-            &tool.grants,
-            &ToolInput {
-                data: Some(input.to_string()),
-                log_path: None,
-            },
-        )
-        .await;
-    let refusals: Vec<String> = report
-        .refusals
-        .iter()
-        .map(|r| format!("{} {} ({})", r.grant, r.target, r.reason))
-        .collect();
-    let (text, status, is_error, state_effect, resource_id, error) = match report.outcome {
-        Ok(output) => {
-            let status = output.result.status;
-            let text = output
-                .output
-                .clone()
-                .or_else(|| output.result.summary.clone())
-                .unwrap_or_default();
-            (
-                text,
-                match status {
-                    ToolStatus::Passed => "passed",
-                    ToolStatus::Failed => "failed",
-                    ToolStatus::Error => "error",
+    /// Calls an admitted tool.
+    pub async fn call(&self, tool: &SessionTool) -> Dispatched {
+        let staged_tool = &self.staged[tool.index];
+        let report = self
+            .engine
+            .call_tool(
+                &staged_tool.component,
+                &tool.grants,
+                &ToolInput {
+                    data: Some(self.input.to_string()),
+                    log_path: None,
                 },
-                status != ToolStatus::Passed,
-                output.state_effect.map(|effect| match effect {
-                    StateEffect::Read => "read".to_string(),
-                    StateEffect::Mutate => "mutate".to_string(),
-                }),
-                output.resource_id,
-                None,
             )
+            .await;
+        let refusals: Vec<String> = report
+            .refusals
+            .iter()
+            .map(|r| format!("{} {} ({})", r.grant, r.target, r.reason))
+            .collect();
+        let (text, status, is_error, state_effect, resource_id, error) = match report.outcome {
+            Ok(output) => {
+                let status = output.result.status;
+                let text = output
+                    .output
+                    .clone()
+                    .or_else(|| output.result.summary.clone())
+                    .unwrap_or_default();
+                (
+                    text,
+                    match status {
+                        ToolStatus::Passed => "passed",
+                        ToolStatus::Failed => "failed",
+                        ToolStatus::Error => "error",
+                    },
+                    status != ToolStatus::Passed,
+                    output.state_effect.map(|effect| match effect {
+                        StateEffect::Read => "read".to_string(),
+                        StateEffect::Mutate => "mutate".to_string(),
+                    }),
+                    output.resource_id,
+                    None,
+                )
+            }
+            Err(error) => {
+                let text = format!("error[{}]: {}", error.code(), error);
+                (
+                    text,
+                    "error",
+                    true,
+                    None,
+                    None,
+                    Some(ErrorRef {
+                        code: error.code().to_string(),
+                        message: error.to_string(),
+                    }),
+                )
+            }
+        };
+        Dispatched {
+            message: Message::Tool {
+                tool_call_id: self.call_id.to_string(),
+                is_error,
+                content: vec![Block::Text {
+                    text: fence(self.name, self.call_id, &text),
+                }],
+            },
+            event: EventBody::ToolCall {
+                task_id: self.task_id.to_string(),
+                turn: self.turn,
+                call_id: self.call_id.to_string(),
+                tool_name: self.name.to_string(),
+                status: status.to_string(),
+                is_error,
+                state_effect,
+                resource_id,
+                output_bytes: text.len() as u64,
+                duration_ms: report.duration.as_millis() as u64,
+                error,
+                refusals,
+            },
         }
-        Err(error) => {
-            let text = format!("error[{}]: {}", error.code(), error);
-            (
-                text,
-                "error",
-                true,
-                None,
-                None,
-                Some(ErrorRef {
-                    code: error.code().to_string(),
-                    message: error.to_string(),
-                }),
-            )
-        }
-    };
-    Dispatched {
-        message: Message::Tool {
-            tool_call_id: call_id.to_string(),
-            is_error,
-            content: vec![Block::Text {
-                text: fence(name, call_id, &text),
-            }],
-        },
-        event: EventBody::ToolCall {
-            task_id: task_id.to_string(),
-            turn,
-            call_id: call_id.to_string(),
-            tool_name: name.to_string(),
-            status: status.to_string(),
-            is_error,
-            state_effect,
-            resource_id,
-            output_bytes: text.len() as u64,
-            duration_ms: report.duration.as_millis() as u64,
-            error,
-            refusals,
-        },
     }
 }
 
