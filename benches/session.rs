@@ -5,6 +5,9 @@
 //!   trace lines and the history bookkeeping. Measured over 50-turn sessions; divide by 50.
 //! - `start_to_first_request`: `mur run` as a new process, warm compile cache, until the
 //!   driver's first request reaches a loopback gateway.
+//! - `hooks`: the same 50-turn session with a blocking no-op hook hearing every event (105
+//!   dispatches: 2 a turn, 5 a session), against none; and a 40-turn session with and without
+//!   the async debug hook.
 //! - peak RSS of a 50-turn `mur run` session, printed after the benchmarks.
 
 use std::path::{Path, PathBuf};
@@ -25,6 +28,16 @@ fn repo() -> PathBuf {
 /// `max_turns` turns, each a driver call and a tool call. `answer: false` makes the driver
 /// reach its gateway instead.
 fn capsule(dir: &Path, endpoint: &str, max_turns: u32, answer: bool) -> PathBuf {
+    capsule_with_hooks(dir, endpoint, max_turns, answer, "")
+}
+
+fn capsule_with_hooks(
+    dir: &Path,
+    endpoint: &str,
+    max_turns: u32,
+    answer: bool,
+    hooks: &str,
+) -> PathBuf {
     let answer = if answer {
         r#", answer: { stop_reason: tool_call, content: [ { type: tool_call, id: c1, name: probe, input: { action: result, status: passed, data: "ok" } } ] }"#
     } else {
@@ -40,6 +53,7 @@ artifacts:
     path: {driver}
     gateway: {{ endpoint: "{endpoint}" }}
   - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+{hooks}
 inference:
   model: bench-model
   driver: {{ artifact: probe-driver, config: {{ mode: bench{answer} }} }}
@@ -93,6 +107,81 @@ fn turn_overhead(c: &mut Criterion) {
             assert_eq!(report.totals.turns, 50);
         })
     });
+    group.finish();
+}
+
+/// A staged capsule with `hooks` (artifact entries) and a session config for it.
+fn staged_session(
+    engine: &Engine,
+    dir: &Path,
+    max_turns: u32,
+    hooks: &str,
+) -> (Arc<session::Staged>, SessionConfig) {
+    let file = capsule_with_hooks(dir, "http://127.0.0.1:9", max_turns, true, hooks);
+    let staged = Arc::new(session::stage(&file, engine, &|_| None).expect("staging"));
+    let config = SessionConfig {
+        workdir_root: dir.join("work"),
+        tasks: vec![TaskInput {
+            text: "go".to_string(),
+            source: TaskSource::Cli,
+        }],
+        stream: false,
+        host_env: Arc::new(|_| None),
+    };
+    (staged, config)
+}
+
+fn hooks(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = Arc::new(
+        Engine::new(EngineConfig {
+            cache_dir: None,
+            pooling: true,
+        })
+        .unwrap(),
+    );
+    let entry = |name: &str| {
+        format!(
+            "  - {{ name: {name}, version: \"0.1.0\", runtime: hook, path: {} }}",
+            repo()
+                .join(if name == "hook-noop" {
+                    "tests/fixtures"
+                } else {
+                    "artifacts"
+                })
+                .join(name)
+                .display()
+        )
+    };
+    let cases = [
+        ("50_turns_no_hook", 50, String::new()),
+        ("50_turns_noop_hook", 50, entry("hook-noop")),
+        ("40_turns_no_hook", 40, String::new()),
+        ("40_turns_debug_hook", 40, entry("debug-hook")),
+    ];
+    let mut group = c.benchmark_group("hooks");
+    group.sample_size(20);
+    for (name, turns, hooks) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (staged, config) = staged_session(&engine, dir.path(), turns, &hooks);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let report = runtime
+                    .block_on(session::run(
+                        engine.clone(),
+                        staged.clone(),
+                        &config,
+                        Arc::new(Silent),
+                    ))
+                    .unwrap();
+                assert_eq!(report.totals.turns, turns);
+            })
+        });
+    }
     group.finish();
 }
 
@@ -164,6 +253,7 @@ fn peak_rss() {
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     turn_overhead(&mut criterion);
+    hooks(&mut criterion);
     start_to_first_request(&mut criterion);
     criterion.final_summary();
     peak_rss();

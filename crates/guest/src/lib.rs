@@ -1,5 +1,7 @@
-//! The Rust guest SDK for Murmur: write a tool (or an inference driver) in a few lines and
-//! build it as a WebAssembly component for `wasm32-wasip2`.
+//! The Rust guest SDK for Murmur: write a tool, an inference driver or a hook in a few lines
+//! and build it as a WebAssembly component for `wasm32-wasip2`.
+//!
+//! This page is about tools; see [`driver`] for drivers and [`hook`] for hooks.
 //!
 //! # The contract
 //!
@@ -72,6 +74,7 @@ extern crate self as murmur_guest;
 pub mod bindings;
 
 pub mod driver;
+pub mod hook;
 pub mod inference;
 pub mod tool;
 pub mod workdir;
@@ -126,6 +129,18 @@ macro_rules! export_tool {
 macro_rules! export_driver {
     ($ty:ident) => {
         $crate::bindings::export_tool!($ty with_types_in $crate::bindings);
+    };
+}
+
+/// Export a type implementing [`hook::Hook`] as this component's `murmur:hook/lifecycle`
+/// handlers. See [`hook`] for the contract.
+///
+/// Use it once per component, at the crate root of a `cdylib`:
+/// `murmur_guest::export_hook!(MyHook);`.
+#[macro_export]
+macro_rules! export_hook {
+    ($ty:ident) => {
+        $crate::hook::bindings::export_hook!($ty with_types_in $crate::hook::bindings);
     };
 }
 

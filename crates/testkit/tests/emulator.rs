@@ -1502,3 +1502,24 @@ fn the_binary_refuses_a_bad_script() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("extra"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_standing_reply_by_model_answers_every_time_without_taking_a_turn() {
+    let script = Script::from_yaml(
+        "turns:\n  - reply: { text: scripted }\nby_model:\n  summary-model: { text: standing }\n",
+    )
+    .unwrap();
+    let emu = Emulator::builder(script).api_key(KEY).start().unwrap();
+    let mut summary = anthropic_request(false);
+    summary["model"] = json!("summary-model");
+    for _ in 0..2 {
+        let answer = anthropic(&emu, &summary).await;
+        assert_eq!(answer.json()["content"][0]["text"], "standing");
+    }
+    let answer = anthropic(&emu, &anthropic_request(false)).await;
+    assert_eq!(answer.json()["content"][0]["text"], "scripted");
+    let recorded = emu.requests();
+    assert_eq!(recorded[0].outcome, "reply (by model)");
+    assert_eq!(recorded[0].turn, None);
+    assert_eq!(recorded[2].turn, Some(0));
+}

@@ -136,9 +136,8 @@ pub fn run(args: RunArgs) -> Exit {
         Ok(staged) => staged,
         Err(error) => return stage_failed(error, args.json),
     };
-    if !args.json {
-        render::diagnostics_human(&staged.warnings);
-    }
+    // Warnings go to stderr whatever the output mode: stdout stays one JSON document.
+    render::diagnostics_human(&staged.warnings);
     let config = SessionConfig {
         workdir_root: args
             .workdir

@@ -391,9 +391,10 @@ impl<'a> SessionContext<'a> {
     }
 
     /// `on-task-start`, and the `seed-context` the first hook returns: measured against the
-    /// seed budget, then committed whole, with its oldest messages dropped, with its overflowing
-    /// front summarized by the compaction hook, or refused. Returns the messages to place at
-    /// the head of the task's context.
+    /// seed budget, then committed whole, with its overflowing front summarized by the
+    /// compaction hook (when there is one and the result fits), with its oldest messages
+    /// dropped (whole exchanges: what is kept opens with a user message), or refused. Returns
+    /// the messages to place at the head of the task's context.
     async fn task_start(
         &self,
         run: &mut TaskRun,
@@ -526,6 +527,10 @@ impl<'a> SessionContext<'a> {
                     return Ok(("summarized", summarized, None));
                 }
             }
+        }
+        // Whole exchanges at a time: the kept part opens with a user message.
+        while front < messages.len() && !matches!(messages[front].message, Message::User { .. }) {
+            front += 1;
         }
         if front < messages.len() {
             return Ok(("dropped_oldest", messages[front..].to_vec(), None));

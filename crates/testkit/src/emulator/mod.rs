@@ -52,6 +52,9 @@
 //!     first_byte_delay_ms: 1500               # delay before the answer's first byte
 //!     event_delay_ms: 50                      # delay between streamed events
 //!   - fault: malformed_json   # | cut_stream | drop_connection | stream_error | {status: …}
+//! by_model:                   # standing replies: a request for this model is answered with
+//!   summary-model:            # this reply every time, without taking a turn
+//!     text: "Summary: …"
 //! ```
 //!
 //! The same script in Rust: [`Script::new`], [`Turn::reply`], [`Reply::text`] and the `with_*`

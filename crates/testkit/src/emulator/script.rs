@@ -22,6 +22,11 @@ pub struct Script {
     pub api_key: Option<String>,
     /// The turns, in the order requests consume them.
     pub turns: Vec<Turn>,
+    /// Standing replies by model: a request whose `model` is a key here is answered with that
+    /// reply, every time, without taking a turn. For a helper model (a compaction hook's
+    /// summarizer, say) whose calls come at moments a test cannot script in order.
+    #[serde(default)]
+    pub by_model: std::collections::BTreeMap<String, Reply>,
 }
 
 /// One turn: zero or more faults (one per attempt), then the answer that ends the turn.

@@ -126,6 +126,7 @@ impl EmulatorBuilder {
         let shared = Arc::new(Shared {
             api_key: self.api_key.or(self.script.api_key),
             turns: self.script.turns,
+            by_model: self.script.by_model,
             state: Mutex::new(State::default()),
             recorded: Mutex::new(Vec::new()),
             record_file,
@@ -177,6 +178,7 @@ impl EmulatorBuilder {
 
 struct Shared {
     turns: Vec<Turn>,
+    by_model: std::collections::BTreeMap<String, Reply>,
     api_key: Option<String>,
     state: Mutex<State>,
     recorded: Mutex<Vec<Recorded>>,
@@ -455,6 +457,23 @@ impl Shared {
             Ok(checked) => checked,
             Err(refusal) => return refuse(refusal),
         };
+        let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
+        if let Some(reply) = body
+            .get("model")
+            .and_then(Value::as_str)
+            .and_then(|model| self.by_model.get(model))
+        {
+            let resolved = self.resolve(reply, provider, body);
+            if let Some(checked) = checked
+                && let Some(stored) = responses::remember(checked, &resolved)
+            {
+                state.stored.insert(resolved.id.clone(), stored);
+            }
+            drop(state);
+            let mut plan = self.reply_plan(provider, &resolved, body, streaming, &request_id);
+            plan.outcome = "reply (by model)".into();
+            return plan;
+        }
         // Take the next step of the script.
         let Some(turn) = self.turns.get(state.turn) else {
             let mut plan = refuse(
@@ -485,7 +504,6 @@ impl Shared {
             state.attempt += 1;
             Step::Fault(&turn.faults[attempt], turn_reply)
         };
-        let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
         let mut plan = match step {
             Step::Reply(reply) => {
                 let resolved = self.resolve(reply, provider, body);
