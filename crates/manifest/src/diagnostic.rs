@@ -229,6 +229,8 @@ codes! {
     W_CAP_003 = "W-CAP-003": "a `capabilities.filesystem.read_only` path does not exist";
     E_CAP_004 = "E-CAP-004": "a `capabilities.shell.allow` entry is empty or not one binary name";
     E_CAP_005 = "E-CAP-005": "a `capabilities.env.allow` name is empty, contains `=`, or starts with `MURMUR_`";
+    E_CAP_006 = "E-CAP-006": "a shell binary is not in `capabilities.shell.allow`";
+    W_CAP_007 = "W-CAP-007": "a `capabilities.shell.allow` entry resolves to no executable on this host";
 
     E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
     E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";
@@ -246,6 +248,7 @@ codes! {
     E_RUN_014 = "E-RUN-014": "the model called a tool the capsule does not declare";
     E_RUN_015 = "E-RUN-015": "a task used all of `inference.max_turns`";
     E_RUN_016 = "E-RUN-016": "there is no task to run";
+    E_RUN_017 = "E-RUN-017": "a shell command could not be started or read";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
 

@@ -84,6 +84,14 @@ impl NetworkRule {
         &self.text
     }
 
+    /// The TCP ports this entry reaches: its port, or 80 and 443 for a bare host.
+    pub fn ports(&self) -> Vec<u16> {
+        match self.reach {
+            Reach::Exact(_, port) | Reach::Port(port) => vec![port],
+            Reach::Defaults => vec![80, 443],
+        }
+    }
+
     /// Whether a request with this scheme, host and port is allowed by this entry. `host` may be
     /// bracketed (`[::1]`) or not; `scheme` is compared case-insensitively.
     pub fn permits(&self, scheme: &str, host: &str, port: u16) -> bool {

@@ -12,6 +12,7 @@
 //!   allow means deny. Raw sockets are never granted.
 //! - [`chunks`]: `murmur:text/chunks`, text streamed to whoever listens.
 //! - [`task`]: `murmur:task/task`, human input, only inside an A2A task.
+//! - [`shell`]: allowlisted binaries, run natively and confined (the model's `shell` tool).
 //!
 //! The deny path is the default path: a [`Grants`] built with [`Grants::new`] holds the workdir
 //! and nothing more.
@@ -20,6 +21,7 @@ pub mod chunks;
 pub mod env;
 pub mod fs;
 pub mod http;
+pub mod shell;
 pub(crate) mod stdio;
 pub mod task;
 

@@ -178,6 +178,18 @@ impl SessionError {
     }
 }
 
+/// How shell children are contained on this host, as `session_start` reports it.
+fn containment() -> serde_json::Value {
+    match crate::grants::shell::landlock_abi() {
+        Some(abi) => serde_json::json!({"landlock": "enforced", "landlock_abi": abi}),
+        None => serde_json::json!({
+            "landlock": "unavailable",
+            "reason": "the kernel offers no Landlock: shell children are confined by their \
+                       environment, working directory and resource limits only"
+        }),
+    }
+}
+
 /// A fresh id: `prefix` then `hex_len` lowercase hex characters.
 pub fn new_id(prefix: &str, hex_len: usize) -> String {
     let hex = uuid::Uuid::new_v4().simple().to_string();
@@ -244,6 +256,7 @@ pub async fn run(
                 credential_source: staged.driver.credential_source.to_string(),
                 components: staged.components.clone(),
                 tools: staged.tools.iter().map(|t| t.spec.clone().name).collect(),
+                containment: containment(),
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;

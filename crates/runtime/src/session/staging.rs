@@ -143,6 +143,20 @@ pub fn stage(
     }
     warnings.extend(problems);
 
+    let path_var = env("PATH").unwrap_or_default();
+    for binary in &capsule.capabilities.shell.allow {
+        if crate::grants::shell::resolve(binary, &path_var).is_none() {
+            warnings.push(
+                Diagnostic::new(
+                    "W-CAP-007",
+                    format!(
+                        "`capabilities.shell.allow` names `{binary}`, which resolves to no executable on this host's PATH: every call of it will be refused"
+                    ),
+                )
+                .hint("install it, fix the name, or give its path"),
+            );
+        }
+    }
     let Some(inference) = capsule.inference.clone() else {
         return Err(StageError::invalid(
             "E-RUN-013",

@@ -7,10 +7,12 @@ use serde_json::Value;
 
 use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
+use crate::grants::shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
 use crate::grants::{ChunkSink, Grants, NetworkPolicy};
 use crate::hooks::events::{
-    self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, StageEvent, TaskEndEvent,
-    TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list, to_wit,
+    self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, ShellOutcome, StageEvent,
+    TaskEndEvent, TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list,
+    to_wit,
 };
 use crate::hooks::{HookServices, HookSet, Scope};
 use crate::inference::cache_key::prompt_cache_key;
@@ -43,6 +45,8 @@ pub(crate) struct SessionContext<'a> {
     tools: Vec<SessionTool>,
     /// The tool inventory as every request carries it.
     specs: Vec<ToolSpec>,
+    /// The model's `shell` tool, when `capabilities.shell.allow` names any binary.
+    shell: Option<ShellTool>,
     /// Tokens of the system prompt and the tool inventory: the part every request repeats.
     fixed_tokens: std::sync::OnceLock<u64>,
     hooks: Arc<HookSet>,
@@ -151,12 +155,48 @@ impl<'a> SessionContext<'a> {
             session_id: session_id.to_string(),
         });
         let hooks = HookSet::start(services, hook_grants);
+        let shell = (!capsule.capabilities.shell.allow.is_empty()).then(|| {
+            let deadline = capsule
+                .capabilities
+                .limits
+                .deadline_seconds
+                .map(Duration::from_secs)
+                .unwrap_or(crate::engine::limits::DEFAULT_DEADLINE);
+            let env = component_env(&Identity::default(), None, allow, &lookup)
+                .into_iter()
+                .filter(|(name, _)| !name.starts_with("MURMUR_"))
+                .collect();
+            let grant = ShellGrant::new(
+                &capsule.capabilities.shell.allow,
+                &lookup("PATH").unwrap_or_default(),
+                &workdir.root,
+                read_only.clone(),
+                env,
+                capsule
+                    .capabilities
+                    .network
+                    .allow
+                    .iter()
+                    .flat_map(|rule| rule.ports())
+                    .collect(),
+                TimeLimits {
+                    default: DEFAULT_SHELL_TIMEOUT.min(deadline),
+                    max: deadline,
+                },
+            );
+            ShellTool::new(grant)
+        });
         let hooks_read_history = staged.hooks.iter().any(|hook| {
             hook.grants
                 .contains(&murmur_manifest::capsule::HookGrant::Conversation)
         });
+        let mut specs: Vec<ToolSpec> = staged.tools.iter().map(|t| t.spec.clone()).collect();
+        if let Some(shell) = &shell {
+            specs.push(shell.spec.clone());
+        }
         SessionContext {
-            specs: staged.tools.iter().map(|t| t.spec.clone()).collect(),
+            specs,
+            shell,
             engine,
             config,
             workdir,
@@ -198,6 +238,14 @@ impl<'a> SessionContext<'a> {
     /// `on-stage`, before the trace exists: `write-manifests` writes
     /// `tools/<binary>/murmur.yaml` in the workdir.
     pub(crate) async fn stage_hooks(&self) -> std::io::Result<()> {
+        for hook in &self.staged.hooks {
+            if !hook.component.exports(crate::hooks::Handler::Stage) {
+                self.hooks.log(
+                    &hook.name,
+                    "on-stage: not exported by the component; staging went on without it",
+                )?;
+            }
+        }
         let capsule = &self.staged.capsule;
         let event = HookEvent::Stage(StageEvent {
             capsule_name: capsule.name.clone(),
@@ -806,6 +854,13 @@ impl<'a> SessionContext<'a> {
         name: &str,
         input: &Value,
     ) -> std::io::Result<()> {
+        if name == SHELL_TOOL
+            && let Some(shell) = &self.shell
+        {
+            return self
+                .shell_call(shell, run, turn, inference_event, call_id, input)
+                .await;
+        }
         self.observer.note(&format!("tool {name}"));
         let event = |outcome: Option<ToolCallOutcome>| {
             HookEvent::ToolCall(ToolCallEvent {
@@ -900,6 +955,192 @@ impl<'a> SessionContext<'a> {
         run.history.push(stored);
         let scope = self.scope(run, turn, inference_event);
         self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        Ok(())
+    }
+
+    /// One call of the model's `shell` tool: the input checked against its schema and the
+    /// allowlist (nothing spawned on a refusal), the `on-shell` decision point, the run, the
+    /// `shell` event, the observation. A non-zero exit is data for the model, not an error.
+    async fn shell_call(
+        &self,
+        shell: &ShellTool,
+        run: &mut TaskRun,
+        turn: u32,
+        inference_event: &str,
+        call_id: &str,
+        input: &Value,
+    ) -> std::io::Result<()> {
+        let started = Instant::now();
+        let refuse = |code: &str, message: String| (code.to_string(), message);
+        let request: Result<ShellRequest, (String, String)> = {
+            let problems: Vec<String> = shell
+                .validator
+                .iter_errors(input)
+                .map(|e| e.to_string())
+                .collect();
+            if problems.is_empty() {
+                serde_json::from_value(input.clone())
+                    .map_err(|e| refuse("E-RUN-009", format!("the shell input is not valid: {e}")))
+            } else {
+                Err(refuse(
+                    "E-RUN-009",
+                    format!(
+                        "the input does not match the input_schema of `shell`: {}",
+                        problems.join("; ")
+                    ),
+                ))
+            }
+        };
+        let request = request.and_then(|request| {
+            shell
+                .grant
+                .check(&request.binary)
+                .map(|_| request.clone())
+                .map_err(|error| refuse(error.code(), error.to_string()))
+        });
+        let described = match &request {
+            Ok(request) => shell.grant.describe(request),
+            Err(_) => describe(
+                input.get("binary").and_then(Value::as_str).unwrap_or(""),
+                None,
+                &input
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .map(|args| {
+                        args.iter()
+                            .filter_map(|a| a.as_str().map(str::to_string))
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default(),
+                &self.workdir.root,
+            ),
+        };
+        self.observer.note(&format!("shell {}", described.command));
+        let event = |outcome: Option<ShellOutcome>| {
+            HookEvent::Shell(events::ShellEvent {
+                session_id: self.session_id.clone(),
+                task_id: run.task_id.clone(),
+                binary: described.binary.clone(),
+                command: described.command.clone(),
+                argv: described.argv.clone(),
+                script: described.script.clone(),
+                recipe: described.recipe.clone(),
+                outcome,
+            })
+        };
+        let shell_event =
+            |output: Option<&ShellOutput>, error: Option<ErrorRef>| EventBody::Shell {
+                task_id: run.task_id.clone(),
+                turn,
+                call_id: call_id.to_string(),
+                binary: described.binary.clone(),
+                command: described.command.clone(),
+                argv: described.argv.clone(),
+                script: described.script.clone(),
+                recipe: described.recipe.clone(),
+                exit_code: output.and_then(|o| o.exit_code),
+                stdout_bytes: output.map_or(0, |o| o.stdout_bytes),
+                stderr_bytes: output.map_or(0, |o| o.stderr_bytes),
+                truncated: output.is_some_and(|o| o.truncated),
+                full_output_path: output.and_then(|o| o.full_output_path.clone()),
+                timed_out: output.is_some_and(|o| o.timed_out),
+                duration_ms: output.map_or_else(
+                    || started.elapsed().as_millis() as u64,
+                    |o| o.duration.as_millis() as u64,
+                ),
+                error,
+            };
+        let (text, is_error, outcome) = match request {
+            Err((code, message)) => {
+                let text = format!("error[{code}]: {message}");
+                self.trace(
+                    inference_event,
+                    shell_event(None, Some(ErrorRef { code, message })),
+                )?;
+                (text, true, None)
+            }
+            Ok(request) => {
+                let scope = self.scope(run, turn, inference_event);
+                match self.hooks.decide(event(None), &scope).await? {
+                    Some(denial) => {
+                        let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
+                        self.trace(
+                            inference_event,
+                            EventBody::CallDenied {
+                                task_id: run.task_id.clone(),
+                                turn,
+                                kind: "shell".to_string(),
+                                call_id: call_id.to_string(),
+                                target: described.binary.clone(),
+                                hook: denial.hook,
+                                reason: denial.reason,
+                            },
+                        )?;
+                        let outcome = ShellOutcome {
+                            exit_code: None,
+                            stdout_bytes: 0,
+                            stderr_bytes: 0,
+                            truncated: false,
+                            duration_ms: 0,
+                            error: Some(text.clone()),
+                        };
+                        (text, true, Some(outcome))
+                    }
+                    None => match shell.grant.execute(&request).await {
+                        Ok(output) => {
+                            self.trace(inference_event, shell_event(Some(&output), None))?;
+                            let outcome = ShellOutcome {
+                                exit_code: output.exit_code,
+                                stdout_bytes: output.stdout_bytes,
+                                stderr_bytes: output.stderr_bytes,
+                                truncated: output.truncated,
+                                duration_ms: output.duration.as_millis() as u64,
+                                error: output
+                                    .timed_out
+                                    .then(|| "the time limit ended it".to_string()),
+                            };
+                            let text = serde_json::to_string_pretty(&output).unwrap_or_default();
+                            (text, false, Some(outcome))
+                        }
+                        Err(error) => {
+                            let text = format!("error[{}]: {error}", error.code());
+                            self.trace(
+                                inference_event,
+                                shell_event(
+                                    None,
+                                    Some(ErrorRef {
+                                        code: error.code().to_string(),
+                                        message: error.to_string(),
+                                    }),
+                                ),
+                            )?;
+                            let outcome = ShellOutcome {
+                                exit_code: None,
+                                stdout_bytes: 0,
+                                stderr_bytes: 0,
+                                truncated: false,
+                                duration_ms: started.elapsed().as_millis() as u64,
+                                error: Some(text.clone()),
+                            };
+                            (text, true, Some(outcome))
+                        }
+                    },
+                }
+            }
+        };
+        let mut stored = StoredMessage::new(Message::Tool {
+            tool_call_id: call_id.to_string(),
+            is_error,
+            content: vec![Block::Text {
+                text: fence(SHELL_TOOL, call_id, &text),
+            }],
+        });
+        stored.source_id = Some(format!("tool:{SHELL_TOOL}"));
+        run.history.push(stored);
+        if let Some(outcome) = outcome {
+            let scope = self.scope(run, turn, inference_event);
+            self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        }
         Ok(())
     }
 
@@ -1035,6 +1276,53 @@ impl<'a> SessionContext<'a> {
             tool_calls: calls.len() as u32,
             duration_ms: started.elapsed().as_millis() as u64,
             error: failure.map(Failure::to_ref),
+        }
+    }
+}
+
+/// The name of the model's shell tool.
+pub(crate) const SHELL_TOOL: &str = "shell";
+
+/// How long a shell call may run when it names no limit.
+const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The model's `shell` tool: the grant, its spec and the validator of its input.
+pub(crate) struct ShellTool {
+    pub grant: ShellGrant,
+    pub spec: ToolSpec,
+    validator: jsonschema::Validator,
+}
+
+impl ShellTool {
+    fn new(grant: ShellGrant) -> ShellTool {
+        let names: Vec<&str> = grant.allowed().iter().map(|a| a.name.as_str()).collect();
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "binary": {"type": "string", "description": format!("The program to run: one of {}.", names.join(", "))},
+                "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments, passed as they are (no shell expansion)."},
+                "stdin": {"type": ["string", "null"], "description": "Text for its standard input."},
+                "timeout_secs": {"type": ["integer", "null"], "minimum": 1, "description": "Seconds it may run (default 60)."}
+            },
+            "required": ["binary"],
+            "additionalProperties": false
+        });
+        let validator =
+            jsonschema::validator_for(&schema).expect("the shell tool's schema is valid");
+        ShellTool {
+            spec: ToolSpec {
+                name: SHELL_TOOL.to_string(),
+                description: format!(
+                    "Run an allowed program directly in the working directory (no implicit shell; \
+                     an interpreter such as bash runs a script only with -c when it is allowed). \
+                     Allowed: {}. Returns exit_code, stdout and stderr (each cut at 16 KiB; the \
+                     whole output is kept under logs/). A non-zero exit is a result, not an error.",
+                    names.join(", ")
+                ),
+                input_schema: schema,
+            },
+            grant,
+            validator,
         }
     }
 }

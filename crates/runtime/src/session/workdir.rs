@@ -83,7 +83,7 @@ pub fn murmur_md(staged: &Staged) -> String {
          apart from any read-only paths listed below. What you leave here stays with the \
          session.\n\n## Tools\n\n",
     );
-    if staged.tools.is_empty() {
+    if staged.tools.is_empty() && capsule.capabilities.shell.allow.is_empty() {
         text.push_str("None.\n");
     }
     for tool in &staged.tools {
@@ -91,6 +91,17 @@ pub fn murmur_md(staged: &Staged) -> String {
             "- `{}`: {}\n",
             tool.spec.name,
             tool.spec.description.trim()
+        ));
+    }
+    let shell = &capsule.capabilities.shell.allow;
+    if !shell.is_empty() {
+        text.push_str(&format!(
+            "- `shell`: runs one of {} directly in this directory (no implicit shell).\n",
+            shell
+                .iter()
+                .map(|b| format!("`{b}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let limits = &capsule.capabilities.limits;

@@ -4,6 +4,7 @@
 //! provider reported, absent when it reported nothing (never written as 0).
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// One line of `trace.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,6 +58,9 @@ pub struct Totals {
     pub tasks: u32,
     pub turns: u32,
     pub tool_calls: u32,
+    /// Calls of the model's `shell` tool.
+    #[serde(default)]
+    pub shell_calls: u32,
     pub input_tokens_estimated: u64,
     pub output_tokens_estimated: u64,
     /// Sums of the reported numbers; absent when no call reported one.
@@ -85,6 +89,8 @@ pub enum EventBody {
         credential_source: String,
         components: Vec<ComponentRef>,
         tools: Vec<String>,
+        /// How shell children are contained (Landlock enforced, or unavailable and why).
+        containment: Value,
     },
     TaskStart {
         task_id: String,
@@ -144,6 +150,33 @@ pub enum EventBody {
         /// Requests a grant refused during the call.
         #[serde(skip_serializing_if = "Vec::is_empty", default)]
         refusals: Vec<String>,
+    },
+    /// A call of the model's `shell` tool: what ran (or was refused) and how it ended.
+    Shell {
+        task_id: String,
+        turn: u32,
+        call_id: String,
+        /// The canonical path when the name resolved, else the name given.
+        binary: String,
+        /// Display only, cut to 200 characters.
+        command: String,
+        argv: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        script: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        recipe: Option<String>,
+        /// Absent when the process did not run or was ended by a signal.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        exit_code: Option<i32>,
+        stdout_bytes: u64,
+        stderr_bytes: u64,
+        truncated: bool,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        full_output_path: Option<String>,
+        timed_out: bool,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<ErrorRef>,
     },
     /// A hook's `deny` refused a call at the decision point; the call was not made.
     CallDenied {
@@ -228,6 +261,7 @@ impl EventBody {
             EventBody::TaskStart { .. } => "task_start",
             EventBody::Inference { .. } => "inference",
             EventBody::ToolCall { .. } => "tool_call",
+            EventBody::Shell { .. } => "shell",
             EventBody::CallDenied { .. } => "call_denied",
             EventBody::HookDispatchError { .. } => "hook_dispatch_error",
             EventBody::TaskReopened { .. } => "task_reopened",

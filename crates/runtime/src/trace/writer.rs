@@ -101,6 +101,7 @@ impl TraceWriter {
                 );
             }
             EventBody::ToolCall { .. } => self.totals.tool_calls += 1,
+            EventBody::Shell { .. } => self.totals.shell_calls += 1,
             _ => {}
         }
         let event = Event {

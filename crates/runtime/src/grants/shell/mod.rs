@@ -1,0 +1,455 @@
+//! The shell grant (SPEC §7; seed `murmur:shell/execute`): allowlisted binaries, run directly,
+//! confined.
+//!
+//! What it promises:
+//!
+//! - **The allowlist is checked before anything is spawned.** Each `capabilities.shell.allow`
+//!   entry is resolved against `PATH` and canonicalized at staging. A call names a binary (a
+//!   name or a path); it runs only when its name is an allowed name and it resolves to that
+//!   entry's canonical file. So a copy, a hard link or a symlink of an allowed binary under
+//!   another name is refused (a multi-call binary decides what to be by that name).
+//! - **No implicit shell.** The binary runs with exactly the arguments given; an interpreter
+//!   runs a script only when it is itself allowed (`bash -c …`).
+//! - **A non-zero exit is data.** Only a refusal, a failed spawn or an I/O failure is an error.
+//! - **Output is cut at 16 KiB per stream**, `truncated` set, and the whole of both streams
+//!   kept at `full-output-path` (under the workdir's `logs/`).
+//! - **The child is confined** ([`confine`]): the workdir as cwd and `HOME`, a minimal
+//!   environment (a fixed `PATH`, `LANG`, `TMPDIR` in the workdir, and the names
+//!   `capabilities.env.allow` lets through: never a credential), a time limit that kills its
+//!   whole process group, resource limits, no inherited descriptors, and Landlock where the
+//!   kernel has it.
+
+mod confine;
+pub mod describe;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub use confine::landlock_abi;
+pub use describe::{Described, describe};
+
+/// Output kept per stream in the result.
+pub const OUTPUT_LIMIT: usize = 16 * 1024;
+/// Output kept per stream in the full-output file.
+const FULL_OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
+/// The `PATH` a child gets, before the allowed binaries' own directories.
+const BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// One allowlist entry, resolved at staging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowed {
+    /// As declared.
+    pub name: String,
+    /// The canonical file it resolved to; `None` when it resolved to nothing (then it allows
+    /// nothing).
+    pub canonical: Option<PathBuf>,
+}
+
+/// A call of the shell.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ShellRequest {
+    pub binary: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub timeout_secs: Option<u32>,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ShellOutput {
+    /// `None` when the process was ended by a signal (its time limit, say).
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    /// Relative to the workdir, when `truncated`.
+    pub full_output_path: Option<String>,
+    #[serde(skip)]
+    pub stdout_bytes: u64,
+    #[serde(skip)]
+    pub stderr_bytes: u64,
+    #[serde(skip)]
+    pub timed_out: bool,
+    #[serde(skip)]
+    pub duration: Duration,
+}
+
+/// Why a call did not run (or could not be read).
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    #[error("`{binary}` is not in capabilities.shell.allow (allowed: {allowed})")]
+    NotAllowed { binary: String, allowed: String },
+    #[error("`{binary}` could not be started: {reason}")]
+    Spawn { binary: String, reason: String },
+    #[error("running `{binary}` failed: {reason}")]
+    Io { binary: String, reason: String },
+}
+
+impl ShellError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ShellError::NotAllowed { .. } => "E-CAP-006",
+            ShellError::Spawn { .. } | ShellError::Io { .. } => "E-RUN-017",
+        }
+    }
+}
+
+/// How a child is contained, as `session_start` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Containment {
+    /// `enforced` (with the kernel's ABI) or `unavailable`.
+    pub landlock: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landlock_abi: Option<i32>,
+}
+
+/// A session's shell grant.
+#[derive(Debug, Clone)]
+pub struct ShellGrant {
+    allowed: Vec<Allowed>,
+    workdir: PathBuf,
+    read_only: Vec<PathBuf>,
+    env: Vec<(String, String)>,
+    tcp_ports: Vec<u16>,
+    limits: TimeLimits,
+    calls: std::sync::Arc<AtomicU64>,
+}
+
+/// How long a child may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeLimits {
+    /// When the call names none.
+    pub default: Duration,
+    /// The most a call may ask for (`capabilities.limits.deadline_seconds`).
+    pub max: Duration,
+}
+
+/// Resolves `name` the way a shell would: a path as it is, a bare name against `path_var`.
+pub fn resolve(name: &str, path_var: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return is_executable(&path).then_some(path);
+    }
+    path_var
+        .split(':')
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+impl ShellGrant {
+    /// The grant of `allow` (resolved against `path_var`, the host's `PATH`), for a session in
+    /// `workdir`. `env` is what `capabilities.env.allow` lets through; `tcp_ports` the ports
+    /// `capabilities.network.allow` names.
+    pub fn new(
+        allow: &[String],
+        path_var: &str,
+        workdir: &Path,
+        read_only: Vec<PathBuf>,
+        env: Vec<(String, String)>,
+        tcp_ports: Vec<u16>,
+        limits: TimeLimits,
+    ) -> ShellGrant {
+        let allowed = allow
+            .iter()
+            .map(|name| Allowed {
+                name: name.clone(),
+                canonical: resolve(name, path_var).and_then(|p| p.canonicalize().ok()),
+            })
+            .collect();
+        ShellGrant {
+            allowed,
+            workdir: workdir.to_path_buf(),
+            read_only,
+            env,
+            tcp_ports,
+            limits,
+            calls: Default::default(),
+        }
+    }
+
+    /// The allowlist as resolved.
+    pub fn allowed(&self) -> &[Allowed] {
+        &self.allowed
+    }
+
+    /// The allowed entry `binary` names, checked before anything is spawned: its name must be
+    /// an allowed entry's name (or that entry's own path), and it must resolve to that entry's
+    /// canonical file.
+    pub fn check(&self, binary: &str) -> Result<(&Allowed, PathBuf), ShellError> {
+        let refused = || ShellError::NotAllowed {
+            binary: binary.to_string(),
+            allowed: if self.allowed.is_empty() {
+                "nothing".to_string()
+            } else {
+                self.allowed
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        };
+        let invoked_name = Path::new(binary)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(refused)?;
+        let canonical = if binary.contains('/') {
+            Path::new(binary).canonicalize().ok()
+        } else {
+            self.allowed
+                .iter()
+                .find(|a| a.name == binary)
+                .and_then(|a| a.canonical.clone())
+        }
+        .ok_or_else(refused)?;
+        let entry = self
+            .allowed
+            .iter()
+            .find(|a| {
+                let same_name = a.name == binary
+                    || Path::new(&a.name).file_name().map(|n| n.to_string_lossy())
+                        == Some(invoked_name.as_str().into());
+                same_name && a.canonical.as_deref() == Some(canonical.as_path())
+            })
+            .ok_or_else(refused)?;
+        Ok((entry, canonical))
+    }
+
+    /// Describes a call for hooks and the trace.
+    pub fn describe(&self, request: &ShellRequest) -> Described {
+        let canonical = self.check(&request.binary).ok().map(|(_, c)| c);
+        describe(
+            &request.binary,
+            canonical.as_deref(),
+            &request.args,
+            &self.workdir,
+        )
+    }
+
+    /// Runs an allowed binary, confined, to its end or its time limit.
+    pub async fn execute(&self, request: &ShellRequest) -> Result<ShellOutput, ShellError> {
+        let (entry, canonical) = self.check(&request.binary)?;
+        let binary = entry.name.clone();
+        let io = |reason: String| ShellError::Io {
+            binary: binary.clone(),
+            reason,
+        };
+        let timeout = request
+            .timeout_secs
+            .map(|s| Duration::from_secs(u64::from(s).max(1)))
+            .unwrap_or(self.limits.default)
+            .min(self.limits.max);
+        let tmp = self.workdir.join(".tmp");
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| io(format!("creating {}: {e}", tmp.display())))?;
+
+        let mut binary_dirs: Vec<PathBuf> = self
+            .allowed
+            .iter()
+            .filter_map(|a| a.canonical.as_ref()?.parent().map(Path::to_path_buf))
+            .collect();
+        binary_dirs.sort();
+        binary_dirs.dedup();
+        let ruleset = confine::ruleset(
+            &self.workdir,
+            &self.read_only,
+            &binary_dirs,
+            &self.tcp_ports,
+        )
+        .map_err(|reason| ShellError::Spawn {
+            binary: binary.clone(),
+            reason,
+        })?;
+        let path_var = std::iter::once(BASE_PATH.to_string())
+            .chain(binary_dirs.iter().map(|d| d.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(":");
+
+        let mut command = tokio::process::Command::new(&canonical);
+        command
+            .arg0(Path::new(&entry.name).file_name().unwrap_or_default())
+            .args(&request.args)
+            .current_dir(&self.workdir)
+            .env_clear()
+            .env("PATH", path_var)
+            .env("HOME", &self.workdir)
+            .env("TMPDIR", &tmp)
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "dumb")
+            .envs(self.env.iter().cloned())
+            .stdin(if request.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        confine::confine(
+            &mut command,
+            ruleset.as_ref(),
+            confine::rlimits(timeout.as_secs()),
+        );
+
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|error| ShellError::Spawn {
+            binary: binary.clone(),
+            reason: error.to_string(),
+        })?;
+        drop(ruleset);
+        let pid = child.id();
+        if let (Some(text), Some(mut stdin)) = (request.stdin.clone(), child.stdin.take()) {
+            tokio::spawn(async move {
+                let _ = stdin.write_all(text.as_bytes()).await;
+            });
+        }
+        let stdout = tokio::spawn(read_all(child.stdout.take()));
+        let stderr = tokio::spawn(read_all(child.stderr.take()));
+        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (status.map_err(|e| io(e.to_string()))?, false),
+            Err(_) => {
+                if let Some(pid) = pid {
+                    // SAFETY: signalling the child's own process group (it called setsid).
+                    unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+                }
+                (child.wait().await.map_err(|e| io(e.to_string()))?, true)
+            }
+        };
+        let (stdout, stdout_bytes) = stdout.await.map_err(|e| io(e.to_string()))?;
+        let (stderr, stderr_bytes) = stderr.await.map_err(|e| io(e.to_string()))?;
+        let truncated = stdout_bytes > OUTPUT_LIMIT as u64 || stderr_bytes > OUTPUT_LIMIT as u64;
+        let full_output_path = if truncated {
+            let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+            let relative = format!("logs/shell-{n:04}-{}.log", std::process::id());
+            let mut text = Vec::with_capacity(stdout.len() + stderr.len() + 64);
+            text.extend_from_slice(format!("--- stdout ({stdout_bytes} bytes) ---\n").as_bytes());
+            text.extend_from_slice(&stdout);
+            text.extend_from_slice(format!("\n--- stderr ({stderr_bytes} bytes) ---\n").as_bytes());
+            text.extend_from_slice(&stderr);
+            let path = self.workdir.join(&relative);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| io(e.to_string()))?;
+            }
+            std::fs::write(&path, text).map_err(|e| io(e.to_string()))?;
+            Some(relative)
+        } else {
+            None
+        };
+        Ok(ShellOutput {
+            exit_code: status.code(),
+            stdout: cut(&stdout),
+            stderr: cut(&stderr),
+            truncated,
+            full_output_path,
+            stdout_bytes,
+            stderr_bytes,
+            timed_out,
+            duration: started.elapsed(),
+        })
+    }
+}
+
+/// Everything a stream produced (the first [`FULL_OUTPUT_LIMIT`] bytes of it), and its size.
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(stream: Option<R>) -> (Vec<u8>, u64) {
+    let Some(mut stream) = stream else {
+        return (Vec::new(), 0);
+    };
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n as u64;
+                let room = FULL_OUTPUT_LIMIT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..n.min(room)]);
+            }
+        }
+    }
+    (kept, total)
+}
+
+/// The first [`OUTPUT_LIMIT`] bytes as text, cut at a character boundary.
+fn cut(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.len() <= OUTPUT_LIMIT {
+        return text.into_owned();
+    }
+    let mut end = OUTPUT_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(allow: &[&str], workdir: &Path) -> ShellGrant {
+        ShellGrant::new(
+            &allow.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            &std::env::var("PATH").unwrap_or_default(),
+            workdir,
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            TimeLimits {
+                default: Duration::from_secs(10),
+                max: Duration::from_secs(10),
+            },
+        )
+    }
+
+    #[test]
+    fn an_allowed_name_resolves_and_anything_else_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let shell = grant(&["ls"], dir.path());
+        assert!(shell.check("ls").is_ok());
+        assert!(matches!(
+            shell.check("cat"),
+            Err(ShellError::NotAllowed { .. })
+        ));
+        // The allowed binary's own path is allowed.
+        let ls = resolve("ls", &std::env::var("PATH").unwrap()).unwrap();
+        assert!(shell.check(&ls.display().to_string()).is_ok());
+    }
+
+    #[test]
+    fn a_twin_under_another_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let shell = grant(&["ls"], dir.path());
+        let ls = resolve("ls", &std::env::var("PATH").unwrap()).unwrap();
+        let link = dir.path().join("list");
+        std::os::unix::fs::symlink(&ls, &link).unwrap();
+        let copy = dir.path().join("ls-copy");
+        std::fs::copy(&ls, &copy).unwrap();
+        assert!(shell.check(&link.display().to_string()).is_err());
+        assert!(shell.check(&copy.display().to_string()).is_err());
+        // A copy under the allowed name is still another file.
+        let same_name = dir.path().join("ls");
+        std::fs::copy(&ls, &same_name).unwrap();
+        assert!(shell.check(&same_name.display().to_string()).is_err());
+    }
+
+    #[test]
+    fn output_is_cut_at_a_character_boundary() {
+        let text = "é".repeat(OUTPUT_LIMIT);
+        let cut = cut(text.as_bytes());
+        assert!(cut.len() <= OUTPUT_LIMIT);
+        assert!(cut.chars().all(|c| c == 'é'));
+    }
+}
