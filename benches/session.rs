@@ -84,10 +84,7 @@ fn turn_overhead(c: &mut Criterion) {
     let engine = Arc::new(engine);
     let config = SessionConfig {
         workdir_root: dir.path().join("work"),
-        tasks: vec![TaskInput {
-            text: "go".to_string(),
-            source: TaskSource::Cli,
-        }],
+        tasks: vec![TaskInput::new("go", TaskSource::Cli)],
         stream: false,
         host_env: Arc::new(|_| None),
     };
@@ -121,10 +118,7 @@ fn staged_session(
     let staged = Arc::new(session::stage(&file, engine, &|_| None).expect("staging"));
     let config = SessionConfig {
         workdir_root: dir.join("work"),
-        tasks: vec![TaskInput {
-            text: "go".to_string(),
-            source: TaskSource::Cli,
-        }],
+        tasks: vec![TaskInput::new("go", TaskSource::Cli)],
         stream: false,
         host_env: Arc::new(|_| None),
     };

@@ -20,6 +20,7 @@
 //! The runtime does not print: progress and results go back to the caller as values.
 
 mod bindings;
+pub mod door;
 pub mod engine;
 pub mod error;
 pub mod grants;

@@ -7,6 +7,7 @@
 //!
 //! Everything here listens on loopback only and stops when dropped.
 
+pub mod a2a_schema;
 pub mod emulator;
 mod mur;
 mod recording;

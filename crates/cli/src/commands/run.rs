@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use murmur_runtime::door::{DoorConfig, OnListening};
 use murmur_runtime::grants::ChunkKind;
 use murmur_runtime::session::{
     self, ExitStatus, Observer, SessionConfig, SessionReport, StageError, TaskInput, TaskSource,
@@ -34,6 +35,15 @@ pub struct RunArgs {
     /// Where sessions get their directories. Default: `workdir/` beside the manifest.
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// Serve the capsule over A2A (JSON-RPC + SSE) until its tasks are done or it is stopped.
+    #[arg(long)]
+    serve: bool,
+    /// With --serve: the port (default: one the system chooses, printed).
+    #[arg(long, requires = "serve", default_value_t = 0)]
+    port: u16,
+    /// With --serve: the address to listen on.
+    #[arg(long, requires = "serve", default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
 }
 
 /// Prints what a session says while it runs: streamed text on stdout, notes on stderr, each
@@ -91,6 +101,8 @@ pub fn run(args: RunArgs) -> Exit {
         .unwrap_or_else(|| PathBuf::from("."));
     let tasks = match tasks(&args.tasks, &capsule_dir) {
         Ok(tasks) => tasks,
+        // A served capsule takes its tasks from the door.
+        Err(_) if args.serve => Vec::new(),
         Err(message) => {
             return fail(
                 args.json,
@@ -153,7 +165,30 @@ pub fn run(args: RunArgs) -> Exit {
         mid_line: Default::default(),
     });
     let (engine, staged) = (Arc::new(engine), Arc::new(staged));
-    match runtime.block_on(session::run(engine, staged, &config, observer.clone())) {
+    let outcome = if args.serve {
+        let door = DoorConfig {
+            host: args.host,
+            port: args.port,
+            ..DoorConfig::default()
+        };
+        let on_listening: OnListening = Box::new(|addr| {
+            use std::io::Write;
+            println!("listening on http://{addr}");
+            let _ = std::io::stdout().flush();
+        });
+        runtime.block_on(murmur_runtime::door::serve(
+            engine,
+            staged,
+            &config,
+            door,
+            on_listening,
+            observer.clone(),
+            stop_signal(),
+        ))
+    } else {
+        runtime.block_on(session::run(engine, staged, &config, observer.clone()))
+    };
+    match outcome {
         Ok(report) => {
             if args.stream {
                 println!();
@@ -178,22 +213,32 @@ pub fn run(args: RunArgs) -> Exit {
     }
 }
 
+/// Resolves on Ctrl-C or SIGTERM: a served capsule's signal to stop.
+async fn stop_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}
+
 fn tasks(given: &[String], capsule_dir: &Path) -> Result<Vec<TaskInput>, String> {
     if !given.is_empty() {
         return Ok(given
             .iter()
-            .map(|text| TaskInput {
-                text: text.clone(),
-                source: TaskSource::Cli,
-            })
+            .map(|text| TaskInput::new(text.clone(), TaskSource::Cli))
             .collect());
     }
     let task_md = capsule_dir.join("task.md");
     match std::fs::read_to_string(&task_md) {
-        Ok(text) if !text.trim().is_empty() => Ok(vec![TaskInput {
-            text,
-            source: TaskSource::TaskMd,
-        }]),
+        Ok(text) if !text.trim().is_empty() => Ok(vec![TaskInput::new(text, TaskSource::TaskMd)]),
         Ok(_) => Err(format!("{} is empty", task_md.display())),
         Err(_) => Err(format!(
             "no --task was given and there is no {}",

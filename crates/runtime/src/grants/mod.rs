@@ -54,6 +54,8 @@ pub struct Grants {
     pub chunks: Option<ChunkSink>,
     /// For a driver: the credential attached to requests bound for its gateway.
     pub credential: Option<GatewayCredential>,
+    /// For a tool inside an A2A task: who answers `request-input`.
+    pub input: Option<task::SharedBroker>,
 }
 
 impl Grants {
@@ -67,6 +69,7 @@ impl Grants {
             limits: CallLimits::default(),
             chunks: None,
             credential: None,
+            input: None,
         }
     }
 
@@ -89,6 +92,7 @@ impl Grants {
             stdout,
             stderr,
             hook: None,
+            input: self.input.clone(),
         })
     }
 }
@@ -105,6 +109,8 @@ pub(crate) struct HostState {
     pub(crate) stderr: stdio::CapturedOutput,
     /// For a hook's store: who is calling and about what.
     pub(crate) hook: Option<crate::hooks::HookScope>,
+    /// Who answers `murmur:task/task.request-input`, inside an A2A task.
+    pub(crate) input: Option<task::SharedBroker>,
 }
 
 impl WasiView for HostState {

@@ -1,6 +1,12 @@
 //! `murmur:task/task`: human input for tools. `request-input` is answered only while the capsule
-//! runs an A2A task; anywhere else it fails at once. The interface returns a plain string, so the
-//! failure is a trap of the calling component, reported with the message below.
+//! runs an A2A task: the call's [`InputBroker`] moves the task to `input-required` with the
+//! prompt and returns the next message on that task. Anywhere else (no broker) it fails at
+//! once. The interface returns a plain string, so a failure (no task, the input timeout, a
+//! cancel) is a trap of the calling component, reported with the broker's message.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use crate::bindings::murmur::task::task::Host;
 use crate::grants::HostState;
@@ -9,8 +15,23 @@ use crate::grants::HostState;
 pub const NO_TASK: &str =
     "murmur:task/task.request-input is only available while the capsule runs an A2A task";
 
+/// Answers `request-input` for the task in progress.
+pub trait InputBroker: Send + Sync {
+    /// Asks the task's client `prompt` and waits for the reply; `Err` names why none came.
+    fn request(
+        &self,
+        prompt: String,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+}
+
+/// A shared broker.
+pub type SharedBroker = Arc<dyn InputBroker>;
+
 impl Host for HostState {
-    async fn request_input(&mut self, _prompt: String) -> wasmtime::Result<String> {
-        Err(wasmtime::Error::msg(NO_TASK))
+    async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
+        match &self.input {
+            Some(broker) => broker.request(prompt).await.map_err(wasmtime::Error::msg),
+            None => Err(wasmtime::Error::msg(NO_TASK)),
+        }
     }
 }

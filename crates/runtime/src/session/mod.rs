@@ -45,6 +45,8 @@ pub enum TaskSource {
     Cli,
     /// `task.md` beside the manifest.
     TaskMd,
+    /// An A2A message through the door.
+    A2a,
 }
 
 impl TaskSource {
@@ -52,15 +54,86 @@ impl TaskSource {
         match self {
             TaskSource::Cli => "cli",
             TaskSource::TaskMd => "task.md",
+            TaskSource::A2a => "a2a",
         }
     }
 }
 
 /// One task to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TaskInput {
     pub text: String,
     pub source: TaskSource,
+    /// The task's id and context id when they were given (an A2A task); minted otherwise.
+    pub ids: Option<TaskIds>,
+    /// Asked between turns and tool calls: a stop request ends the task there.
+    pub stop: Option<StopSignal>,
+    /// Who answers a tool's `request-input` (an A2A task's client).
+    pub input: Option<crate::grants::task::SharedBroker>,
+    /// For an A2A task: how it arrived, written as `a2a_task_received` before it starts.
+    pub received: Option<Received>,
+}
+
+/// How an A2A task arrived at the door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The JSON-RPC method, as the client named it.
+    pub method: String,
+    /// `peer` or `client`.
+    pub origin: String,
+    /// The trust class the task runs with.
+    pub trust: String,
+    pub traceparent: Option<String>,
+}
+
+impl TaskInput {
+    /// A task with only its text and source.
+    pub fn new(text: impl Into<String>, source: TaskSource) -> TaskInput {
+        TaskInput {
+            text: text.into(),
+            source,
+            ids: None,
+            stop: None,
+            input: None,
+            received: None,
+        }
+    }
+}
+
+/// A task's ids, given by whoever created it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskIds {
+    pub task_id: String,
+    pub context_id: String,
+}
+
+/// Why a task was asked to stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopRequest {
+    /// Its client canceled it.
+    Canceled,
+    /// Something outside the loop failed it (a `request-input` that timed out, say).
+    Failed(Failure),
+}
+
+/// A request to stop a running task, checked by its loop between turns and between tool
+/// calls. The first request wins.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Arc<std::sync::Mutex<Option<StopRequest>>>);
+
+impl StopSignal {
+    /// Asks the task to stop (a second request changes nothing).
+    pub fn stop(&self, reason: StopRequest) {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(reason);
+        }
+    }
+
+    /// Why the task was asked to stop, if it was.
+    pub fn reason(&self) -> Option<StopRequest> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// How a task or a session ended.
@@ -71,6 +144,7 @@ pub enum ExitStatus {
     Failed,
     MaxTurnsReached,
     ReopenBudgetExhausted,
+    Canceled,
 }
 
 impl ExitStatus {
@@ -80,6 +154,7 @@ impl ExitStatus {
             ExitStatus::Failed => "failed",
             ExitStatus::MaxTurnsReached => "max_turns_reached",
             ExitStatus::ReopenBudgetExhausted => "reopen_budget_exhausted",
+            ExitStatus::Canceled => "canceled",
         }
     }
 }
@@ -109,6 +184,8 @@ pub struct TaskReport {
     pub exit_status: ExitStatus,
     pub turns: u32,
     pub result_path: Option<PathBuf>,
+    /// The agent's final text, when it finished.
+    pub result_text: Option<String>,
     /// How often an `on-task-end` hook reopened it.
     pub reopen_count: u32,
     pub error: Option<Failure>,
@@ -132,6 +209,10 @@ pub trait Observer: Send + Sync {
     fn chunk(&self, _kind: ChunkKind, _text: &str) {}
     /// A step worth showing a person: a task starting, a tool being called.
     fn note(&self, _text: &str) {}
+    /// A turn of the agent loop is about to call the driver.
+    fn turn_started(&self, _turn: u32) {}
+    /// A tool call's result, as the model sees it (inside its untrusted-content fence).
+    fn tool_result(&self, _call_id: &str, _tool: &str, _text: &str, _is_error: bool) {}
 }
 
 /// An observer that hears nothing.
@@ -208,6 +289,40 @@ pub async fn run(
     config: &SessionConfig,
     observer: Arc<dyn Observer>,
 ) -> Result<SessionReport, SessionError> {
+    let mut feed = ListFeed(config.tasks.clone().into_iter());
+    run_fed(engine, staged, config, observer, &mut feed).await
+}
+
+/// Where a session's tasks come from, one at a time, and who hears how each ended.
+pub trait TaskFeed: Send {
+    /// The next task; `None` ends the session.
+    fn next(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>>;
+    /// The task `input` ended as `report` says.
+    fn finished(&mut self, _input: &TaskInput, _report: &TaskReport) {}
+}
+
+/// The tasks of a list, in order.
+struct ListFeed(std::vec::IntoIter<TaskInput>);
+
+impl TaskFeed for ListFeed {
+    fn next(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>> {
+        let next = self.0.next();
+        Box::pin(async move { next })
+    }
+}
+
+/// Runs the tasks `feed` hands out as one session of `staged` (`config.tasks` is not read).
+pub async fn run_fed(
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
+    config: &SessionConfig,
+    observer: Arc<dyn Observer>,
+    feed: &mut dyn TaskFeed,
+) -> Result<SessionReport, SessionError> {
     crate::inference::tokens::warm();
     let started = Instant::now();
     let session_id = new_id("ses_", 32);
@@ -265,8 +380,9 @@ pub async fn run(
     let mut reports = Vec::new();
     let outcome: std::io::Result<()> = async {
         context.session_start().await?;
-        for input in &config.tasks {
-            let (report, stop) = context.run_task(input).await?;
+        while let Some(input) = feed.next().await {
+            let (report, stop) = context.run_task(&input).await?;
+            feed.finished(&input, &report);
             reports.push(report);
             if stop {
                 break;

@@ -24,7 +24,8 @@ use crate::inference::tokens::{self, MessageCounts};
 use crate::session::tools::{SessionTool, ToolCallSite, fence};
 use crate::session::workdir::Workdir;
 use crate::session::{
-    ExitStatus, Failure, Observer, SessionConfig, Staged, TaskInput, TaskReport, new_id,
+    ExitStatus, Failure, Observer, SessionConfig, Staged, StopRequest, StopSignal, TaskInput,
+    TaskReport, new_id,
 };
 use crate::tool::ToolInput;
 use crate::trace::Trace;
@@ -64,6 +65,8 @@ enum Ending {
     MaxTurns(Failure),
     /// A failure that ends the session, not only the task.
     Stop(Failure),
+    /// The task's client canceled it.
+    Canceled,
 }
 
 impl<'a> SessionContext<'a> {
@@ -326,8 +329,23 @@ impl<'a> SessionContext<'a> {
     /// Runs one task to its end. Returns its report and whether the session must stop; only a
     /// failed trace (or workdir) write is an error.
     pub(crate) async fn run_task(&self, input: &TaskInput) -> std::io::Result<(TaskReport, bool)> {
-        let task_id = new_id("tsk_", 24);
-        let context_id = new_id("ctx_", 24);
+        let (task_id, context_id) = match &input.ids {
+            Some(ids) => (ids.task_id.clone(), ids.context_id.clone()),
+            None => (new_id("tsk_", 24), new_id("ctx_", 24)),
+        };
+        if let Some(received) = &input.received {
+            self.trace(
+                &self.session_event,
+                EventBody::A2aTaskReceived {
+                    task_id: task_id.clone(),
+                    context_id: context_id.clone(),
+                    method: received.method.clone(),
+                    origin: received.origin.clone(),
+                    trust: received.trust.clone(),
+                    traceparent: received.traceparent.clone(),
+                },
+            )?;
+        }
         let task_event = self.trace(
             &self.session_event,
             EventBody::TaskStart {
@@ -347,9 +365,17 @@ impl<'a> SessionContext<'a> {
             history: Vec::new(),
             continuation: Continuation::default(),
             counts: MessageCounts::default(),
+            stop: input.stop.clone(),
+            broker: input.input.clone(),
         };
-        let seeded = self.task_start(&mut run, &task_event).await?;
+        let prior = self.prior_history(&context_id);
+        let prior_tokens: u64 = prior
+            .iter()
+            .map(|m| tokens::count(&serde_json::to_string(&m.message).unwrap_or_default()))
+            .sum();
+        let seeded = self.task_start(&mut run, &task_event, prior_tokens).await?;
         run.history = seeded;
+        run.history.extend(prior);
         let mut task_message = StoredMessage::new(Message::user_text(input.text.clone()));
         task_message.source_id = Some(format!("task:{}", input.source.as_str()));
         run.history.push(task_message);
@@ -365,6 +391,7 @@ impl<'a> SessionContext<'a> {
                     (ExitStatus::MaxTurnsReached, Some(failure), None, false)
                 }
                 Ending::Stop(failure) => break (ExitStatus::Failed, Some(failure), None, true),
+                Ending::Canceled => break (ExitStatus::Canceled, None, None, false),
             };
             run.result = text.clone();
             let Some((hook, feedback)) = self
@@ -431,6 +458,7 @@ impl<'a> SessionContext<'a> {
                 exit_status,
                 turns: turns_used,
                 result_path,
+                result_text: final_text.filter(|_| exit_status == ExitStatus::Ok),
                 reopen_count,
                 error,
             },
@@ -447,6 +475,7 @@ impl<'a> SessionContext<'a> {
         &self,
         run: &mut TaskRun,
         task_event: &str,
+        prior_tokens: u64,
     ) -> std::io::Result<Vec<StoredMessage>> {
         let context = self.staged.capsule.context.as_ref();
         let window = context.and_then(|c| c.max_tokens).unwrap_or(0);
@@ -460,7 +489,7 @@ impl<'a> SessionContext<'a> {
             input: run.input.clone(),
             context_window: window,
             budget_tokens: budget,
-            prior_tokens: 0,
+            prior_tokens,
         });
         let scope = self.scope(run, 0, task_event);
         let dispatched = self.hooks.dispatch(event, &scope).await?;
@@ -601,6 +630,20 @@ impl<'a> SessionContext<'a> {
         std::fs::read_to_string(self.staged.capsule_dir.join(file)).ok()
     }
 
+    /// The history a task of `context_id` starts from: the context's saved conversation under
+    /// `lifecycle.conversation: threaded`, nothing otherwise.
+    fn prior_history(&self, context_id: &str) -> Vec<StoredMessage> {
+        if self.staged.capsule.lifecycle.conversation
+            != murmur_manifest::capsule::Conversation::Threaded
+        {
+            return Vec::new();
+        }
+        std::fs::read_to_string(self.workdir.history(context_id))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
+    }
+
     /// `on-task-end`: the first committed `reopen-task`, with the hook that returned it.
     async fn task_end(
         &self,
@@ -641,8 +684,12 @@ impl<'a> SessionContext<'a> {
     ) -> std::io::Result<Ending> {
         let staged = &*self.staged;
         while *turns_used < staged.max_turns {
+            if let Some(ending) = run.stopped() {
+                return Ok(ending);
+            }
             *turns_used += 1;
             let turn = *turns_used;
+            self.observer.turn_started(turn);
             let started = Instant::now();
             let plan = run
                 .continuation
@@ -882,6 +929,7 @@ impl<'a> SessionContext<'a> {
             call_id,
             name,
             input,
+            broker: run.broker.clone(),
         };
         let started = Instant::now();
         // The manifest's check runs first: a hook can only narrow what the manifest allows.
@@ -950,6 +998,8 @@ impl<'a> SessionContext<'a> {
                 (dispatched.message, outcome)
             }
         };
+        self.observer
+            .tool_result(call_id, name, &message.text(), message_is_error(&message));
         let mut stored = StoredMessage::new(message);
         stored.source_id = Some(format!("tool:{name}"));
         run.history.push(stored);
@@ -1128,6 +1178,8 @@ impl<'a> SessionContext<'a> {
                 }
             }
         };
+        self.observer
+            .tool_result(call_id, SHELL_TOOL, &text, is_error);
         let mut stored = StoredMessage::new(Message::Tool {
             tool_call_id: call_id.to_string(),
             is_error,
@@ -1280,6 +1332,10 @@ impl<'a> SessionContext<'a> {
     }
 }
 
+fn message_is_error(message: &Message) -> bool {
+    matches!(message, Message::Tool { is_error: true, .. })
+}
+
 /// The name of the model's shell tool.
 pub(crate) const SHELL_TOOL: &str = "shell";
 
@@ -1338,9 +1394,19 @@ struct TaskRun {
     history: Vec<StoredMessage>,
     continuation: Continuation,
     counts: MessageCounts,
+    stop: Option<StopSignal>,
+    broker: Option<crate::grants::task::SharedBroker>,
 }
 
 impl TaskRun {
+    /// How the task ends when it was asked to stop.
+    fn stopped(&self) -> Option<Ending> {
+        match self.stop.as_ref()?.reason()? {
+            StopRequest::Canceled => Some(Ending::Canceled),
+            StopRequest::Failed(failure) => Some(Ending::Failed(failure)),
+        }
+    }
+
     /// The estimate of the whole conversation (never only the part a continuation sends).
     fn estimate(&mut self) -> u64 {
         let TaskRun {

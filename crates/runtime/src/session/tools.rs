@@ -48,6 +48,8 @@ pub(crate) struct ToolCallSite<'a> {
     pub call_id: &'a str,
     pub name: &'a str,
     pub input: &'a Value,
+    /// Who answers the tool's `request-input`, inside an A2A task.
+    pub broker: Option<crate::grants::task::SharedBroker>,
 }
 
 impl ToolCallSite<'_> {
@@ -130,11 +132,21 @@ impl ToolCallSite<'_> {
     /// Calls an admitted tool.
     pub async fn call(&self, tool: &SessionTool) -> Dispatched {
         let staged_tool = &self.staged[tool.index];
+        let with_broker;
+        let grants = match &self.broker {
+            Some(broker) => {
+                let mut grants = tool.grants.clone();
+                grants.input = Some(broker.clone());
+                with_broker = grants;
+                &with_broker
+            }
+            None => &tool.grants,
+        };
         let report = self
             .engine
             .call_tool(
                 &staged_tool.component,
-                &tool.grants,
+                grants,
                 &ToolInput {
                     data: Some(self.input.to_string()),
                     log_path: None,

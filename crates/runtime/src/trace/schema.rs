@@ -178,6 +178,33 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
     },
+    /// A task arrived through the A2A door.
+    A2aTaskReceived {
+        task_id: String,
+        context_id: String,
+        /// The JSON-RPC method, as the client named it.
+        method: String,
+        /// `peer` (another capsule, by `x-murmur-task-origin`) or `client`.
+        origin: String,
+        /// The trust class the task runs with.
+        trust: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        traceparent: Option<String>,
+    },
+    /// A component sent a task to a peer capsule (`murmur:message/send`).
+    A2aSend {
+        peer: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        task_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        peer_task_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        state: Option<String>,
+        trust: String,
+        traceparent: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<ErrorRef>,
+    },
     /// A hook's `deny` refused a call at the decision point; the call was not made.
     CallDenied {
         task_id: String,
@@ -262,6 +289,8 @@ impl EventBody {
             EventBody::Inference { .. } => "inference",
             EventBody::ToolCall { .. } => "tool_call",
             EventBody::Shell { .. } => "shell",
+            EventBody::A2aTaskReceived { .. } => "a2a_task_received",
+            EventBody::A2aSend { .. } => "a2a_send",
             EventBody::CallDenied { .. } => "call_denied",
             EventBody::HookDispatchError { .. } => "hook_dispatch_error",
             EventBody::TaskReopened { .. } => "task_reopened",

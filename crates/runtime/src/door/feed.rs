@@ -1,0 +1,382 @@
+//! Serving a capsule: the door's tasks fed to one session, one at a time, and what the session
+//! does reported back onto each task.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use murmur_a2a::{AgentCapabilities, AgentCard, AgentSkill, Message, Role, TaskState};
+use murmur_manifest::capsule::{AfterTask, TaskAcceptance};
+
+use crate::door::server::{Door, Queued, router};
+use crate::door::{DoorConfig, OnListening, Store, TaskStore};
+use crate::engine::Engine;
+use crate::grants::ChunkKind;
+use crate::grants::task::InputBroker;
+use crate::session::{
+    self, ExitStatus, Failure, Observer, SessionConfig, SessionError, SessionReport, Staged,
+    StopRequest, StopSignal, TaskFeed, TaskIds, TaskInput, TaskReport, TaskSource, new_id,
+};
+
+/// Serves `staged` through the door until its tasks are done (`single`, `none` with
+/// `after_task: exit`) or `shutdown` resolves (`queue`, or `after_task: sleep`).
+pub async fn serve(
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
+    config: &SessionConfig,
+    door_config: DoorConfig,
+    on_listening: OnListening,
+    observer: Arc<dyn Observer>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<SessionReport, SessionError> {
+    let listener = tokio::net::TcpListener::bind((door_config.host, door_config.port))
+        .await
+        .map_err(|error| SessionError {
+            code: "E-A2A-001",
+            message: format!(
+                "the door cannot listen on {}:{}: {error}",
+                door_config.host, door_config.port
+            ),
+            hint: "choose another --port, or free that one".to_string(),
+            workdir: None,
+        })?;
+    let addr = listener.local_addr().map_err(|error| SessionError {
+        code: "E-A2A-001",
+        message: format!("the door's address cannot be read: {error}"),
+        hint: "retry".to_string(),
+        workdir: None,
+    })?;
+    let url = format!("http://{addr}/");
+    let capsule = &staged.capsule;
+    let lifecycle = &capsule.lifecycle;
+    let store: Store = Arc::new(TaskStore::default());
+    let (queue, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let door = Arc::new(Door {
+        store: store.clone(),
+        queue,
+        acceptance: lifecycle.task_acceptance,
+        taken: Default::default(),
+        card: card(&staged, &url),
+        body_limit: door_config.body_limit,
+    });
+    let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, router(door))
+            .with_graceful_shutdown(async {
+                let _ = serving_stopped.await;
+            })
+            .await;
+    });
+    on_listening(addr);
+
+    let current = Arc::new(Mutex::new(None));
+    let observer: Arc<dyn Observer> = Arc::new(DoorObserver {
+        store: store.clone(),
+        current: current.clone(),
+        inner: observer,
+        new_turn: Default::default(),
+    });
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = shutdown_tx.send(true);
+    });
+    let mut feed = DoorFeed {
+        store: store.clone(),
+        receiver,
+        current,
+        acceptance: lifecycle.task_acceptance,
+        after_task: lifecycle.after_task,
+        task_md: config.tasks.first().cloned(),
+        served: 0,
+        input_timeout: Duration::from_secs(lifecycle.input_timeout_secs.max(1)),
+        shutdown: shutdown_rx,
+    };
+    let mut session_config = SessionConfig {
+        workdir_root: config.workdir_root.clone(),
+        tasks: Vec::new(),
+        stream: true,
+        host_env: config.host_env.clone(),
+    };
+    session_config.stream = true;
+    let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;
+    // Let the last streams see their task's end, then close the door.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = stop_serving.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    report
+}
+
+/// The card a served capsule shows.
+fn card(staged: &Staged, url: &str) -> AgentCard {
+    let capsule = &staged.capsule;
+    let description = capsule
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("The Murmur capsule {}.", capsule.name));
+    let mut card = AgentCard::new(&capsule.name, &description, &capsule.version, url);
+    card.capabilities = AgentCapabilities {
+        streaming: true,
+        ..AgentCapabilities::default()
+    };
+    let mut tags = vec!["murmur".to_string()];
+    tags.extend(staged.tools.iter().map(|tool| tool.spec.name.clone()));
+    card.skills = vec![AgentSkill {
+        id: capsule.name.clone(),
+        name: capsule.name.clone(),
+        description,
+        tags,
+        examples: Vec::new(),
+        input_modes: Vec::new(),
+        output_modes: Vec::new(),
+    }];
+    card
+}
+
+/// Hands the door's tasks to the session and records how each ended.
+struct DoorFeed {
+    store: Store,
+    receiver: tokio::sync::mpsc::UnboundedReceiver<Queued>,
+    current: Arc<Mutex<Option<String>>>,
+    acceptance: TaskAcceptance,
+    after_task: AfterTask,
+    task_md: Option<TaskInput>,
+    served: u32,
+    input_timeout: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl DoorFeed {
+    fn input_for(&self, queued: Queued) -> TaskInput {
+        TaskInput {
+            text: queued.text,
+            source: TaskSource::A2a,
+            ids: Some(TaskIds {
+                task_id: queued.task_id.clone(),
+                context_id: queued.context_id,
+            }),
+            stop: Some(queued.stop.clone()),
+            input: Some(Arc::new(DoorBroker {
+                store: self.store.clone(),
+                task_id: queued.task_id,
+                timeout: self.input_timeout,
+                stop: queued.stop,
+            })),
+            received: Some(queued.received),
+        }
+    }
+
+    /// Waits until the capsule is told to stop.
+    async fn until_shutdown(&mut self) {
+        let _ = self.shutdown.wait_for(|stop| *stop).await;
+    }
+
+    /// After the last task: `after_task: exit` ends now, `sleep` keeps the door open.
+    async fn done(&mut self) -> Option<TaskInput> {
+        if self.after_task == AfterTask::Sleep {
+            self.until_shutdown().await;
+        }
+        None
+    }
+}
+
+impl TaskFeed for DoorFeed {
+    fn next(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>> {
+        Box::pin(async move {
+            *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            let next = match self.acceptance {
+                TaskAcceptance::None => match (self.served, self.task_md.take()) {
+                    (0, Some(mut input)) => {
+                        // task.md runs as a task of the door, so clients can follow it.
+                        let task_id = new_id("tsk_", 24);
+                        let context_id = new_id("ctx_", 24);
+                        let message = Message::text(new_id("msg_", 32), Role::User, &input.text);
+                        let origin = crate::door::Origin {
+                            origin: "operator".to_string(),
+                            trust: "operator".to_string(),
+                            traceparent: None,
+                        };
+                        let (_, stop) = self.store.create(&task_id, &context_id, message, origin);
+                        input.ids = Some(TaskIds {
+                            task_id,
+                            context_id,
+                        });
+                        input.stop = Some(stop);
+                        Some(input)
+                    }
+                    _ => return self.done().await,
+                },
+                TaskAcceptance::Single if self.served > 0 => return self.done().await,
+                _ => loop {
+                    let mut shutdown = self.shutdown.clone();
+                    let queued = tokio::select! {
+                        queued = self.receiver.recv() => queued,
+                        _ = shutdown.wait_for(|stop| *stop) => None,
+                    };
+                    let queued = queued?;
+                    // Canceled while it waited: skip it.
+                    let canceled = self
+                        .store
+                        .get(&queued.task_id, Some(0))
+                        .is_none_or(|task| task.status.state.is_terminal());
+                    if !canceled {
+                        break Some(self.input_for(queued));
+                    }
+                },
+            };
+            if let Some(input) = &next
+                && let Some(ids) = &input.ids
+            {
+                self.served += 1;
+                self.store.set_state(&ids.task_id, TaskState::Working, None);
+                *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(ids.task_id.clone());
+            }
+            next
+        })
+    }
+
+    fn finished(&mut self, input: &TaskInput, report: &TaskReport) {
+        let Some(ids) = &input.ids else { return };
+        let task_id = &ids.task_id;
+        let text = |body: String| Some(Message::text(new_id("msg_", 32), Role::Agent, body));
+        match report.exit_status {
+            ExitStatus::Ok => {
+                let answer = report.result_text.clone().unwrap_or_default();
+                // The answer is the `response` artifact's last chunk (all of it when nothing
+                // was streamed).
+                let streamed = self
+                    .store
+                    .get(task_id, Some(0))
+                    .is_some_and(|task| task.artifacts.iter().any(|a| a.artifact_id == "response"));
+                let chunk = if streamed {
+                    String::new()
+                } else {
+                    answer.clone()
+                };
+                self.store
+                    .artifact_text(task_id, "response", "response", &chunk, true);
+                self.store
+                    .set_state(task_id, TaskState::Completed, text(answer));
+            }
+            ExitStatus::Canceled => {
+                self.store.set_state(task_id, TaskState::Canceled, None);
+            }
+            _ => {
+                let why = report
+                    .error
+                    .as_ref()
+                    .map(|f| format!("error[{}]: {}", f.code, f.message))
+                    .unwrap_or_else(|| report.exit_status.as_str().to_string());
+                self.store.set_state(task_id, TaskState::Failed, text(why));
+            }
+        }
+    }
+}
+
+/// Sends what the session streams onto the task it is running.
+struct DoorObserver {
+    store: Store,
+    current: Arc<Mutex<Option<String>>>,
+    inner: Arc<dyn Observer>,
+    /// A new turn began: its first text starts a new paragraph of the `response` artifact.
+    new_turn: std::sync::atomic::AtomicBool,
+}
+
+impl DoorObserver {
+    fn current(&self) -> Option<String> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Observer for DoorObserver {
+    fn chunk(&self, kind: ChunkKind, text: &str) {
+        if let Some(task_id) = self.current() {
+            let (id, name) = match kind {
+                ChunkKind::Text => ("response", "response"),
+                ChunkKind::Thinking => ("thinking", "thinking"),
+            };
+            let paragraph = kind == ChunkKind::Text
+                && self
+                    .new_turn
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+                && self
+                    .store
+                    .get(&task_id, Some(0))
+                    .is_some_and(|task| task.artifacts.iter().any(|a| a.artifact_id == id));
+            let text = if paragraph {
+                format!("\n\n{text}")
+            } else {
+                text.to_string()
+            };
+            self.store.artifact_text(&task_id, id, name, &text, false);
+        }
+        self.inner.chunk(kind, text);
+    }
+
+    fn turn_started(&self, turn: u32) {
+        self.new_turn
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.turn_started(turn);
+    }
+
+    fn note(&self, text: &str) {
+        self.inner.note(text);
+    }
+
+    fn tool_result(&self, call_id: &str, tool: &str, text: &str, is_error: bool) {
+        if let Some(task_id) = self.current() {
+            self.store
+                .artifact_text(&task_id, &format!("tool-{call_id}"), tool, text, true);
+        }
+        self.inner.tool_result(call_id, tool, text, is_error);
+    }
+}
+
+/// Answers a tool's `request-input` for one task: the task waits for its client's next
+/// message, at most `timeout`; then it fails.
+struct DoorBroker {
+    store: Store,
+    task_id: String,
+    timeout: Duration,
+    stop: StopSignal,
+}
+
+impl InputBroker for DoorBroker {
+    fn request(
+        &self,
+        prompt: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>> {
+        let store = self.store.clone();
+        let task_id = self.task_id.clone();
+        let timeout = self.timeout;
+        let stop = self.stop.clone();
+        Box::pin(async move {
+            let Some(reply) = store.request_input(&task_id, &prompt) else {
+                return Err(format!("task {task_id} has ended; no input can come"));
+            };
+            match tokio::time::timeout(timeout, reply).await {
+                Ok(Ok(message)) => Ok(message.joined_text()),
+                Ok(Err(_)) => Err(format!(
+                    "task {task_id} was canceled while it waited for input"
+                )),
+                Err(_) => {
+                    let failure = Failure {
+                        code: "E-A2A-002".to_string(),
+                        message: format!(
+                            "no reply to the input request within lifecycle.input_timeout_secs ({} s)",
+                            timeout.as_secs()
+                        ),
+                        hint: "answer sooner, or raise lifecycle.input_timeout_secs".to_string(),
+                    };
+                    let message = failure.message.clone();
+                    stop.stop(StopRequest::Failed(failure));
+                    Err(message)
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,65 @@
+//! The A2A door (SPEC §9): `mur run --serve` serves a capsule over A2A, JSON-RPC 2.0 over HTTP
+//! with SSE streams, in the protocol's 1.0 names and its 0.3 names alike.
+//!
+//! What the door promises:
+//!
+//! - **Discovery.** The agent card at `/.well-known/agent-card.json` (1.0; 0.3 when the request
+//!   says `A2A-Version: 0.3`) and at `/.well-known/agent.json` (0.3).
+//! - **One endpoint.** JSON-RPC at `/`. A method is answered in the version its name belongs to
+//!   (`SendMessage` 1.0, `message/send` 0.3). Malformed JSON, an unknown method, bad params,
+//!   an unknown task, a task that cannot be canceled: each gets its JSON-RPC or A2A error
+//!   code, and the door keeps serving. A body over the limit is refused before it is read
+//!   whole (413, with a JSON-RPC error).
+//! - **Tasks.** A message without a task id starts a task (`submitted`, then `working` when the
+//!   session takes it) as `lifecycle.task_acceptance` allows: `none` refuses every message,
+//!   `single` takes one task, `queue` takes them all and runs them one after another. A message
+//!   on a task in `input-required` is the answer the task waits for. `GetTask`, `ListTasks`,
+//!   `CancelTask` answer from the store; a cancel is immediate (`canceled`), and the task's loop
+//!   stops at its next turn or tool call.
+//! - **Streams.** `SendStreamingMessage` and `SubscribeToTask` answer with SSE: the task, then
+//!   every status update, text and thinking chunk (as appended artifacts `response` and
+//!   `thinking`) and tool result (artifact `tool-<call id>`), until the task ends or waits for
+//!   input. Every event carries an id; a subscriber that sends `Last-Event-ID` gets what
+//!   followed it.
+//! - **Human in the loop.** A tool's `murmur:task/task.request-input` moves its task to
+//!   `input-required` with the prompt; the next message on the task resumes the tool with its
+//!   text. With no answer within `lifecycle.input_timeout_secs` the task fails.
+//! - **Origin.** `x-murmur-task-origin: peer` with `x-murmur-task-trust` makes the task a peer's,
+//!   running with the sender's trust class; a W3C `traceparent` is recorded. Both reach the
+//!   trace as `a2a_task_received`.
+
+mod feed;
+mod server;
+pub mod tasks;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+pub use feed::serve;
+pub use tasks::{Origin, TaskStore};
+
+/// How the door listens.
+#[derive(Debug, Clone)]
+pub struct DoorConfig {
+    pub host: IpAddr,
+    /// 0 lets the system choose.
+    pub port: u16,
+    /// The largest request body read, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for DoorConfig {
+    fn default() -> Self {
+        DoorConfig {
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 0,
+            body_limit: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Told where the door listens, once it does.
+pub type OnListening = Box<dyn FnOnce(SocketAddr) + Send>;
+
+/// A shared store.
+pub(crate) type Store = Arc<TaskStore>;
