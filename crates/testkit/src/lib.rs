@@ -4,10 +4,12 @@
 //!   request reaching it, so a test can prove that nothing arrived.
 //! - [`Mur`]: runs the `mur` binary with a test's arguments and environment and captures what it
 //!   printed and how it exited.
+//! - [`door`]: a `mur run --serve` process and a small A2A client (JSON-RPC posts, SSE streams).
 //!
 //! Everything here listens on loopback only and stops when dropped.
 
 pub mod a2a_schema;
+pub mod door;
 pub mod emulator;
 mod mur;
 mod recording;

@@ -1,0 +1,540 @@
+//! The A2A door (SPEC §9): `mur run --serve` driven over real HTTP on loopback, in both
+//! protocol versions, every answer checked against the published schema of its version.
+
+use std::path::Path;
+use std::time::Duration;
+
+use murmur_testkit::a2a_schema::{assert_v1, assert_v1_error_response, assert_v03};
+use murmur_testkit::door::{Served, SseEvent, post};
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::repo_root;
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-emulator-door";
+
+struct Capsule {
+    dir: tempfile::TempDir,
+    emulator: Emulator,
+}
+
+fn capsule(script: &str, extra: &str) -> Capsule {
+    let emulator = Emulator::builder(Script::from_yaml(script).expect("script"))
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    let text = format!(
+        r#"name: doorman
+version: "0.2.0"
+description: A capsule behind the A2A door.
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read_file} }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+{extra}
+"#,
+        driver = root.join("artifacts/driver-anthropic").display(),
+        endpoint = emulator.url(),
+        read_file = root.join("artifacts/read-file").display(),
+        probe = root.join("tests/fixtures/probe").display(),
+    );
+    std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
+    Capsule { dir, emulator }
+}
+
+impl Capsule {
+    fn serve(&self) -> Served {
+        Served::start(
+            Path::new(env!("CARGO_BIN_EXE_mur")),
+            self.dir.path(),
+            &[("EMU_KEY", KEY)],
+        )
+    }
+}
+
+const QUEUE: &str = "lifecycle: { task_acceptance: queue }";
+
+fn v1_send(text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}})
+}
+
+fn v03_send(text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": "r-1", "method": "message/send", "params": {
+        "message": {"kind": "message", "messageId": "m-1", "role": "user",
+                    "parts": [{"kind": "text", "text": text}]}}})
+}
+
+fn trace(served_dir: &Path) -> Vec<Value> {
+    let work = served_dir.join("work");
+    let session = std::fs::read_dir(&work)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
+        .expect("a session directory")
+        .path();
+    std::fs::read_to_string(session.join("trace.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_agent_card_is_served_in_both_versions() {
+    let capsule = capsule("turns: []\n", QUEUE);
+    let served = capsule.serve();
+    let (status, v1) = served.get("/.well-known/agent-card.json", &[]);
+    assert_eq!(status, 200);
+    assert_v1("AgentCard", &v1);
+    assert_eq!(v1["name"], "doorman");
+    assert_eq!(v1["version"], "0.2.0");
+    assert_eq!(v1["capabilities"]["streaming"], true);
+    assert_eq!(
+        v1["supportedInterfaces"][0]["url"],
+        format!("{}/", served.url)
+    );
+    for (path, headers) in [
+        ("/.well-known/agent.json", vec![]),
+        ("/.well-known/agent-card.json", vec![("A2A-Version", "0.3")]),
+    ] {
+        let (status, v03) = served.get(path, &headers);
+        assert_eq!(status, 200);
+        assert_v03("AgentCard", &v03);
+        assert_eq!(v03["url"], format!("{}/", served.url));
+        assert_eq!(v03["preferredTransport"], "JSONRPC");
+    }
+}
+
+#[test]
+fn send_message_in_each_version_runs_a_task_to_its_answer() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"first answer\" }\n  - reply: { text: \"second answer\" }\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    let (status, v1) = served.rpc(&v1_send("hello"));
+    assert_eq!(status, 200);
+    assert_eq!(v1["id"], 1);
+    assert_v1("SendMessageResponse", &v1["result"]);
+    let task = &v1["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v1:#}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "first answer"
+    );
+    assert!(task["id"].as_str().unwrap().starts_with("tsk_"));
+
+    let (_, v03) = served.rpc(&v03_send("again"));
+    assert_v03("SendMessageSuccessResponse", &v03);
+    assert_eq!(v03["id"], "r-1");
+    assert_eq!(v03["result"]["kind"], "task");
+    assert_eq!(v03["result"]["status"]["state"], "completed");
+    assert_eq!(
+        v03["result"]["status"]["message"]["parts"][0]["text"],
+        "second answer"
+    );
+
+    // Both tasks are there to get, in either version.
+    let id = task["id"].as_str().unwrap();
+    let (_, got) = served
+        .rpc(&json!({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": id}}));
+    assert_v03("GetTaskSuccessResponse", &got);
+    assert_eq!(got["result"]["status"]["state"], "completed");
+    let (_, listed) =
+        served.rpc(&json!({"jsonrpc": "2.0", "id": 8, "method": "ListTasks", "params": {}}));
+    assert_v1("ListTasksResponse", &listed["result"]);
+    assert_eq!(listed["result"]["tasks"].as_array().unwrap().len(), 2);
+}
+
+fn states(events: &[SseEvent], version_1: bool) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| {
+            let result = &e.data["result"];
+            if version_1 {
+                result["statusUpdate"]["status"]["state"]
+                    .as_str()
+                    .or(result["task"]["status"]["state"].as_str())
+            } else {
+                result["status"]["state"].as_str()
+            }
+            .map(str::to_string)
+        })
+        .collect()
+}
+
+#[test]
+fn a_streamed_task_sends_status_text_chunks_and_tool_results_each_with_an_id() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"Reading.\", tool_calls: [ { id: t1, name: read-file, input: { path: missing.md } } ] }\n  - reply: { text: \"It is not there.\" }\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    let mut request = v1_send("read missing.md");
+    request["method"] = json!("SendStreamingMessage");
+    let events = served.stream(&request, &[]);
+    for event in &events {
+        assert_v1("StreamResponse", &event.data["result"]);
+        assert_eq!(event.data["id"], 1);
+    }
+    let ids: Vec<u64> = events
+        .iter()
+        .map(|e| e.id.as_ref().unwrap().parse().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1] || w[0] == 0), "{ids:?}");
+    let states = states(&events, true);
+    assert_eq!(states.last().unwrap(), "TASK_STATE_COMPLETED", "{states:?}");
+    assert!(
+        states.contains(&"TASK_STATE_WORKING".to_string()),
+        "{states:?}"
+    );
+    let artifacts: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.data["result"].get("artifactUpdate"))
+        .collect();
+    let text: String = artifacts
+        .iter()
+        .filter(|a| a["artifact"]["artifactId"] == "response")
+        .filter_map(|a| a["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Reading.\n\nIt is not there.");
+    let tool = artifacts
+        .iter()
+        .find(|a| a["artifact"]["artifactId"] == "tool-t1")
+        .expect("the tool result as an artifact");
+    assert_eq!(tool["artifact"]["name"], "read-file");
+    assert!(
+        tool["artifact"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("missing.md")
+    );
+
+    // The same in 0.3: kinds, `final` on the last status update.
+    let mut v03 = v03_send("again");
+    v03["method"] = json!("message/stream");
+    let capsule = capsule_with_turn("done in 0.3");
+    let served = capsule.serve();
+    let events = served.stream(&v03, &[]);
+    for event in &events {
+        assert_v03("SendStreamingMessageSuccessResponse", &event.data);
+    }
+    let last = &events.last().unwrap().data["result"];
+    assert_eq!(last["kind"], "status-update");
+    assert_eq!(last["final"], true);
+    assert_eq!(last["status"]["state"], "completed");
+}
+
+fn capsule_with_turn(text: &str) -> Capsule {
+    capsule(
+        &format!("turns:\n  - reply: {{ text: \"{text}\" }}\n"),
+        QUEUE,
+    )
+}
+
+#[test]
+fn a_subscriber_that_reconnects_with_last_event_id_misses_nothing() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"one two three four five six seven eight\" }\n    event_delay_ms: 150\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    let mut request = v1_send("count");
+    request["method"] = json!("SendStreamingMessage");
+    let mut stream = served.open_stream(&request, &[]);
+    let first: Vec<SseEvent> = stream.by_ref().take(3).collect();
+    drop(stream);
+    let task_id = first[0].data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let last_seen = first.last().unwrap().id.clone().unwrap();
+    let rest = served.stream(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}}),
+        &[("Last-Event-ID", &last_seen)],
+    );
+    let seen: u64 = last_seen.parse().unwrap();
+    assert!(!rest.is_empty());
+    assert!(
+        rest.iter()
+            .all(|e| e.id.as_ref().unwrap().parse::<u64>().unwrap() > seen)
+    );
+    for event in &rest {
+        assert_v1("StreamResponse", &event.data["result"]);
+    }
+    let mut all = first.clone();
+    all.extend(rest);
+    let text: String = all
+        .iter()
+        .filter_map(|e| e.data["result"].get("artifactUpdate"))
+        .filter_map(|a| a["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "one two three four five six seven eight");
+    assert_eq!(states(&all, true).last().unwrap(), "TASK_STATE_COMPLETED");
+}
+
+const ASKS_FOR_INPUT: &str = r#"
+turns:
+  - reply: { tool_calls: [ { id: ask, name: probe, input: { action: request_input, prompt: "Which color?" } } ] }
+  - reply: { text: "Painting it." }
+"#;
+
+#[test]
+fn request_input_moves_the_task_to_input_required_and_the_next_message_resumes_it() {
+    let capsule = capsule(ASKS_FOR_INPUT, QUEUE);
+    let served = capsule.serve();
+    let (_, first) = served.rpc(&v1_send("paint the fence"));
+    assert_v1("SendMessageResponse", &first["result"]);
+    let task = &first["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{first:#}"
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "Which color?"
+    );
+    let task_id = task["id"].as_str().unwrap();
+
+    let reply = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-2", "role": "ROLE_USER", "taskId": task_id, "parts": [{"text": "blue"}]}}});
+    let (_, second) = served.rpc(&reply);
+    assert_v1("SendMessageResponse", &second["result"]);
+    assert_eq!(
+        second["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{second:#}"
+    );
+    // The tool got the reply, and the model saw it.
+    let to_model = capsule.emulator.requests()[1].body.to_string();
+    assert!(
+        to_model.contains("\\\"reply\\\":\\\"blue\\\""),
+        "{to_model}"
+    );
+    // A message on a finished task is refused.
+    let (_, again) = served.rpc(&reply);
+    assert_v1_error_response(&again, -32004);
+}
+
+#[test]
+fn no_input_within_input_timeout_secs_fails_the_task() {
+    let capsule = capsule(
+        ASKS_FOR_INPUT,
+        "lifecycle: { task_acceptance: queue, input_timeout_secs: 1 }",
+    );
+    let served = capsule.serve();
+    let mut request = v1_send("paint");
+    request["params"]["configuration"] = json!({"returnImmediately": true});
+    let (_, sent) = served.rpc(&request);
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}});
+    let mut state = String::new();
+    for _ in 0..100 {
+        let (_, got) = served.rpc(&get);
+        state = got["result"]["status"]["state"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        if state == "TASK_STATE_FAILED" {
+            let why = got["result"]["status"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap();
+            assert!(why.contains("input_timeout_secs"), "{why}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the task never failed: {state}");
+}
+
+#[test]
+fn a_running_task_can_be_canceled_once_and_unknown_tasks_are_not_found() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"too late\" }\n    first_byte_delay_ms: 3000\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    let mut request = v1_send("take your time");
+    request["params"]["configuration"] = json!({"returnImmediately": true});
+    let (_, sent) = served.rpc(&request);
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let cancel =
+        json!({"jsonrpc": "2.0", "id": 4, "method": "CancelTask", "params": {"id": task_id}});
+    let (_, canceled) = served.rpc(&cancel);
+    assert_v1("Task", &canceled["result"]);
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    let (_, twice) = served.rpc(&cancel);
+    assert_v1_error_response(&twice, -32002);
+    let (_, v03) = served.rpc(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/cancel", "params": {"id": "tsk_nope"}}),
+    );
+    assert_v03("JSONRPCErrorResponse", &v03);
+    assert_eq!(v03["error"]["code"], -32001);
+    // It stays canceled once the slow answer arrives.
+    std::thread::sleep(Duration::from_millis(3500));
+    let (_, got) = served
+        .rpc(&json!({"jsonrpc": "2.0", "id": 6, "method": "GetTask", "params": {"id": task_id}}));
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_CANCELED");
+}
+
+#[test]
+fn malformed_input_gets_its_error_and_the_door_keeps_serving() {
+    let capsule = capsule("turns:\n  - reply: { text: fine }\n", QUEUE);
+    let served = capsule.serve();
+    let url = format!("{}/", served.url);
+    let (_, truncated) = post(
+        &url,
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"Send".to_vec(),
+        &[],
+    );
+    assert_eq!(truncated["error"]["code"], -32700);
+    assert_eq!(truncated["id"], Value::Null);
+    let (_, unknown) = served.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "Frobnicate"}));
+    assert_v1_error_response(&unknown, -32601);
+    let (_, wrong) = served.rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": {"messageId": 5, "role": "ROLE_USER", "parts": "hi"}}}));
+    assert_v1_error_response(&wrong, -32602);
+    let (_, not_rpc) = served.rpc(&json!({"jsonrpc": "1.0", "id": 4, "method": "GetTask"}));
+    assert_eq!(not_rpc["error"]["code"], -32600);
+    let (_, missing) = served.rpc(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "GetTask", "params": {"id": "tsk_missing"}}),
+    );
+    assert_v1_error_response(&missing, -32001);
+    let huge = vec![b' '; 5 * 1024 * 1024];
+    let (status, too_big) = post(&url, huge, &[]);
+    assert_eq!(status, 413);
+    assert_eq!(too_big["error"]["code"], -32600);
+    // Still serving.
+    let (_, fine) = served.rpc(&v1_send("still there?"));
+    assert_eq!(
+        fine["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[test]
+fn task_acceptance_none_runs_task_md_and_refuses_messages() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"from task.md\" }\n    first_byte_delay_ms: 800\n",
+        "lifecycle: { task_acceptance: none }",
+    );
+    std::fs::write(capsule.dir.path().join("task.md"), "Do the file task.\n").unwrap();
+    let mut served = capsule.serve();
+    let (_, refused) = served.rpc(&v1_send("may I?"));
+    assert_v1_error_response(&refused, -32004);
+    assert_eq!(
+        served.wait(Duration::from_secs(30)),
+        Some(0),
+        "exits after task.md"
+    );
+    let body = capsule.emulator.requests()[0].body.to_string();
+    assert!(body.contains("Do the file task."));
+}
+
+#[test]
+fn task_acceptance_single_takes_one_task_then_exits() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"the one\" }\n    first_byte_delay_ms: 500\n",
+        "lifecycle: { task_acceptance: single, after_task: exit }",
+    );
+    let mut served = capsule.serve();
+    let mut first = v1_send("one");
+    first["params"]["configuration"] = json!({"returnImmediately": true});
+    let (_, taken) = served.rpc(&first);
+    assert_eq!(
+        taken["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    let (_, refused) = served.rpc(&v1_send("two"));
+    assert_v1_error_response(&refused, -32004);
+    assert_eq!(served.wait(Duration::from_secs(30)), Some(0));
+}
+
+#[test]
+fn a_queue_runs_tasks_one_after_another() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: a }\n    first_byte_delay_ms: 300\n  - reply: { text: b }\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    let mut request = v1_send("first");
+    request["params"]["configuration"] = json!({"returnImmediately": true});
+    let (_, one) = served.rpc(&request);
+    let (_, two) = served.rpc(&request);
+    let ids = [&one, &two].map(|r| r["result"]["task"]["id"].as_str().unwrap().to_string());
+    // The second waits while the first runs.
+    let (_, waiting) = served
+        .rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "GetTask", "params": {"id": ids[1]}}));
+    assert_eq!(waiting["result"]["status"]["state"], "TASK_STATE_SUBMITTED");
+    std::thread::sleep(Duration::from_millis(2000));
+    for id in &ids {
+        let (_, done) = served
+            .rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "GetTask", "params": {"id": id}}));
+        assert_eq!(
+            done["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{done:#}"
+        );
+    }
+}
+
+#[test]
+fn a_threaded_conversation_keeps_a_contexts_history_across_tasks() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"noted: 42\" }\n  - reply: { text: \"it was 42\" }\n",
+        "lifecycle: { task_acceptance: queue, conversation: threaded }",
+    );
+    let served = capsule.serve();
+    let (_, first) = served.rpc(&v1_send("remember 42"));
+    let context = first["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let follow = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-2", "role": "ROLE_USER", "contextId": context, "parts": [{"text": "what was it?"}]}}});
+    let (_, second) = served.rpc(&follow);
+    assert_eq!(second["result"]["task"]["contextId"], context.as_str());
+    let body = capsule.emulator.requests()[1].body.to_string();
+    assert!(
+        body.contains("remember 42") && body.contains("noted: 42"),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_peers_task_is_traced_with_its_origin_trust_and_traceparent() {
+    let capsule = capsule("turns:\n  - reply: { text: ok }\n", QUEUE);
+    let mut served = capsule.serve();
+    let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let (_, sent) = post(
+        &format!("{}/", served.url),
+        v1_send("from a peer").to_string().into_bytes(),
+        &[
+            ("x-murmur-task-origin", "peer"),
+            ("x-murmur-task-trust", "operator"),
+            ("traceparent", parent),
+        ],
+    );
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    served.stop();
+    let events = trace(capsule.dir.path());
+    let received = events
+        .iter()
+        .find(|e| e["event_type"] == "a2a_task_received")
+        .expect("a2a_task_received");
+    assert_eq!(received["origin"], "peer");
+    assert_eq!(received["trust"], "operator");
+    assert_eq!(received["traceparent"], parent);
+    assert_eq!(received["method"], "SendMessage");
+    assert_eq!(events.last().unwrap()["event_type"], "session_end");
+}
