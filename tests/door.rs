@@ -538,3 +538,252 @@ fn a_peers_task_is_traced_with_its_origin_trust_and_traceparent() {
     assert_eq!(received["method"], "SendMessage");
     assert_eq!(events.last().unwrap()["event_type"], "session_end");
 }
+
+/// A capsule whose model calls the probe's `send` to `peer` (asking for the peer's answer),
+/// then answers `done`.
+fn delegating_script(peer: &str) -> String {
+    format!(
+        "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer}\", text: \"What is the capital of Peru?\", answer: true }} }} ] }}\n  - reply: {{ text: done }}\n"
+    )
+}
+
+/// The `a2a_send` events of a trace.
+fn sends(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e["event_type"] == "a2a_send")
+        .collect()
+}
+
+#[test]
+fn one_capsule_delegates_to_another_and_uses_its_answer() {
+    let peer = capsule(
+        "turns:\n  - reply: { text: \"Lima is the capital of Peru.\" }\n",
+        QUEUE,
+    );
+    let mut peer_served = peer.serve();
+    let peer_url = format!("{}/", peer_served.url);
+    let sender = capsule(
+        &delegating_script(&peer_url),
+        &format!(
+            "{QUEUE}\ncapabilities:\n  network: {{ allow: [\"{}\"] }}",
+            peer_served.url
+        ),
+    );
+    let mut served = sender.serve();
+    let client_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let (_, answer) = post(
+        &format!("{}/", served.url),
+        v1_send("Ask the geographer.").to_string().into_bytes(),
+        &[("traceparent", client_parent)],
+    );
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer:#}"
+    );
+
+    // The peer's answer reached the sender's model as the tool's result.
+    let to_model = sender.emulator.requests()[1].body.to_string();
+    assert!(
+        to_model.contains("Lima is the capital of Peru."),
+        "{to_model}"
+    );
+    assert!(
+        to_model.contains("\\\"state\\\":\\\"completed\\\""),
+        "{to_model}"
+    );
+    // The peer's model got the question.
+    let peer_saw = peer.emulator.requests()[0].body.to_string();
+    assert!(
+        peer_saw.contains("What is the capital of Peru?"),
+        "{peer_saw}"
+    );
+
+    served.stop();
+    peer_served.stop();
+    let sent = trace(sender.dir.path());
+    let sent = sends(&sent);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    let send = sent[0];
+    assert_eq!(send["peer"], peer_url.as_str());
+    assert_eq!(send["state"], "completed");
+    // A task from a plain client runs as `external`, and passes that on.
+    assert_eq!(send["trust"], "external");
+    let traceparent = send["traceparent"].as_str().unwrap();
+    assert!(
+        traceparent.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
+        "the send continues the client's trace: {traceparent}"
+    );
+    assert!(send.get("error").is_none(), "{send}");
+
+    let peer_events = trace(peer.dir.path());
+    let received = peer_events
+        .iter()
+        .find(|e| e["event_type"] == "a2a_task_received")
+        .expect("a2a_task_received");
+    assert_eq!(received["origin"], "peer");
+    assert_eq!(received["trust"], "external");
+    assert_eq!(received["traceparent"], traceparent);
+    assert_eq!(received["task_id"], send["peer_task_id"]);
+}
+
+#[test]
+fn a_peer_outside_the_network_allowlist_is_never_contacted() {
+    let listener = murmur_testkit::RecordingServer::start("{}");
+    let peer_url = format!("{}/", listener.url());
+    // Allowed: another port of the same host. Not allowed: the peer.
+    let sender = capsule(
+        &delegating_script(&peer_url),
+        &format!("{QUEUE}\ncapabilities:\n  network: {{ allow: [\"127.0.0.1:1\"] }}"),
+    );
+    let mut served = sender.serve();
+    let (_, answer) = served.rpc(&v1_send("Ask the geographer."));
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer:#}"
+    );
+    let to_model = sender.emulator.requests()[1].body.to_string();
+    let refusal = format!("network policy: '{peer_url}' not in capabilities.network.allow");
+    assert!(to_model.contains(&refusal), "{to_model}");
+    assert_eq!(listener.connections(), 0, "nothing may reach the peer");
+
+    served.stop();
+    let events = trace(sender.dir.path());
+    let sent = sends(&events);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(sent[0]["error"]["code"], "E-CAP-008");
+    assert_eq!(sent[0]["error"]["message"], refusal.as_str());
+    assert!(sent[0].get("peer_task_id").is_none());
+}
+
+// `mur send`: the client for people and scripts.
+
+fn mur_send(args: &[&str]) -> murmur_testkit::MurOutput {
+    murmur_testkit::Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .arg("send")
+        .args(args)
+        .run()
+}
+
+#[test]
+fn mur_send_prints_the_answer_and_the_task_state() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"Hello from the capsule.\" }\n  - reply: { text: \"Streamed answer.\", thinking: { text: \"pondering\", signature: sig } }\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    let url = format!("{}/", served.url);
+
+    let out = mur_send(&[&served.url, "--text", "hi"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "Hello from the capsule.\n");
+    assert!(out.stderr.contains(": completed"), "{}", out.stderr);
+
+    let out = mur_send(&[&url, "--text", "again", "--stream"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "Streamed answer.\n");
+    assert!(out.stderr.contains("[working]"), "{}", out.stderr);
+    assert!(out.stderr.contains("pondering"), "{}", out.stderr);
+    assert!(out.stderr.contains(": completed"), "{}", out.stderr);
+}
+
+#[test]
+fn mur_send_answers_a_task_that_waits_for_input() {
+    let capsule = capsule(ASKS_FOR_INPUT, QUEUE);
+    let served = capsule.serve();
+
+    let out = mur_send(&[&served.url, "--text", "paint the fence", "--stream"]);
+    assert_eq!(out.code, 4, "input-required exits 4: {out:?}");
+    assert_eq!(out.stdout, "Which color?\n");
+    let task_id = out
+        .stderr
+        .split_whitespace()
+        .find(|word| word.starts_with("tsk_"))
+        .expect("the task id on stderr")
+        .to_string();
+    assert!(
+        out.stderr
+            .contains(&format!("mur send {}/ --task {task_id}", served.url)),
+        "{}",
+        out.stderr
+    );
+
+    let out = mur_send(&[&served.url, "--task", &task_id, "--text", "blue", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let task = out.json();
+    assert_v1("Task", &task);
+    assert_eq!(task["id"], task_id.as_str());
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    let to_model = capsule.emulator.requests()[1].body.to_string();
+    assert!(
+        to_model.contains("\\\"reply\\\":\\\"blue\\\""),
+        "{to_model}"
+    );
+}
+
+#[test]
+fn mur_send_speaks_a2a_0_3_on_request() {
+    let capsule = capsule("turns:\n  - reply: { text: \"Old school.\" }\n", QUEUE);
+    let served = capsule.serve();
+    let out = mur_send(&[
+        &served.url,
+        "--text",
+        "hi",
+        "--json",
+        "--a2a-version",
+        "0.3",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let task = out.json();
+    assert_v03("Task", &task);
+    assert_eq!(task["kind"], "task");
+    assert_eq!(task["status"]["state"], "completed");
+}
+
+#[test]
+fn mur_send_says_why_when_there_is_no_answer() {
+    // Nothing listens on a port that was just released.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let out = mur_send(&[&format!("http://127.0.0.1:{closed}/"), "--text", "hi"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(
+        out.stderr.contains("error[E-A2A-003]: cannot reach"),
+        "{}",
+        out.stderr
+    );
+
+    // Something answers, but not A2A.
+    let not_a2a = murmur_testkit::RecordingServer::start("{\"hello\": 1}");
+    let out = mur_send(&[&not_a2a.url(), "--text", "hi", "--json"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.json()["error"]["code"], "E-A2A-004");
+
+    // The agent refuses: an unknown task.
+    let capsule = capsule("turns: []\n", QUEUE);
+    let served = capsule.serve();
+    let out = mur_send(&[&served.url, "--task", "tsk_nope", "--text", "hi"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("error -32001"), "{}", out.stderr);
+
+    // Bad arguments.
+    for (args, expected) in [
+        (
+            vec!["ftp://127.0.0.1/", "--text", "hi"],
+            "over http or https",
+        ),
+        (vec!["not a url", "--text", "hi"], "not an absolute URL"),
+        (
+            vec![served.url.as_str(), "--text", "  "],
+            "the message text is empty",
+        ),
+    ] {
+        let out = mur_send(&args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+    }
+    let out = mur_send(&[&served.url, "--text", "hi", "--a2a-version", "2.0"]);
+    assert_eq!(out.code, 2, "{out:?}");
+}

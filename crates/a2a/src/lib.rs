@@ -19,7 +19,7 @@
 //!   the version from the method name (`SendMessage` is 1.0, `message/send` is 0.3; that version
 //!   is then used for the whole answer); [`rpc::Request::call`] reads the params for the method;
 //!   [`rpc::success`], [`rpc::error`] and [`rpc::sse_event`] build what goes back. Batches are
-//!   refused with -32600.
+//!   refused with -32600. [`sse::Decoder`] reads the SSE events of a streamed answer.
 //! - **Every error code** of JSON-RPC and A2A ([`RpcError`], [`error::codes`]), A2A-specific
 //!   ones with their `google.rpc.ErrorInfo` (`reason: "TASK_NOT_FOUND"`,
 //!   `domain: "a2a-protocol.org"`).
@@ -37,6 +37,7 @@ mod base64;
 pub mod error;
 pub mod model;
 pub mod rpc;
+pub mod sse;
 pub mod time;
 mod version;
 pub mod wire;

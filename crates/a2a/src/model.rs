@@ -107,6 +107,11 @@ impl TaskState {
         TaskState::Unknown,
     ];
 
+    /// The state's name as people read it, the v0.3 spelling: `input-required`.
+    pub fn as_str(self) -> &'static str {
+        crate::wire::state_v03(self)
+    }
+
     /// Completed, failed, canceled or rejected: the task will never change again, accepts no
     /// further messages and cannot be canceled.
     pub fn is_terminal(self) -> bool {
@@ -120,6 +125,12 @@ impl TaskState {
     /// returns at such a state, as it does at a terminal one.
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+}
+
+impl std::fmt::Display for TaskState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -477,3 +477,74 @@ proptest! {
         common::assert_v03("MessageSendParams", &params.to_wire(Version::V0_3));
     }
 }
+
+// --- SSE decoding --------------------------------------------------------------------------
+
+/// Every event of `body`, fed in pieces cut at `cuts` (positions taken modulo the length).
+fn decode_in_pieces(body: &[u8], cuts: &[usize]) -> Vec<sse::SseEvent> {
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .map(|c| if body.is_empty() { 0 } else { c % body.len() })
+        .collect();
+    points.push(0);
+    points.push(body.len());
+    points.sort_unstable();
+    points.dedup();
+    let mut decoder = sse::Decoder::new();
+    let mut events = Vec::new();
+    for pair in points.windows(2) {
+        decoder.push(&body[pair[0]..pair[1]]);
+        events.extend(std::iter::from_fn(|| decoder.next_event()));
+    }
+    events.extend(decoder.finish());
+    events
+}
+
+/// SSE-looking bytes: fields, values and line endings in any order.
+fn sse_body() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        Just(b"data: ".to_vec()),
+        Just(b"data:".to_vec()),
+        Just(b"id: ".to_vec()),
+        Just(b": comment".to_vec()),
+        Just(b"retry: 10".to_vec()),
+        Just(b"\n".to_vec()),
+        Just(b"\r\n".to_vec()),
+        Just(b"\r".to_vec()),
+        Just(b"\n\n".to_vec()),
+        "[a-z{}\":0-9 ]{0,8}".prop_map(String::into_bytes),
+        prop::collection::vec(any::<u8>(), 0..6),
+    ];
+    prop::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn sse_events_do_not_depend_on_where_the_chunks_were_cut(
+        body in sse_body(),
+        cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let whole = decode_in_pieces(&body, &[]);
+        let pieces = decode_in_pieces(&body, &cuts);
+        prop_assert_eq!(whole, pieces);
+    }
+
+    #[test]
+    fn written_frames_read_back_as_their_events(
+        frames in prop::collection::vec((prop::option::of("[a-z0-9_:-]{1,12}"), any_json()), 0..6),
+        cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let body: String = frames
+            .iter()
+            .map(|(id, payload)| rpc::sse_frame(id.as_deref(), payload))
+            .collect();
+        let events = decode_in_pieces(body.as_bytes(), &cuts);
+        prop_assert_eq!(events.len(), frames.len());
+        for (event, (id, payload)) in events.iter().zip(&frames) {
+            prop_assert_eq!(&event.id, id);
+            prop_assert_eq!(serde_json::from_str::<Value>(&event.data).unwrap(), payload.clone());
+        }
+    }
+}

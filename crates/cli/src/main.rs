@@ -45,6 +45,8 @@ enum Command {
     },
     /// Run a capsule: stage it, then run its tasks through the agent loop as one session.
     Run(commands::run::RunArgs),
+    /// Send a message to an A2A agent (a served capsule) and print its answer.
+    Send(commands::send::SendArgs),
     /// Work with tool artifacts.
     Tool {
         #[command(subcommand)]
@@ -65,6 +67,8 @@ pub enum Exit {
     Failed = 1,
     BadInput = 2,
     Stopped = 3,
+    /// `mur send`: the agent's task waits for input.
+    Waiting = 4,
 }
 
 fn main() -> ExitCode {
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Check { path, json } => commands::check::run(path, json),
         Command::Build { paths, json } => commands::build::run(paths, json),
         Command::Run(args) => commands::run::run(args),
+        Command::Send(args) => commands::send::run(args),
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),

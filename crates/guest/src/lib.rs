@@ -29,7 +29,8 @@
 //! - **What a tool sees**: only the session workdir (preopened as `.`) and any paths the
 //!   capsule declared read-only; only the environment variables the runtime hands it (never a
 //!   credential); outgoing HTTP only to hosts the capsule allows. It may stream text with
-//!   [`chunks`] and, while an A2A task runs, ask a human with [`task::request_input`].
+//!   [`chunks`], while an A2A task runs ask a human with [`task::request_input`], and send a
+//!   task to a peer capsule the capsule allows with [`message::send`].
 //!
 //! The contract is the WIT in the repository's `wit/` folder, not this crate: a component
 //! written in any language against that WIT runs the same way.
@@ -76,6 +77,7 @@ pub mod bindings;
 pub mod driver;
 pub mod hook;
 pub mod inference;
+pub mod message;
 pub mod tool;
 pub mod workdir;
 

@@ -231,6 +231,7 @@ codes! {
     E_CAP_005 = "E-CAP-005": "a `capabilities.env.allow` name is empty, contains `=`, or starts with `MURMUR_`";
     E_CAP_006 = "E-CAP-006": "a shell binary is not in `capabilities.shell.allow`";
     W_CAP_007 = "W-CAP-007": "a `capabilities.shell.allow` entry resolves to no executable on this host";
+    E_CAP_008 = "E-CAP-008": "a peer capsule's URL is not in `capabilities.network.allow`";
 
     E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
     E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";
@@ -260,6 +261,12 @@ codes! {
     W_HOOK_005 = "W-HOOK-005": "a hook does not export `on-stage`; staging goes on without it";
     E_HOOK_006 = "E-HOOK-006": "a compaction hook failed, which ends the session";
     E_HOOK_004 = "E-HOOK-004": "unknown `binding`, `commit_policy` or `execution_mode`";
+    E_HOOK_007 = "E-HOOK-007": "a hook asked to reopen a task past `lifecycle.max_task_reopens`";
+
+    E_A2A_001 = "E-A2A-001": "the A2A door cannot listen on the address asked for";
+    E_A2A_002 = "E-A2A-002": "no input arrived within `lifecycle.input_timeout_secs`";
+    E_A2A_003 = "E-A2A-003": "a peer capsule cannot be reached, or answered with an error";
+    E_A2A_004 = "E-A2A-004": "a peer capsule's answer is not A2A";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";
@@ -348,6 +355,58 @@ mod tests {
             );
             assert!(!info.summary.is_empty(), "{} has no summary", info.code);
         }
+    }
+
+    /// Every `E-…`/`W-…` code written as a string literal anywhere in the project's Rust
+    /// sources is one of [`CODES`], so no code reaches a user without its table entry.
+    #[test]
+    fn every_code_the_sources_use_is_in_the_table() {
+        fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let name = entry.file_name();
+                if path.is_dir() && name != "target" && name != ".git" {
+                    rust_files(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    found.push(path);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        for dir in ["crates", "artifacts", "tests"] {
+            rust_files(&root.join(dir), &mut files);
+        }
+        assert!(files.len() > 20, "found only {} sources", files.len());
+        let known: HashSet<&str> = CODES.iter().map(|info| info.code).collect();
+        let mut unknown = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let bytes = text.as_bytes();
+            for (at, _) in text.match_indices('"') {
+                let rest = &bytes[at + 1..];
+                let Some(end) = rest.iter().position(|b| *b == b'"') else {
+                    continue;
+                };
+                let Ok(literal) = std::str::from_utf8(&rest[..end]) else {
+                    continue;
+                };
+                let parts: Vec<&str> = literal.split('-').collect();
+                if parts.len() == 3
+                    && matches!(parts[0], "E" | "W")
+                    && AREAS.contains(&parts[1])
+                    && parts[2].len() == 3
+                    && parts[2].chars().all(|c| c.is_ascii_digit())
+                    && !known.contains(literal)
+                {
+                    unknown.push(format!("{literal} in {}", file.display()));
+                }
+            }
+        }
+        assert!(unknown.is_empty(), "codes missing from CODES: {unknown:?}");
     }
 
     #[test]

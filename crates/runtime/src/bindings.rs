@@ -20,3 +20,13 @@ pub(crate) mod hook {
         exports: { default: async },
     });
 }
+
+/// The `runtime-host` world: what the runtime provides to components beyond their own world.
+/// Only `murmur:message/send` is linked (into the tool linker); see [`crate::grants::message`].
+pub(crate) mod host {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "murmur:worlds/runtime-host",
+        imports: { default: async | trappable },
+    });
+}

@@ -27,6 +27,7 @@ use wasmtime::Store;
 use crate::bindings;
 use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
 use crate::error::RuntimeError;
+use crate::grants::message::PeerSend;
 use crate::grants::{Grants, Refusal};
 
 /// The largest file `data-path` may name: 10 MiB.
@@ -89,6 +90,8 @@ pub struct ToolCallReport {
     pub outcome: Result<ToolOutput, RuntimeError>,
     /// Requests a grant refused during the call, in order.
     pub refusals: Vec<Refusal>,
+    /// Tasks the component sent to peer capsules (`murmur:message/send`), sent or refused.
+    pub sends: Vec<PeerSend>,
     /// What the component wrote to stdout and stderr (the first 64 KiB of each).
     pub stdout: String,
     pub stderr: String,
@@ -110,6 +113,7 @@ impl Engine {
                 return ToolCallReport {
                     outcome: Err(error),
                     refusals: Vec::new(),
+                    sends: Vec::new(),
                     stdout: String::new(),
                     stderr: String::new(),
                     duration: started.elapsed(),
@@ -153,6 +157,7 @@ impl Engine {
         ToolCallReport {
             outcome,
             refusals: state.http_grant.refusals.clone(),
+            sends: state.message.sends.clone(),
             stdout: state.stdout.text(),
             stderr: state.stderr.text(),
             duration: started.elapsed(),

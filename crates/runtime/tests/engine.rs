@@ -104,3 +104,55 @@ async fn request_input_outside_an_a2a_task_fails_the_call_at_once() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_send_needs_a_sending_tool_and_the_peer_in_the_allowlist() {
+    use murmur_manifest::network::NetworkRule;
+    use murmur_runtime::grants::NetworkPolicy;
+    use murmur_runtime::grants::message::SendingTask;
+
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let probe = probe(&engine);
+    let workdir = tempfile::tempdir().unwrap();
+    // A listener that must never be reached: nothing answers, so a connection would hang the
+    // call until its deadline rather than fail fast.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let peer = format!("http://{}/", listener.local_addr().unwrap());
+    let send = input(&format!(
+        r#"{{"action":"send","peer":"{peer}","text":"hello"}}"#
+    ));
+    let error_of = |report: &murmur_runtime::tool::ToolCallReport| {
+        let output = report.outcome.as_ref().expect("the call returns");
+        let value: serde_json::Value =
+            serde_json::from_str(output.output.as_deref().unwrap()).unwrap();
+        assert_eq!(value["ok"], false, "{value}");
+        value["error"].as_str().unwrap().to_string()
+    };
+
+    // No sending task (a driver's grants): refused, nothing recorded as sent.
+    let grants = Grants::new(workdir.path());
+    let report = engine.call_tool(&probe, &grants, &send).await;
+    assert_eq!(
+        error_of(&report),
+        "murmur:message/send is available to tools only"
+    );
+    assert!(report.sends.is_empty());
+
+    // A tool, but the peer is not allowed (another port of the same host is).
+    let mut grants = Grants::new(workdir.path());
+    grants.sender = Some(SendingTask::new(None, SendingTask::OPERATOR.into(), None));
+    grants.network = NetworkPolicy::allow(vec![NetworkRule::parse("127.0.0.1:1").unwrap()]);
+    let report = engine.call_tool(&probe, &grants, &send).await;
+    let expected = format!("network policy: '{peer}' not in capabilities.network.allow");
+    assert_eq!(error_of(&report), expected);
+    assert_eq!(report.sends.len(), 1);
+    assert_eq!(
+        report.sends[0].error,
+        Some(("E-CAP-008".to_string(), expected))
+    );
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "no connection may reach a peer outside the allowlist"
+    );
+}

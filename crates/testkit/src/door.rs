@@ -107,7 +107,7 @@ impl Served {
 
     /// POSTs a request whose answer is an SSE stream, to be read event by event.
     pub fn open_stream(&self, body: &Value, headers: &[(&str, &str)]) -> SseStream {
-        let client = reqwest::blocking::Client::builder()
+        let client = client_builder()
             .timeout(Duration::from_secs(60))
             .build()
             .unwrap();
@@ -134,7 +134,7 @@ impl Served {
 
     /// GETs a path of the door.
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
-        let client = reqwest::blocking::Client::new();
+        let client = client_builder().build().expect("http client");
         let mut request = client.get(format!("{}{path}", self.url));
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -162,7 +162,7 @@ fn terminate(pid: u32) {
 
 /// POSTs raw bytes as JSON; the status and the JSON answer (`Null` when it is not JSON).
 pub fn post(url: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (u16, Value) {
-    let client = reqwest::blocking::Client::builder()
+    let client = client_builder()
         .timeout(Duration::from_secs(60))
         .build()
         .unwrap();
@@ -220,4 +220,11 @@ impl Iterator for SseStream {
             }
         }
     }
+}
+
+/// A blocking HTTP client builder. The workspace's reqwest takes its TLS crypto from the
+/// process default, so ring is installed first (a no-op when one is already installed).
+pub fn client_builder() -> reqwest::blocking::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::blocking::Client::builder()
 }

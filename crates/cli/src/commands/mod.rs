@@ -1,4 +1,5 @@
 pub mod build;
 pub mod check;
 pub mod run;
+pub mod send;
 pub mod tool;

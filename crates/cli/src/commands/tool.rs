@@ -15,6 +15,7 @@ use murmur_manifest::Runtime;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_registry::source::{self, LocalArtifact};
 use murmur_runtime::grants::env::{Identity, component_env};
+use murmur_runtime::grants::message::SendingTask;
 use murmur_runtime::grants::{ChunkKind, Grants, NetworkPolicy};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
 use murmur_runtime::{Engine, EngineConfig, RuntimeError};
@@ -136,11 +137,27 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     }
+    for send in &report.sends {
+        if !args.json {
+            match (&send.error, &send.peer_task_id, &send.state) {
+                (Some((code, message)), _, _) => {
+                    eprintln!("send: {} failed [{code}]: {message}", send.peer)
+                }
+                (None, task, state) => eprintln!(
+                    "send: {} task {} is {}",
+                    send.peer,
+                    task.as_deref().unwrap_or("(none)"),
+                    state.as_deref().unwrap_or("unknown")
+                ),
+            }
+        }
+    }
     let common = json!({
         "tool": component.name(),
         "component": {"sha256": component.sha256(), "cache": component.cache_status()},
         "workdir": workdir,
         "refusals": report.refusals,
+        "sends": report.sends,
         "duration_ms": report.duration.as_millis() as u64,
         "stdout": report.stdout,
         "stderr": report.stderr,
@@ -242,6 +259,13 @@ fn grants_for(
     workdir: &Path,
 ) -> Grants {
     let mut grants = Grants::new(workdir);
+    if artifact.manifest.runtime == Runtime::Tool {
+        grants.sender = Some(SendingTask::new(
+            None,
+            SendingTask::OPERATOR.to_string(),
+            None,
+        ));
+    }
     grants.chunks = Some(Arc::new(|kind, text: &str| match kind {
         ChunkKind::Text => eprint!("{text}"),
         ChunkKind::Thinking => eprint!("[thinking] {text}"),

@@ -28,6 +28,7 @@
 //!   running with the sender's trust class; a W3C `traceparent` is recorded. Both reach the
 //!   trace as `a2a_task_received`.
 
+pub mod client;
 mod feed;
 mod server;
 pub mod tasks;

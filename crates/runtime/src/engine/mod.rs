@@ -237,6 +237,10 @@ pub(crate) fn wasi_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<
 fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = wasi_linker(engine)?;
     Tool::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
+    crate::bindings::host::murmur::message::send::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |state| state,
+    )?;
     Ok(linker)
 }
 

@@ -12,6 +12,8 @@
 //!   allow means deny. Raw sockets are never granted.
 //! - [`chunks`]: `murmur:text/chunks`, text streamed to whoever listens.
 //! - [`task`]: `murmur:task/task`, human input, only inside an A2A task.
+//! - [`message`]: `murmur:message/send`, a tool's task for a peer capsule, under the network
+//!   allowlist.
 //! - [`shell`]: allowlisted binaries, run natively and confined (the model's `shell` tool).
 //!
 //! The deny path is the default path: a [`Grants`] built with [`Grants::new`] holds the workdir
@@ -21,6 +23,7 @@ pub mod chunks;
 pub mod env;
 pub mod fs;
 pub mod http;
+pub mod message;
 pub mod shell;
 pub(crate) mod stdio;
 pub mod task;
@@ -56,6 +59,9 @@ pub struct Grants {
     pub credential: Option<GatewayCredential>,
     /// For a tool inside an A2A task: who answers `request-input`.
     pub input: Option<task::SharedBroker>,
+    /// For a tool: the task its `murmur:message/send` calls are stamped with. `None` denies
+    /// the interface.
+    pub sender: Option<message::SendingTask>,
 }
 
 impl Grants {
@@ -70,6 +76,7 @@ impl Grants {
             chunks: None,
             credential: None,
             input: None,
+            sender: None,
         }
     }
 
@@ -93,6 +100,11 @@ impl Grants {
             stderr,
             hook: None,
             input: self.input.clone(),
+            message: message::MessageGrant {
+                sender: self.sender.clone(),
+                policy: self.network.clone(),
+                sends: Vec::new(),
+            },
         })
     }
 }
@@ -111,6 +123,8 @@ pub(crate) struct HostState {
     pub(crate) hook: Option<crate::hooks::HookScope>,
     /// Who answers `murmur:task/task.request-input`, inside an A2A task.
     pub(crate) input: Option<task::SharedBroker>,
+    /// `murmur:message/send`: who sends, where to, and what was sent.
+    pub(crate) message: message::MessageGrant,
 }
 
 impl WasiView for HostState {

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
+use crate::grants::message::SendingTask;
 use crate::grants::shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
 use crate::grants::{ChunkSink, Grants, NetworkPolicy};
 use crate::hooks::events::{
@@ -367,6 +368,17 @@ impl<'a> SessionContext<'a> {
             counts: MessageCounts::default(),
             stop: input.stop.clone(),
             broker: input.input.clone(),
+            sender: SendingTask::new(
+                Some(task_id.clone()),
+                input
+                    .received
+                    .as_ref()
+                    .map_or_else(|| SendingTask::OPERATOR.to_string(), |r| r.trust.clone()),
+                input
+                    .received
+                    .as_ref()
+                    .and_then(|r| r.traceparent.as_deref()),
+            ),
         };
         let prior = self.prior_history(&context_id);
         let prior_tokens: u64 = prior
@@ -930,6 +942,7 @@ impl<'a> SessionContext<'a> {
             name,
             input,
             broker: run.broker.clone(),
+            sender: &run.sender,
         };
         let started = Instant::now();
         // The manifest's check runs first: a hook can only narrow what the manifest allows.
@@ -976,6 +989,9 @@ impl<'a> SessionContext<'a> {
                     Ok(tool) => site.call(tool).await,
                     Err(refused) => *refused,
                 };
+                for send in &dispatched.sends {
+                    self.trace(inference_event, send.clone())?;
+                }
                 self.trace(inference_event, dispatched.event.clone())?;
                 let (status, error) = match &dispatched.event {
                     EventBody::ToolCall { status, error, .. } => (
@@ -1396,6 +1412,8 @@ struct TaskRun {
     counts: MessageCounts,
     stop: Option<StopSignal>,
     broker: Option<crate::grants::task::SharedBroker>,
+    /// What this task's sends to peers are stamped with.
+    sender: SendingTask,
 }
 
 impl TaskRun {

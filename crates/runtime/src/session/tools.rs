@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::engine::Engine;
 use crate::grants::Grants;
+use crate::grants::message::SendingTask;
 use crate::inference::neutral::{Block, Message};
 use crate::session::staging::StagedTool;
 use crate::tool::{StateEffect, ToolInput, ToolStatus};
@@ -29,6 +30,8 @@ pub fn fence(tool: &str, call_id: &str, text: &str) -> String {
 pub(crate) struct Dispatched {
     pub message: Message,
     pub event: EventBody,
+    /// An `a2a_send` event for each task the tool sent to a peer, in order.
+    pub sends: Vec<EventBody>,
 }
 
 /// A staged tool (by its index in the staged list) with the grants its calls run under in
@@ -50,6 +53,8 @@ pub(crate) struct ToolCallSite<'a> {
     pub input: &'a Value,
     /// Who answers the tool's `request-input`, inside an A2A task.
     pub broker: Option<crate::grants::task::SharedBroker>,
+    /// What the tool's sends to peers are stamped with.
+    pub sender: &'a SendingTask,
 }
 
 impl ToolCallSite<'_> {
@@ -126,27 +131,24 @@ impl ToolCallSite<'_> {
             }),
             refusals: Vec::new(),
         };
-        Dispatched { message, event }
+        Dispatched {
+            message,
+            event,
+            sends: Vec::new(),
+        }
     }
 
     /// Calls an admitted tool.
     pub async fn call(&self, tool: &SessionTool) -> Dispatched {
         let staged_tool = &self.staged[tool.index];
-        let with_broker;
-        let grants = match &self.broker {
-            Some(broker) => {
-                let mut grants = tool.grants.clone();
-                grants.input = Some(broker.clone());
-                with_broker = grants;
-                &with_broker
-            }
-            None => &tool.grants,
-        };
+        let mut grants = tool.grants.clone();
+        grants.input = self.broker.clone();
+        grants.sender = Some(self.sender.clone());
         let report = self
             .engine
             .call_tool(
                 &staged_tool.component,
-                grants,
+                &grants,
                 &ToolInput {
                     data: Some(self.input.to_string()),
                     log_path: None,
@@ -157,6 +159,22 @@ impl ToolCallSite<'_> {
             .refusals
             .iter()
             .map(|r| format!("{} {} ({})", r.grant, r.target, r.reason))
+            .collect();
+        let sends = report
+            .sends
+            .iter()
+            .map(|send| EventBody::A2aSend {
+                peer: send.peer.clone(),
+                task_id: self.sender.task_id.clone(),
+                peer_task_id: send.peer_task_id.clone(),
+                state: send.state.clone(),
+                trust: send.trust.clone(),
+                traceparent: send.traceparent.clone(),
+                error: send.error.as_ref().map(|(code, message)| ErrorRef {
+                    code: code.clone(),
+                    message: message.clone(),
+                }),
+            })
             .collect();
         let (text, status, is_error, state_effect, resource_id, error) = match report.outcome {
             Ok(output) => {
@@ -219,6 +237,7 @@ impl ToolCallSite<'_> {
                 error,
                 refusals,
             },
+            sends,
         }
     }
 }

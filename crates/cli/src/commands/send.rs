@@ -1,0 +1,393 @@
+//! `mur send URL --text T [--stream] [--task ID] [--context ID] [--json] [--a2a-version V]`:
+//! send one message to an A2A agent (a served capsule, or any A2A 1.0 / 0.3 JSON-RPC agent)
+//! and show what it answers.
+//!
+//! - Without `--stream` the message is sent with `SendMessage`, which waits until the task ends
+//!   or asks for input; the answer text goes to stdout, the task's id and state to stderr.
+//! - `--stream` uses `SendStreamingMessage`: the answer text is printed as it arrives (thinking
+//!   and tool results on stderr), status changes on stderr.
+//! - `--task ID` continues a task (the reply a task in `input-required` waits for);
+//!   `--context ID` starts a task in an existing conversation.
+//! - `--json`: the final task as the agent sent it, or with `--stream` one JSON line per event.
+//! - Exit: 0 completed; 1 failed, rejected or canceled; 2 bad arguments; 3 the agent could not
+//!   be reached, answered an error, or answered something that is not A2A; 4 the task waits for
+//!   input (the prompt is printed, with the command that answers it).
+
+use std::io::Write;
+
+use murmur_a2a::{
+    Message, PartContent, Role, SendMessageParams, SendMessageResult, StreamEvent, Task, TaskState,
+    Version, Wire,
+};
+use murmur_runtime::door::client::{PeerClient, PeerError};
+use serde_json::json;
+
+use crate::{Exit, render};
+
+#[derive(clap::Args)]
+pub struct SendArgs {
+    /// The agent's JSON-RPC endpoint: for a served capsule, the `http://HOST:PORT/` it printed.
+    url: String,
+    /// The message text.
+    #[arg(long)]
+    text: String,
+    /// Print the answer as it arrives (SSE).
+    #[arg(long)]
+    stream: bool,
+    /// Continue this task: the reply a task in `input-required` waits for.
+    #[arg(long = "task")]
+    task_id: Option<String>,
+    /// Start the task in this conversation.
+    #[arg(long = "context")]
+    context_id: Option<String>,
+    /// Print the task (with --stream: every event, one JSON line each) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The A2A protocol version to speak: 1.0 or 0.3.
+    #[arg(long = "a2a-version", default_value = "1.0", value_parser = parse_version)]
+    version: Version,
+}
+
+fn parse_version(value: &str) -> Result<Version, String> {
+    match value {
+        "1.0" => Ok(Version::V1_0),
+        "0.3" => Ok(Version::V0_3),
+        other => Err(format!(
+            "`{other}` is not a version this client speaks: 1.0 or 0.3"
+        )),
+    }
+}
+
+pub fn run(args: SendArgs) -> Exit {
+    let url = match endpoint(&args.url) {
+        Ok(url) => url,
+        Err(message) => {
+            return refuse(
+                args.json,
+                "E-A2A-003",
+                &message,
+                "give the agent's URL, e.g. http://127.0.0.1:8080/",
+            );
+        }
+    };
+    if args.text.trim().is_empty() {
+        return refuse(
+            args.json,
+            "E-A2A-003",
+            "the message text is empty",
+            "pass the message with --text",
+        );
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return refuse(
+                args.json,
+                "E-A2A-003",
+                &format!("the async runtime could not start: {error}"),
+                "check the process's thread limits",
+            );
+        }
+    };
+    let client = match PeerClient::new(args.version) {
+        Ok(client) => client,
+        Err(error) => return peer_failed(args.json, &url, &error),
+    };
+    let mut message = Message::text(message_id(), Role::User, args.text.clone());
+    message.task_id = args.task_id.clone();
+    message.context_id = args.context_id.clone();
+    let params = SendMessageParams {
+        message,
+        configuration: None,
+        metadata: None,
+    };
+    runtime.block_on(async {
+        if args.stream {
+            stream(&client, &url, &params, &args).await
+        } else {
+            match client.send_message(&url, &params, &[]).await {
+                Ok(SendMessageResult::Task(task)) => finished(&task, &url, &args),
+                Ok(SendMessageResult::Message(reply)) => {
+                    if args.json {
+                        println!("{:#}", reply.to_wire(args.version));
+                    } else {
+                        println!("{}", reply.joined_text());
+                    }
+                    Exit::Ok
+                }
+                Err(error) => peer_failed(args.json, &url, &error),
+            }
+        }
+    })
+}
+
+/// The agent's endpoint: an absolute http or https URL with a host (a missing path is `/`).
+fn endpoint(given: &str) -> Result<String, String> {
+    let url = url::Url::parse(given)
+        .map_err(|error| format!("`{given}` is not an absolute URL: {error}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "`{given}` uses `{}`; an A2A agent is reached over http or https",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{given}` names no host"));
+    }
+    Ok(url.to_string())
+}
+
+/// A fresh message id.
+fn message_id() -> String {
+    format!("msg-{}", uuid::Uuid::new_v4())
+}
+
+/// The task's answer: the text of its `response` artifact, else of every artifact that is not
+/// a tool result or thinking, else the status message.
+fn answer_text(task: &Task) -> String {
+    let text_of = |parts: &[murmur_a2a::Part]| -> String {
+        parts
+            .iter()
+            .filter_map(|part| match &part.content {
+                PartContent::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    if let Some(response) = task.artifacts.iter().find(|a| a.artifact_id == "response") {
+        return text_of(&response.parts);
+    }
+    let others: Vec<String> = task
+        .artifacts
+        .iter()
+        .filter(|a| !a.artifact_id.starts_with("tool-") && a.artifact_id != "thinking")
+        .map(|a| text_of(&a.parts))
+        .collect();
+    if !others.is_empty() {
+        return others.join("\n");
+    }
+    task.status
+        .message
+        .as_ref()
+        .map(Message::joined_text)
+        .unwrap_or_default()
+}
+
+/// Prints a task the agent finished with (or that waits for input) and picks the exit.
+fn finished(task: &Task, url: &str, args: &SendArgs) -> Exit {
+    if args.json {
+        println!("{:#}", task.to_wire(args.version));
+    } else {
+        let text = answer_text(task);
+        if task.status.state == TaskState::InputRequired {
+            let prompt = task
+                .status
+                .message
+                .as_ref()
+                .map(Message::joined_text)
+                .unwrap_or_default();
+            println!("{prompt}");
+        } else if !text.is_empty() {
+            println!("{text}");
+        }
+    }
+    state_exit(task, url, args)
+}
+
+fn state_exit(task: &Task, url: &str, args: &SendArgs) -> Exit {
+    let state = task.status.state;
+    eprintln!("task {} ({}): {state}", task.id, task.context_id);
+    match state {
+        TaskState::Completed => Exit::Ok,
+        TaskState::InputRequired | TaskState::AuthRequired => {
+            eprintln!(
+                "the task waits for input; answer it with: mur send {url} --task {} --text '…'",
+                task.id
+            );
+            Exit::Waiting
+        }
+        TaskState::Failed | TaskState::Rejected | TaskState::Canceled => {
+            if !args.json
+                && let Some(message) = &task.status.message
+            {
+                eprintln!("{}", message.joined_text());
+            }
+            Exit::Failed
+        }
+        // A blocking send returns at a terminal or interrupted state only; an agent that
+        // answers earlier is treated as having accepted the task.
+        TaskState::Submitted | TaskState::Working | TaskState::Unknown => Exit::Ok,
+    }
+}
+
+async fn stream(
+    client: &PeerClient,
+    url: &str,
+    params: &SendMessageParams,
+    args: &SendArgs,
+) -> Exit {
+    let mut events = match client.stream_message(url, params, &[]).await {
+        Ok(events) => events,
+        Err(error) => return peer_failed(args.json, url, &error),
+    };
+    let mut last: Option<Task> = None;
+    let mut lines = Lines::default();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => return peer_failed(args.json, url, &error),
+        };
+        if args.json {
+            println!("{}", event.event.to_wire(args.version));
+        }
+        match &event.event {
+            StreamEvent::Task(task) => {
+                last = Some(task.clone());
+                if !args.json && !task.status.state.is_terminal() {
+                    lines.note(&format!("[{}]", task.status.state));
+                }
+            }
+            StreamEvent::Message(reply) => {
+                if !args.json {
+                    lines.answer(&reply.joined_text());
+                    lines.finish();
+                }
+                return Exit::Ok;
+            }
+            StreamEvent::StatusUpdate(update) => {
+                let task = last.get_or_insert_with(|| {
+                    Task::new(&update.task_id, &update.context_id, update.status.clone())
+                });
+                task.status = update.status.clone();
+                if !args.json && !update.status.state.is_terminal() {
+                    lines.note(&format!("[{}]", update.status.state));
+                }
+            }
+            StreamEvent::ArtifactUpdate(update) => {
+                if args.json {
+                    continue;
+                }
+                let text: String = update
+                    .artifact
+                    .parts
+                    .iter()
+                    .filter_map(|p| match &p.content {
+                        PartContent::Text(text) => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                match update.artifact.artifact_id.as_str() {
+                    "response" => lines.answer(&text),
+                    "thinking" => lines.thinking(&text),
+                    other => {
+                        let name = update.artifact.name.as_deref().unwrap_or(other);
+                        let first = text.lines().next().unwrap_or("");
+                        lines.note(&format!("[{name}] {first}"));
+                    }
+                }
+            }
+        }
+        if event.event.ends_stream() {
+            break;
+        }
+    }
+    lines.finish();
+    match last {
+        Some(task) => {
+            if !args.json && task.status.state == TaskState::InputRequired {
+                let prompt = task
+                    .status
+                    .message
+                    .as_ref()
+                    .map(Message::joined_text)
+                    .unwrap_or_default();
+                println!("{prompt}");
+            }
+            state_exit(&task, url, args)
+        }
+        None => peer_failed(
+            args.json,
+            url,
+            &PeerError::Invalid("the stream ended before any task event".into()),
+        ),
+    }
+}
+
+/// Streamed output: the answer on stdout, thinking and notes on stderr, each note on a line of
+/// its own even when the text before it stopped mid-line.
+#[derive(Default)]
+struct Lines {
+    answer_open: bool,
+    thinking_open: bool,
+}
+
+impl Lines {
+    fn answer(&mut self, text: &str) {
+        self.close_thinking();
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+        if !text.is_empty() {
+            self.answer_open = !text.ends_with('\n');
+        }
+    }
+
+    fn thinking(&mut self, text: &str) {
+        self.close_answer();
+        eprint!("{text}");
+        self.thinking_open = !text.ends_with('\n');
+    }
+
+    fn note(&mut self, line: &str) {
+        self.close_answer();
+        self.close_thinking();
+        eprintln!("{line}");
+    }
+
+    fn close_answer(&mut self) {
+        if self.answer_open {
+            println!();
+            self.answer_open = false;
+        }
+    }
+
+    fn close_thinking(&mut self) {
+        if self.thinking_open {
+            eprintln!();
+            self.thinking_open = false;
+        }
+    }
+
+    fn finish(&mut self) {
+        self.close_answer();
+        self.close_thinking();
+    }
+}
+
+fn peer_failed(json: bool, url: &str, error: &PeerError) -> Exit {
+    let hint = match error {
+        PeerError::Unreachable { .. } => format!("check that an agent listens at {url}"),
+        PeerError::Rpc(_) => "the agent refused the request; see its message".to_string(),
+        PeerError::Status { .. } | PeerError::Invalid(_) => {
+            format!("check that {url} is an A2A JSON-RPC endpoint")
+        }
+    };
+    refuse_with(json, error.code(), &error.to_string(), &hint, Exit::Stopped)
+}
+
+fn refuse(json: bool, code: &str, message: &str, hint: &str) -> Exit {
+    refuse_with(json, code, message, hint, Exit::BadInput)
+}
+
+fn refuse_with(json: bool, code: &str, message: &str, hint: &str, exit: Exit) -> Exit {
+    render::failure_human(code, message, hint);
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": render::failure_json(code, message, hint) })
+        );
+    }
+    exit
+}
