@@ -787,3 +787,54 @@ fn mur_send_says_why_when_there_is_no_answer() {
     let out = mur_send(&[&served.url, "--text", "hi", "--a2a-version", "2.0"]);
     assert_eq!(out.code, 2, "{out:?}");
 }
+
+#[test]
+fn stopping_the_capsule_cancels_what_has_not_ended_and_exits_promptly() {
+    // input_timeout_secs is long: only the stop can end the waiting task.
+    let capsule = capsule(
+        ASKS_FOR_INPUT,
+        "lifecycle: { task_acceptance: queue, input_timeout_secs: 600 }",
+    );
+    let mut served = capsule.serve();
+    let (_, first) = served.rpc(&v1_send("paint the fence"));
+    let waiting = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        first["result"]["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let mut queued = v1_send("and the shed");
+    queued["params"]["configuration"] = json!({"returnImmediately": true});
+    let (_, second) = served.rpc(&queued);
+    let queued_id = second["result"]["task"]["id"].as_str().unwrap().to_string();
+    let subscribe = |id: &str| {
+        served.open_stream(
+            &json!({"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": id}}),
+            &[],
+        )
+    };
+    // A stream of the task in the queue (a task waiting for input has no open stream: its
+    // stream ended at `input-required`).
+    let queued_stream = subscribe(&queued_id);
+
+    let started = std::time::Instant::now();
+    let printed = served.stop();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the stop took {:?}",
+        started.elapsed()
+    );
+    assert!(printed.contains("canceled"), "{printed}");
+    let events: Vec<SseEvent> = queued_stream.collect();
+    let last = &events.last().expect("events").data["result"];
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{events:#?}"
+    );
+    let events = trace(capsule.dir.path());
+    let ended = events
+        .iter()
+        .find(|e| e["event_type"] == "task_end" && e["task_id"] == waiting.as_str())
+        .expect("the waiting task's task_end");
+    assert_eq!(ended["exit_status"], "canceled", "{ended}");
+    assert_eq!(events.last().unwrap()["event_type"], "session_end");
+}

@@ -284,7 +284,15 @@ async fn stream(
                     "thinking" => lines.thinking(&text),
                     other => {
                         let name = update.artifact.name.as_deref().unwrap_or(other);
-                        let first = text.lines().next().unwrap_or("");
+                        // A Murmur capsule's tool result comes inside the fence the model
+                        // saw; the line worth showing is the first one of the content.
+                        let first = text
+                            .lines()
+                            .map(str::trim)
+                            .find(|line| {
+                                !line.is_empty() && !line.starts_with("<untrusted-content")
+                            })
+                            .unwrap_or("");
                         lines.note(&format!("[{name}] {first}"));
                     }
                 }

@@ -18,7 +18,9 @@ use crate::session::{
 };
 
 /// Serves `staged` through the door until its tasks are done (`single`, `none` with
-/// `after_task: exit`) or `shutdown` resolves (`queue`, or `after_task: sleep`).
+/// `after_task: exit`) or `shutdown` resolves (`queue`, or `after_task: sleep`). When
+/// `shutdown` resolves, every task that has not ended is canceled: a running one stops at its
+/// next turn or tool call, one waiting for input or in the queue at once.
 pub async fn serve(
     engine: Arc<Engine>,
     staged: Arc<Staged>,
@@ -76,8 +78,11 @@ pub async fn serve(
         new_turn: Default::default(),
     });
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let stopping = store.clone();
     tokio::spawn(async move {
         shutdown.await;
+        // Told to stop: nothing that has not ended will be served any more.
+        stopping.cancel_unfinished();
         let _ = shutdown_tx.send(true);
     });
     let mut feed = DoorFeed {

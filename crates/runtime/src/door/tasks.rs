@@ -313,6 +313,29 @@ impl TaskStore {
         Ok(entry.task.clone())
     }
 
+    /// Cancels every task that has not ended (the capsule is stopping): a running one stops at
+    /// its next turn or tool call, one waiting for input or in the queue at once. How many.
+    pub fn cancel_unfinished(&self) -> usize {
+        let unfinished: Vec<String> = {
+            let inner = self.lock();
+            inner
+                .order
+                .iter()
+                .filter(|id| {
+                    inner
+                        .tasks
+                        .get(*id)
+                        .is_some_and(|entry| !entry.task.status.state.is_terminal())
+                })
+                .cloned()
+                .collect()
+        };
+        unfinished
+            .iter()
+            .filter(|id| self.cancel(id).is_ok())
+            .count()
+    }
+
     /// Whether the task was asked to stop.
     pub fn stop_signal(&self, id: &str) -> Option<StopSignal> {
         self.lock().tasks.get(id).map(|entry| entry.stop.clone())
