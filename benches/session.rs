@@ -87,6 +87,7 @@ fn turn_overhead(c: &mut Criterion) {
         tasks: vec![TaskInput::new("go", TaskSource::Cli)],
         stream: false,
         host_env: Arc::new(|_| None),
+        control: None,
     };
     let mut group = c.benchmark_group("turn_overhead");
     group.throughput(Throughput::Elements(50));
@@ -121,6 +122,7 @@ fn staged_session(
         tasks: vec![TaskInput::new("go", TaskSource::Cli)],
         stream: false,
         host_env: Arc::new(|_| None),
+        control: None,
     };
     (staged, config)
 }

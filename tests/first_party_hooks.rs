@@ -236,3 +236,78 @@ turns:
     assert_eq!(lines[1]["event"]["session_id"], report["session_id"]);
     assert!(of_type(&trace, "hook_dispatch_error").is_empty());
 }
+
+/// Spend: the compactor's summary goes through the session's one spend meter; when the ceiling
+/// refuses it, the session ends `spend_ceiling_reached`, not as a failed hook.
+#[test]
+fn a_summary_the_spend_ceiling_refuses_ends_the_task_at_the_ceiling() {
+    let mut script = String::from("turns:\n");
+    for n in 1..=12 {
+        script.push_str(&format!(
+            "  - reply: {{ text: \"Writing note {n}.\", tool_calls: [ {{ id: call_{n}, name: write-file, input: {{ path: notes/n{n}.md, content: \"note number {n} with some words to take up room in the context\" }} }} ] }}\n"
+        ));
+    }
+    script.push_str("  - reply: { text: \"Done.\" }\n");
+    script.push_str("by_model:\n  summary-model: { text: \"Numbered notes were written.\" }\n");
+    let hooks = format!(
+        "  - {{ name: compactor, version: \"0.1.0\", runtime: hook, path: {}, config: {{ keep_last: 4 }}, grants: [ runtime/inference ] }}",
+        artifact("compactor")
+    );
+    let extra =
+        "  compaction: { threshold: 0.6, model: summary-model }\ncontext: { max_tokens: 3000 }";
+    let start = || {
+        Emulator::builder(Script::from_yaml(&script).unwrap())
+            .api_key(KEY)
+            .start()
+            .unwrap()
+    };
+
+    // Unbounded: what was spent before the first summary, and what the summary asks.
+    let emulator = start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &emulator.url(), &hooks, extra);
+    let (_, trace, _) = run(&file, "Write 12 numbered notes.");
+    let inferences = of_type(&trace, "inference");
+    let first_summary = inferences
+        .iter()
+        .position(|e| e["origin"] == "hook:compactor")
+        .expect("a compaction happened");
+    let spent_before: u64 = inferences[..first_summary]
+        .iter()
+        .map(|e| {
+            e["input_tokens_estimated"].as_u64().unwrap()
+                + e["output_tokens_estimated"].as_u64().unwrap()
+        })
+        .sum();
+    let summary_input = inferences[first_summary]["input_tokens_estimated"]
+        .as_u64()
+        .unwrap();
+
+    // A ceiling one token short of the summary.
+    let emulator = start();
+    let dir = tempfile::tempdir().unwrap();
+    let ceiling = spent_before + summary_input - 1;
+    let file = capsule(
+        dir.path(),
+        &emulator.url(),
+        &hooks,
+        &format!("  max_session_tokens: {ceiling}\n{extra}"),
+    );
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--task", "Write 12 numbered notes."])
+        .arg(file.parent().unwrap())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .run();
+    assert_eq!(output.code, 1, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["exit_status"], "spend_ceiling_reached");
+    assert_eq!(report["tasks"][0]["error"]["code"], "E-RUN-018");
+    let summaries = emulator
+        .requests()
+        .iter()
+        .filter(|r| r.body["model"] == "summary-model")
+        .count();
+    assert_eq!(summaries, 0, "the refused summary never left");
+}

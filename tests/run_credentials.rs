@@ -136,3 +136,156 @@ fn the_key_may_come_from_the_dotenv_beside_the_manifest() {
             .any(|(name, value)| name == "x-api-key" && value == KEY)
     );
 }
+
+/// A murmur home of its own, sharing the suite's compiled-component cache, with
+/// `credentials.yaml` holding `text` under `mode`.
+fn home_with_credentials(text: &str, mode: u32) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let cache = murmur_testkit::shared_home().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::os::unix::fs::symlink(&cache, home.path().join("cache")).unwrap();
+    let file = home.path().join("credentials.yaml");
+    std::fs::write(&file, text).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+    home
+}
+
+fn run_with_home(capsule: &Path, workdir: &Path, home: &Path, env: &[(&str, &str)]) -> MurOutput {
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home)
+        .args(["run", "--json", "--task", "report"])
+        .arg(capsule.parent().unwrap())
+        .arg("--workdir")
+        .arg(workdir);
+    for (name, value) in env {
+        mur = mur.env(name, value);
+    }
+    mur.run()
+}
+
+fn gateway_saw_key(gateway: &RecordingServer, key: &str) -> bool {
+    gateway.requests()[0]
+        .headers
+        .iter()
+        .any(|(name, value)| name == "x-api-key" && value == key)
+}
+
+#[test]
+fn the_key_may_come_from_the_users_credentials_file() {
+    let gateway = RecordingServer::start("gateway");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &gateway.url());
+    let home = home_with_credentials(
+        &format!("# mine\nOTHER_KEY: sk-other\nPROBE_KEY: \"{KEY}\"\n"),
+        0o600,
+    );
+    let output = run_with_home(&file, &dir.path().join("work"), home.path(), &[]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(!output.stderr.contains("W-RUN-020"), "{}", output.stderr);
+    assert!(gateway_saw_key(&gateway, KEY));
+    let report = output.json();
+    let workdir = Path::new(report["workdir"].as_str().unwrap());
+    let trace = std::fs::read_to_string(workdir.join("trace.jsonl")).unwrap();
+    let start: Value = serde_json::from_str(trace.lines().next().unwrap()).unwrap();
+    assert_eq!(start["credential_source"], "config", "{start:#}");
+    assert!(!trace.contains(KEY), "the trace holds the key");
+}
+
+#[test]
+fn the_environment_comes_before_the_credentials_file() {
+    let gateway = RecordingServer::start("gateway");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &gateway.url());
+    let home = home_with_credentials("PROBE_KEY: sk-from-the-file\n", 0o600);
+    let output = run_with_home(
+        &file,
+        &dir.path().join("work"),
+        home.path(),
+        &[("PROBE_KEY", KEY)],
+    );
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(gateway_saw_key(&gateway, KEY));
+}
+
+#[test]
+fn w_run_020_a_credentials_file_others_may_read_is_used_with_a_warning() {
+    let gateway = RecordingServer::start("gateway");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &gateway.url());
+    let home = home_with_credentials(&format!("PROBE_KEY: {KEY}\n"), 0o644);
+    let output = run_with_home(&file, &dir.path().join("work"), home.path(), &[]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(
+        output.stderr.contains("warning[W-RUN-020]"),
+        "{}",
+        output.stderr
+    );
+    assert!(output.stderr.contains("mode 644"), "{}", output.stderr);
+    let credentials = home.path().join("credentials.yaml");
+    assert!(
+        output
+            .stderr
+            .contains(&format!("chmod 600 {}", credentials.display())),
+        "{}",
+        output.stderr
+    );
+    assert!(!output.stderr.contains(KEY));
+    assert!(gateway_saw_key(&gateway, KEY));
+}
+
+#[test]
+fn e_run_019_a_malformed_credentials_file_is_refused_at_its_line() {
+    let gateway = RecordingServer::start("gateway");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &gateway.url());
+    let home = home_with_credentials(&format!("PROBE_KEY: {KEY}\nPORT_KEY: 8080\n"), 0o600);
+    let output = run_with_home(&file, &dir.path().join("work"), home.path(), &[]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    let printed = output.json();
+    let diagnostic = &printed["diagnostics"][0];
+    assert_eq!(diagnostic["code"], "E-RUN-019", "{printed:#}");
+    assert_eq!(diagnostic["line"], 2, "{printed:#}");
+    assert_eq!(
+        diagnostic["file"],
+        home.path().join("credentials.yaml").display().to_string()
+    );
+    assert!(diagnostic["message"].as_str().unwrap().contains("PORT_KEY"));
+    assert!(diagnostic["hint"].as_str().unwrap().contains("quote"));
+    assert!(!output.stdout.contains(KEY) && !output.stderr.contains(KEY));
+    assert_eq!(gateway.connections(), 0);
+
+    let home = home_with_credentials("PROBE_KEY: [unclosed\n", 0o600);
+    let output = run_with_home(&file, &dir.path().join("work"), home.path(), &[]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert_eq!(output.json()["diagnostics"][0]["code"], "E-RUN-019");
+}
+
+#[test]
+fn e_run_019_an_unreadable_credentials_file_names_it() {
+    let gateway = RecordingServer::start("gateway");
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), &gateway.url());
+    let home = tempfile::tempdir().unwrap();
+    // A directory where the file should be: unreadable as a file, even for root.
+    std::fs::create_dir(home.path().join("credentials.yaml")).unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .args(["run", "--task", "report"])
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .run();
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(
+        output.stderr.contains("error[E-RUN-019]"),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        output.stderr.contains("credentials.yaml"),
+        "{}",
+        output.stderr
+    );
+    assert_eq!(gateway.connections(), 0);
+}

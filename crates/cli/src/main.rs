@@ -4,7 +4,9 @@
 //! Exit codes (stable, documented in docs/cli.md):
 //! 0 success; 1 the work ran and failed (errors found, a tool reported `failed`/`error`, a build
 //! failed); 2 bad input (arguments, an unloadable manifest, invalid tool input); 3 the runtime
-//! stopped a component (deadline, memory limit, trap, load failure, refused data-path).
+//! stopped a component (deadline, memory limit, trap, load failure, refused data-path), or
+//! `mur send`/`mur control` reached no agent or control plane; 4 `mur send`: the task waits
+//! for input.
 
 mod commands;
 mod render;
@@ -47,6 +49,11 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Send a message to an A2A agent (a served capsule) and print its answer.
     Send(commands::send::SendArgs),
+    /// Read and change a served capsule's settings and secrets (its control plane).
+    Control {
+        #[command(subcommand)]
+        command: commands::control::ControlCommand,
+    },
     /// Work with tool artifacts.
     Tool {
         #[command(subcommand)]
@@ -78,6 +85,7 @@ fn main() -> ExitCode {
         Command::Build { paths, json } => commands::build::run(paths, json),
         Command::Run(args) => commands::run::run(args),
         Command::Send(args) => commands::send::run(args),
+        Command::Control { command } => commands::control::run(command),
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),

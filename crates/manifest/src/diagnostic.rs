@@ -250,6 +250,9 @@ codes! {
     E_RUN_015 = "E-RUN-015": "a task used all of `inference.max_turns`";
     E_RUN_016 = "E-RUN-016": "there is no task to run";
     E_RUN_017 = "E-RUN-017": "a shell command could not be started or read";
+    E_RUN_018 = "E-RUN-018": "a call was not made: it would have passed `inference.max_session_tokens`";
+    E_RUN_019 = "E-RUN-019": "the user's credentials file (`$MURMUR_HOME/credentials.yaml`) cannot be read, or is not a mapping of names to strings";
+    W_RUN_020 = "W-RUN-020": "the user's credentials file can be read by its group or by others";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
 
@@ -270,6 +273,9 @@ codes! {
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";
+    E_CTL_003 = "E-CTL-003": "a control change was refused: by the control plane, or before it was sent (no secret value on stdin)";
+    E_CTL_004 = "E-CTL-004": "no control plane can be reached: no running capsule found (or several), no connection, or the token refused";
+    E_CTL_005 = "E-CTL-005": "the control plane's token cannot be made or its token file written";
 }
 
 /// The closest of `candidates` to `word`, when one is close enough to be a likely typo.

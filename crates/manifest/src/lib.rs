@@ -24,6 +24,7 @@ mod closed_set;
 
 pub mod artifact;
 pub mod capsule;
+pub mod credentials;
 pub mod diagnostic;
 mod fields;
 pub mod hooks;

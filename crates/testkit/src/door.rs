@@ -14,12 +14,20 @@ pub struct Served {
     /// `http://127.0.0.1:PORT`
     pub url: String,
     output: std::sync::Arc<std::sync::Mutex<String>>,
+    errors: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Served {
     /// Runs `mur run <dir> --serve --port 0 --json` with `env` (and `MURMUR_HOME` shared),
     /// and waits for it to say where it listens.
     pub fn start(bin: &Path, dir: &Path, env: &[(&str, &str)]) -> Served {
+        Served::start_with_home(bin, dir, env, &crate::shared_home())
+    }
+
+    /// [`Served::start`] with `MURMUR_HOME` set to `home`: its own credentials file and control
+    /// directory (and its own compiled-component cache, unless `home/cache` links to the shared
+    /// one).
+    pub fn start_with_home(bin: &Path, dir: &Path, env: &[(&str, &str)], home: &Path) -> Served {
         let mut command = Command::new(bin);
         command.env_clear();
         for name in [
@@ -34,7 +42,7 @@ impl Served {
                 command.env(name, value);
             }
         }
-        command.env("MURMUR_HOME", crate::shared_home());
+        command.env("MURMUR_HOME", home);
         for (name, value) in env {
             command.env(name, value);
         }
@@ -66,7 +74,29 @@ impl Served {
             let _ = lines.read_to_string(&mut rest);
             sink.lock().unwrap().push_str(&rest);
         });
-        Served { child, url, output }
+        let errors = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let sink = errors.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stderr);
+                let mut line = String::new();
+                while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
+                    sink.lock().unwrap().push_str(&line);
+                    line.clear();
+                }
+            });
+        }
+        Served {
+            child,
+            url,
+            output,
+            errors,
+        }
+    }
+
+    /// What it printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.errors.lock().unwrap().clone()
     }
 
     /// Waits for the process to end by itself (at most `timeout`); its exit code.

@@ -22,6 +22,7 @@ pub fn shared_home() -> PathBuf {
 /// One `mur` invocation being put together.
 pub struct Mur {
     command: Command,
+    stdin: Option<Vec<u8>>,
 }
 
 /// What one `mur` invocation printed and how it exited.
@@ -64,7 +65,10 @@ impl Mur {
             }
         }
         command.env("MURMUR_HOME", shared_home());
-        Mur { command }
+        Mur {
+            command,
+            stdin: None,
+        }
     }
 
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Mur {
@@ -91,9 +95,35 @@ impl Mur {
         self
     }
 
+    /// Feeds `bytes` to `mur`'s stdin (otherwise stdin is what `Command::output` gives: empty).
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Mur {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
     /// Runs `mur` to its end.
     pub fn run(mut self) -> MurOutput {
-        let output = self.command.output().expect("running mur");
+        let output = match self.stdin.take() {
+            None => self.command.output().expect("running mur"),
+            Some(bytes) => {
+                use std::io::Write;
+                use std::process::Stdio;
+                let mut child = self
+                    .command
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("running mur");
+                let mut stdin = child.stdin.take().expect("mur's stdin");
+                let writer = std::thread::spawn(move || {
+                    let _ = stdin.write_all(&bytes);
+                });
+                let output = child.wait_with_output().expect("running mur");
+                let _ = writer.join();
+                output
+            }
+        };
         MurOutput {
             code: output.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

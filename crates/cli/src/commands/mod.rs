@@ -1,5 +1,6 @@
 pub mod build;
 pub mod check;
+pub mod control;
 pub mod run;
 pub mod send;
 pub mod tool;

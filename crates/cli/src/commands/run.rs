@@ -5,17 +5,24 @@
 //! from `task.md` beside the manifest. `--stream` prints the model's text as it arrives. At the
 //! end: where the result and the trace are, turns, tokens (the runtime's estimate and the
 //! provider's counts) and the exit status; `--json` prints the session report instead.
+//!
+//! Credentials a manifest names as `${NAME}` come from the environment, the `.env` beside the
+//! manifest, then `$MURMUR_HOME/credentials.yaml` ([`murmur_manifest::credentials`]). With `--serve`, the
+//! control plane's token file is written under `$MURMUR_HOME/control/` and named on stderr.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use murmur_runtime::door::{DoorConfig, OnListening};
+use murmur_runtime::door::{DoorConfig, OnListening, control};
 use murmur_runtime::grants::ChunkKind;
+use murmur_runtime::session::staging::Lookups;
 use murmur_runtime::session::{
     self, ExitStatus, Observer, SessionConfig, SessionReport, StageError, TaskInput, TaskSource,
 };
 use murmur_runtime::{Engine, EngineConfig};
 use serde_json::json;
+
+use murmur_manifest::credentials;
 
 use crate::{Exit, host_env, murmur_home, render};
 
@@ -144,7 +151,23 @@ pub fn run(args: RunArgs) -> Exit {
             );
         }
     };
-    let staged = match session::stage(&file, &engine, &host_env) {
+    // The `config` source of credentials: the user's credentials file.
+    let credentials_file = murmur_home().join("credentials.yaml");
+    let credentials = match credentials::load(&credentials_file) {
+        Ok((credentials, warnings)) => {
+            render::diagnostics_human(&warnings);
+            credentials
+        }
+        Err(diagnostic) => {
+            return stage_failed(StageError::Manifest(vec![*diagnostic]), args.json);
+        }
+    };
+    let config_lookup = |name: &str| credentials.get(name);
+    let lookups = Lookups {
+        env: &host_env,
+        config: &config_lookup,
+    };
+    let staged = match session::staging::stage_with(&file, &engine, &lookups) {
         Ok(staged) => staged,
         Err(error) => return stage_failed(error, args.json),
     };
@@ -158,6 +181,7 @@ pub fn run(args: RunArgs) -> Exit {
         tasks,
         stream: args.stream,
         host_env: Arc::new(host_env),
+        control: None,
     };
     let observer = Arc::new(Terminal {
         stream: args.stream,
@@ -166,15 +190,21 @@ pub fn run(args: RunArgs) -> Exit {
     });
     let (engine, staged) = (Arc::new(engine), Arc::new(staged));
     let outcome = if args.serve {
+        let control_dir = murmur_home().join("control");
         let door = DoorConfig {
             host: args.host,
             port: args.port,
+            control_dir: Some(control_dir.clone()),
             ..DoorConfig::default()
         };
-        let on_listening: OnListening = Box::new(|addr| {
+        let on_listening: OnListening = Box::new(move |addr| {
             use std::io::Write;
             println!("listening on http://{addr}");
             let _ = std::io::stdout().flush();
+            eprintln!(
+                "control: {}",
+                control::token_file_path(&control_dir, addr.port()).display()
+            );
         });
         runtime.block_on(murmur_runtime::door::serve(
             engine,

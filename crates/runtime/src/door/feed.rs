@@ -1,17 +1,20 @@
 //! Serving a capsule: the door's tasks fed to one session, one at a time, and what the session
 //! does reported back onto each task.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use murmur_a2a::{AgentCapabilities, AgentCard, AgentSkill, Message, Role, TaskState};
 use murmur_manifest::capsule::{AfterTask, TaskAcceptance};
 
+use crate::door::control::{self, ControlToken, TokenFile};
 use crate::door::server::{Door, Queued, router};
 use crate::door::{DoorConfig, OnListening, Store, TaskStore};
 use crate::engine::Engine;
 use crate::grants::ChunkKind;
 use crate::grants::task::InputBroker;
+use crate::session::control::ControlState;
 use crate::session::{
     self, ExitStatus, Failure, Observer, SessionConfig, SessionError, SessionReport, Staged,
     StopRequest, StopSignal, TaskFeed, TaskIds, TaskInput, TaskReport, TaskSource, new_id,
@@ -48,11 +51,45 @@ pub async fn serve(
         workdir: None,
     })?;
     let url = format!("http://{addr}/");
+    let control_failed = |message: String| SessionError {
+        code: "E-CTL-005",
+        message,
+        hint: "make the murmur home ($MURMUR_HOME, else ~/.murmur) a directory you can write"
+            .to_string(),
+        workdir: None,
+    };
+    let control_token = ControlToken::generate().map_err(|error| {
+        control_failed(format!("the control plane's token cannot be made: {error}"))
+    })?;
+    // The token file exists before anyone is told where the door listens.
+    let token_file = match &door_config.control_dir {
+        Some(dir) => Some(
+            control::write_token_file(
+                dir,
+                addr.port(),
+                &TokenFile {
+                    url: control::local_url(addr),
+                    token: control_token.as_str().to_string(),
+                    pid: std::process::id(),
+                },
+            )
+            .map_err(|error| {
+                control_failed(format!(
+                    "the control plane's token file cannot be written in {}: {error}",
+                    dir.display()
+                ))
+            })?,
+        ),
+        None => None,
+    };
     let capsule = &staged.capsule;
     let lifecycle = &capsule.lifecycle;
     let store: Store = Arc::new(TaskStore::default());
     let (queue, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let control = ControlState::new(staged.clone());
     let door = Arc::new(Door {
+        control: control.clone(),
+        control_token,
         store: store.clone(),
         queue,
         acceptance: lifecycle.task_acceptance,
@@ -62,7 +99,8 @@ pub async fn serve(
     });
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, router(door))
+        let service = router(door).into_make_service_with_connect_info::<SocketAddr>();
+        let _ = axum::serve(listener, service)
             .with_graceful_shutdown(async {
                 let _ = serving_stopped.await;
             })
@@ -101,6 +139,7 @@ pub async fn serve(
         tasks: Vec::new(),
         stream: true,
         host_env: config.host_env.clone(),
+        control: Some(control),
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;
@@ -108,6 +147,8 @@ pub async fn serve(
     tokio::time::sleep(Duration::from_millis(100)).await;
     let _ = stop_serving.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    // The door is closed: its token opens nothing any more.
+    drop(token_file);
     report
 }
 

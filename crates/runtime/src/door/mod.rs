@@ -27,13 +27,21 @@
 //! - **Origin.** `x-murmur-task-origin: peer` with `x-murmur-task-trust` makes the task a peer's,
 //!   running with the sender's trust class; a W3C `traceparent` is recorded. Both reach the
 //!   trace as `a2a_task_received`.
+//! - **Control.** `/control` on the same listener ([`control`]): the settings in force and the
+//!   driver choices, changed with `PUT /control/settings/<name>`; `control.secrets` injected and
+//!   forgotten with `PUT|DELETE /control/secrets/<name>`, from loopback only. Every route wants
+//!   the session's bearer token, which the door writes to `<control_dir>/<port>.json` (0600)
+//!   when it starts and removes when it stops.
 
 pub mod client;
+pub mod control;
+pub mod control_client;
 mod feed;
 mod server;
 pub mod tasks;
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use feed::serve;
@@ -47,6 +55,9 @@ pub struct DoorConfig {
     pub port: u16,
     /// The largest request body read, in bytes.
     pub body_limit: usize,
+    /// Where the control plane's token file is written (`<port>.json`); `None` writes none,
+    /// and the token is known to no one.
+    pub control_dir: Option<PathBuf>,
 }
 
 impl Default for DoorConfig {
@@ -55,6 +66,7 @@ impl Default for DoorConfig {
             host: IpAddr::from([127, 0, 0, 1]),
             port: 0,
             body_limit: 4 * 1024 * 1024,
+            control_dir: None,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The door's HTTP side: the agent card, JSON-RPC at `/`, SSE streams.
+//! The door's HTTP side: the agent card, JSON-RPC at `/`, SSE streams, and the control routes
+//! of [`crate::door::control`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -34,6 +35,10 @@ pub(crate) struct Queued {
 /// What the door's handlers share.
 pub(crate) struct Door {
     pub store: Store,
+    /// The launch's settings and secrets, served at `/control`.
+    pub control: Arc<crate::session::control::ControlState>,
+    /// The bearer token `/control` wants.
+    pub control_token: crate::door::control::ControlToken,
     pub queue: tokio::sync::mpsc::UnboundedSender<Queued>,
     pub acceptance: TaskAcceptance,
     /// Under `single`: whether the one task was taken.
@@ -47,6 +52,7 @@ pub(crate) fn router(door: Arc<Door>) -> Router {
         .route("/.well-known/agent-card.json", get(card))
         .route("/.well-known/agent.json", get(card_v03))
         .route("/", post(rpc_endpoint))
+        .merge(crate::door::control::routes())
         .with_state(door)
 }
 

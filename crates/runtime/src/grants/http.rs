@@ -10,7 +10,9 @@
 //! - A driver's credential is attached here, to a request the guest has already handed over
 //!   and only when it is bound for the gateway's own origin ([`GatewayCredential`]): the header
 //!   `upstream_auth` names is set (replacing any value the guest put there), so the key never
-//!   enters the sandbox.
+//!   enters the sandbox. A credential injected at run time (`control.secrets`) is read from the
+//!   [`SecretStore`] on every request, so a rotation applies to the next request; while nothing
+//!   is injected, no credential header is attached.
 
 use std::sync::Arc;
 
@@ -47,6 +49,71 @@ impl NetworkPolicy {
     }
 }
 
+/// The credentials injected at run time through the control plane (`control.secrets`), by
+/// name. Cloning shares the store. Values never appear in `Debug` output.
+#[derive(Clone, Default)]
+pub struct SecretStore(Arc<std::sync::RwLock<std::collections::HashMap<String, String>>>);
+
+impl std::fmt::Debug for SecretStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.read().keys().cloned().collect();
+        f.debug_struct("SecretStore")
+            .field("names", &names)
+            .finish()
+    }
+}
+
+impl SecretStore {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, std::collections::HashMap<String, String>> {
+        self.0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, std::collections::HashMap<String, String>> {
+        self.0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether `name` holds a value now.
+    pub fn has(&self, name: &str) -> bool {
+        self.read().contains_key(name)
+    }
+
+    /// Sets `name` (an empty value forgets it).
+    pub fn put(&self, name: &str, value: &str) {
+        if value.is_empty() {
+            self.forget(name);
+        } else {
+            self.write().insert(name.to_string(), value.to_string());
+        }
+    }
+
+    /// Forgets `name`; whether it held a value.
+    pub fn forget(&self, name: &str) -> bool {
+        self.write().remove(name).is_some()
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        self.read().get(name).cloned()
+    }
+}
+
+/// What a credential attaches.
+#[derive(Clone)]
+enum CredentialValue {
+    /// Resolved at launch.
+    Fixed(http::HeaderValue),
+    /// Read from `secrets` on every request: the header value is `template` with `{key}`
+    /// replaced by the secret.
+    Injected {
+        secrets: SecretStore,
+        name: String,
+        template: String,
+    },
+}
+
 /// A credential and where it may go: the origin of a driver's gateway.
 #[derive(Clone)]
 pub struct GatewayCredential {
@@ -54,18 +121,22 @@ pub struct GatewayCredential {
     host: String,
     port: u16,
     header: http::HeaderName,
-    value: http::HeaderValue,
+    value: CredentialValue,
 }
 
 impl std::fmt::Debug for GatewayCredential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = match &self.value {
+            CredentialValue::Fixed(_) => "<redacted>".to_string(),
+            CredentialValue::Injected { name, .. } => format!("<injected {name}>"),
+        };
         f.debug_struct("GatewayCredential")
             .field(
                 "origin",
                 &format!("{}://{}:{}", self.scheme, self.host, self.port),
             )
             .field("header", &self.header)
-            .field("value", &"<redacted>")
+            .field("value", &value)
             .finish()
     }
 }
@@ -73,6 +144,37 @@ impl std::fmt::Debug for GatewayCredential {
 impl GatewayCredential {
     /// The credential for `endpoint` (an http(s) URL), attached as `header: value`.
     pub fn new(endpoint: &str, header: &str, value: &str) -> Result<GatewayCredential, String> {
+        let mut value = http::HeaderValue::try_from(value)
+            .map_err(|_| "the credential holds characters a header cannot carry".to_string())?;
+        value.set_sensitive(true);
+        GatewayCredential::with_value(endpoint, header, CredentialValue::Fixed(value))
+    }
+
+    /// The credential for `endpoint` read from `secrets[name]` on every request, attached as
+    /// `header: template` with `{key}` replaced by the secret's value.
+    pub fn injected(
+        endpoint: &str,
+        header: &str,
+        template: &str,
+        secrets: SecretStore,
+        name: &str,
+    ) -> Result<GatewayCredential, String> {
+        GatewayCredential::with_value(
+            endpoint,
+            header,
+            CredentialValue::Injected {
+                secrets,
+                name: name.to_string(),
+                template: template.to_string(),
+            },
+        )
+    }
+
+    fn with_value(
+        endpoint: &str,
+        header: &str,
+        value: CredentialValue,
+    ) -> Result<GatewayCredential, String> {
         let uri: http::Uri = endpoint
             .parse()
             .map_err(|error| format!("the gateway endpoint `{endpoint}` is not a URL: {error}"))?;
@@ -80,9 +182,6 @@ impl GatewayCredential {
             .ok_or_else(|| format!("the gateway endpoint `{endpoint}` names no http(s) origin"))?;
         let header = http::HeaderName::try_from(header)
             .map_err(|_| format!("`{header}` is not a valid header name"))?;
-        let mut value = http::HeaderValue::try_from(value)
-            .map_err(|_| "the credential holds characters a header cannot carry".to_string())?;
-        value.set_sensitive(true);
         Ok(GatewayCredential {
             scheme,
             host: host.to_string(),
@@ -96,6 +195,33 @@ impl GatewayCredential {
         origin(uri).is_some_and(|(scheme, host, port)| {
             scheme == self.scheme && host.eq_ignore_ascii_case(&self.host) && port == self.port
         })
+    }
+
+    /// Whether the credential can produce a value now: always for one resolved at launch; for
+    /// an injected one, while its secret holds a value.
+    pub fn has_value(&self) -> bool {
+        match &self.value {
+            CredentialValue::Fixed(_) => true,
+            CredentialValue::Injected { secrets, name, .. } => secrets.has(name),
+        }
+    }
+
+    /// The header value to attach now, if there is one.
+    fn header_value(&self) -> Option<http::HeaderValue> {
+        match &self.value {
+            CredentialValue::Fixed(value) => Some(value.clone()),
+            CredentialValue::Injected {
+                secrets,
+                name,
+                template,
+            } => {
+                let key = secrets.get(name)?;
+                let mut value =
+                    http::HeaderValue::try_from(template.replace("{key}", &key)).ok()?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        }
     }
 }
 
@@ -187,9 +313,17 @@ impl WasiHttpHooks for HttpGrant {
         if let Some(credential) = &self.credential
             && credential.applies_to(request.uri())
         {
-            request
-                .headers_mut()
-                .insert(credential.header.clone(), credential.value.clone());
+            match credential.header_value() {
+                Some(value) => {
+                    request
+                        .headers_mut()
+                        .insert(credential.header.clone(), value);
+                }
+                // Nothing injected: the guest's own value must not go out in its place.
+                None => {
+                    request.headers_mut().remove(&credential.header);
+                }
+            }
         }
         Box::new(async move {
             use http_body_util::BodyExt;
@@ -241,6 +375,30 @@ mod tests {
         assert!(!credential.applies_to(&"http://127.0.0.1:9999/v1/messages".parse().unwrap()));
         assert!(!credential.applies_to(&"https://127.0.0.1:4321/v1/messages".parse().unwrap()));
         assert!(!format!("{credential:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn an_injected_credential_follows_its_secret_and_never_shows_it() {
+        let secrets = SecretStore::default();
+        let credential = GatewayCredential::injected(
+            "http://127.0.0.1:4321",
+            "authorization",
+            "Bearer {key}",
+            secrets.clone(),
+            "OPENAI_API_KEY",
+        )
+        .unwrap();
+        assert!(!credential.has_value());
+        assert_eq!(credential.header_value(), None);
+        secrets.put("OPENAI_API_KEY", "sk-first");
+        assert!(credential.has_value());
+        assert_eq!(credential.header_value().unwrap(), "Bearer sk-first");
+        secrets.put("OPENAI_API_KEY", "sk-rotated");
+        assert_eq!(credential.header_value().unwrap(), "Bearer sk-rotated");
+        assert!(!format!("{credential:?}{secrets:?}").contains("sk-rotated"));
+        assert!(secrets.forget("OPENAI_API_KEY"));
+        assert!(!credential.has_value());
+        assert!(!secrets.forget("OPENAI_API_KEY"));
     }
 
     #[test]

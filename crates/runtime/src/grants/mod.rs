@@ -38,7 +38,7 @@ use crate::engine::CallLimits;
 use crate::engine::limits::MemoryLimiter;
 use crate::error::RuntimeError;
 pub use chunks::{ChunkKind, ChunkSink};
-pub use http::{GatewayCredential, NetworkPolicy, Refusal};
+pub use http::{GatewayCredential, NetworkPolicy, Refusal, SecretStore};
 
 /// Everything one component call may touch.
 #[derive(Clone)]

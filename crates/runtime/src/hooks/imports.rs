@@ -41,6 +41,8 @@ pub(crate) struct HookServices {
     pub engine: Arc<Engine>,
     pub staged: Arc<Staged>,
     pub driver_grants: Grants,
+    /// The session's spend meter: a hook's call is admitted against it like any other.
+    pub spend: Arc<crate::inference::spend::SpendMeter>,
     /// Set once the trace exists (after `on-stage`).
     pub trace: std::sync::OnceLock<Trace>,
     pub workdir: PathBuf,
@@ -80,7 +82,10 @@ async fn run_inference(
     let staged = &services.staged;
     let started = Instant::now();
     let history = from_wit_list(&request.messages)?;
-    let messages: Vec<_> = history.iter().map(|m| &m.message).collect();
+    let messages: Vec<_> = history
+        .iter()
+        .map(|m| std::borrow::Cow::Borrowed(&m.message))
+        .collect();
     let model = request
         .model
         .clone()
@@ -110,6 +115,10 @@ async fn run_inference(
     };
     let data = serde_json::to_string(&driver_request).map_err(|e| e.to_string())?;
     let input_estimate = tokens::count(&data);
+    services
+        .spend
+        .admit(input_estimate)
+        .map_err(|over| format!("spend_ceiling_reached: {over}"))?;
     let mut grants = services.driver_grants.clone();
     grants.chunks = None;
     for (name, value) in grants.env.iter_mut() {
@@ -149,6 +158,7 @@ async fn run_inference(
         }
         Err(_) => (String::new(), "error", None, 0),
     };
+    services.spend.record_output(output_estimate);
     let usage_or_default = usage.unwrap_or_default();
     let parent = hook.scope.parent_event.clone();
     if let Some(trace) = services.trace.get() {

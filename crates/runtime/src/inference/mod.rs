@@ -15,8 +15,11 @@
 //!   recorded beside them and acted on by nothing.
 
 pub mod cache_key;
+pub mod choices;
 pub mod continuation;
+pub mod model_limits;
 pub mod neutral;
 pub mod request;
 pub mod response;
+pub mod spend;
 pub mod tokens;

@@ -1,5 +1,7 @@
 //! The request a driver receives in `tool-input.data` (docs/driver-protocol.md).
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -21,7 +23,7 @@ pub struct DriverRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system: Option<&'a str>,
     /// The wire view: no envelope keys.
-    pub messages: Vec<&'a Message>,
+    pub messages: Vec<Cow<'a, Message>>,
     pub tools: &'a [ToolSpec],
     pub prompt_cache_key: &'a str,
     pub stream: bool,

@@ -19,6 +19,7 @@
 //!   untrusted-content fence naming the tool.
 //! - Nothing is printed: text deltas and notes go to the caller's [`Observer`].
 
+pub mod control;
 pub mod staging;
 mod task;
 mod tools;
@@ -144,6 +145,7 @@ pub enum ExitStatus {
     Failed,
     MaxTurnsReached,
     ReopenBudgetExhausted,
+    SpendCeilingReached,
     Canceled,
 }
 
@@ -154,6 +156,7 @@ impl ExitStatus {
             ExitStatus::Failed => "failed",
             ExitStatus::MaxTurnsReached => "max_turns_reached",
             ExitStatus::ReopenBudgetExhausted => "reopen_budget_exhausted",
+            ExitStatus::SpendCeilingReached => "spend_ceiling_reached",
             ExitStatus::Canceled => "canceled",
         }
     }
@@ -231,6 +234,9 @@ pub struct SessionConfig {
     pub stream: bool,
     /// Host environment lookups, for `capabilities.env.allow`.
     pub host_env: HostEnv,
+    /// The launch's control state, shared with the door's `/control`; a fresh one (on
+    /// `primary`) when `None`.
+    pub control: Option<Arc<control::ControlState>>,
 }
 
 /// A session that could not start (its workdir or trace could not be made) or whose trace
@@ -368,14 +374,23 @@ pub async fn run_fed(
                 workdir: workdir.root.display().to_string(),
                 model: staged.model.clone(),
                 driver: staged.driver.name.clone(),
-                credential_source: staged.driver.credential_source.to_string(),
+                credential_source: staged.driver.credential_source.as_str().to_string(),
                 components: staged.components.clone(),
                 tools: staged.tools.iter().map(|t| t.spec.clone().name).collect(),
                 containment: containment(),
+                inference_choices: staged
+                    .choices
+                    .has_alternates()
+                    .then(|| serde_json::Value::from(staged.choices.session_listing())),
+                max_session_tokens: staged.max_session_tokens,
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;
     let context = context.with_trace(trace.clone(), session_event.clone());
+    context
+        .control()
+        .attach_trace(trace.clone(), session_event.clone())
+        .map_err(|error| SessionError::trace(&workdir, error))?;
 
     let mut reports = Vec::new();
     let outcome: std::io::Result<()> = async {

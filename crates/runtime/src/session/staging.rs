@@ -7,10 +7,18 @@
 //!   diagnostics are the error otherwise).
 //! - Every artifact resolves to a directory (`path:`); its component is built from source when
 //!   missing or older than its sources, then compiled (or loaded from the cache) and pre-linked.
-//! - The primary driver is a declared `runtime: driver` artifact with a gateway, and its
-//!   credential resolves: `api_key: "${NAME}"` from the environment, then the `.env` beside the
-//!   manifest (source `environment`); a literal key (source `manifest`); no key (`keyless`).
-//!   The key is held by the host only, to be attached to the driver's gateway requests.
+//! - The driver choices ([`crate::inference::choices`]): `primary`, then every
+//!   `inference.alternates` entry. Each choice's driver is a declared `runtime: driver` artifact
+//!   with a gateway, staged once however many choices use it, and each choice's output cap and
+//!   context window are resolved for its own model ([`crate::inference::model_limits`]).
+//! - Each driver's credential: `api_key: "${NAME}"` naming a `control.secrets` entry is
+//!   `injected` (read on every request from the [`SecretStore`]; a value found at launch in the
+//!   environment, the `.env` or the credentials file is its first value); otherwise `${NAME}`
+//!   from the environment, then the `.env` beside the manifest (`environment`), then the user's
+//!   credentials file (`config`); a literal key (`manifest`); no key (`keyless`). The key is
+//!   held by the host only, to be attached to the driver's gateway requests.
+//! - A primary whose credential is found nowhere refuses the launch (E-RUN-012); an alternate's
+//!   does not: the choice is staged unavailable and W-RUN-003 names it and the credential.
 //! - Every tool's `input_schema` compiles, so the model's input can be validated before a call.
 //! - The system prompt is the `[Capsule]` block, a pure function of the capsule's name and
 //!   version, then the capsule's own prompt.
@@ -27,14 +35,13 @@ use std::time::Duration;
 use crate::engine::limits::DEFAULT_HOOK_DEADLINE;
 use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
-use crate::grants::GatewayCredential;
 use crate::grants::http::gateway_rule;
+use crate::grants::{GatewayCredential, SecretStore};
 use crate::hooks::{StagedHook, load_hook};
+use crate::inference::choices::{CredentialSource, DriverChoice, DriverChoices, PRIMARY};
+use crate::inference::model_limits;
 use crate::inference::request::ToolSpec;
 use crate::trace::schema::ComponentRef;
-
-/// The output cap of a call when the manifest sets none.
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// Why a capsule could not be staged.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +82,7 @@ pub struct StagedTool {
     pub config: Option<Value>,
 }
 
-/// The staged primary driver.
+/// A staged driver artifact: what every choice on it shares.
 pub struct StagedDriver {
     pub name: String,
     pub component: LoadedComponent,
@@ -83,8 +90,22 @@ pub struct StagedDriver {
     pub config: Option<Value>,
     pub(crate) network: murmur_manifest::NetworkRule,
     pub(crate) credential: Option<GatewayCredential>,
-    /// `environment`, `manifest` or `keyless`.
-    pub credential_source: &'static str,
+    pub credential_source: CredentialSource,
+    /// The `control.secrets` name the gateway reads, when the credential is injected.
+    pub injected_secret: Option<String>,
+    /// The credential name found nowhere at launch.
+    pub unresolved_credential: Option<String>,
+}
+
+impl StagedDriver {
+    /// Whether the driver's credential can produce a value now (a keyless gateway can).
+    pub fn credential_available(&self) -> bool {
+        self.unresolved_credential.is_none()
+            && self
+                .credential
+                .as_ref()
+                .is_none_or(GatewayCredential::has_value)
+    }
 }
 
 /// Everything a session of one capsule needs.
@@ -92,9 +113,20 @@ pub struct Staged {
     pub capsule: CapsuleManifest,
     pub capsule_file: PathBuf,
     pub capsule_dir: PathBuf,
+    /// The primary choice's driver.
     pub driver: StagedDriver,
+    /// The drivers only alternates use, in manifest order.
+    pub alternate_drivers: Vec<StagedDriver>,
+    /// `primary`, then the alternates.
+    pub choices: DriverChoices,
+    /// What the control plane injects (`control.secrets`); injected credentials read it.
+    pub secrets: SecretStore,
+    /// `inference.max_session_tokens`: the spend ceiling over every gateway of a session.
+    pub max_session_tokens: Option<u64>,
     pub tools: Vec<StagedTool>,
+    /// The primary choice's model.
     pub model: String,
+    /// The primary choice's output cap.
     pub max_tokens: u32,
     pub max_turns: u32,
     /// The `[Capsule]` block, then the capsule's prompt.
@@ -104,6 +136,15 @@ pub struct Staged {
     pub hooks: Vec<StagedHook>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
+}
+
+impl Staged {
+    /// The staged driver artifact named `name`.
+    pub fn driver_named(&self, name: &str) -> Option<&StagedDriver> {
+        std::iter::once(&self.driver)
+            .chain(&self.alternate_drivers)
+            .find(|driver| driver.name == name)
+    }
 }
 
 /// The `[Capsule]` block every system prompt opens with: a pure function of the capsule's
@@ -119,12 +160,37 @@ pub fn capsule_block(name: &str, version: &str) -> String {
     )
 }
 
-/// Stages the capsule whose manifest is `capsule_file`.
+/// Where staging looks up credentials: the environment (then the `.env` beside the manifest),
+/// and the user's credentials file.
+pub struct Lookups<'a> {
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    pub config: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// Stages the capsule whose manifest is `capsule_file`, with credentials from the environment
+/// only.
 pub fn stage(
     capsule_file: &Path,
     engine: &Engine,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Staged, StageError> {
+    stage_with(
+        capsule_file,
+        engine,
+        &Lookups {
+            env,
+            config: &|_| None,
+        },
+    )
+}
+
+/// Stages the capsule whose manifest is `capsule_file`.
+pub fn stage_with(
+    capsule_file: &Path,
+    engine: &Engine,
+    lookups: &Lookups<'_>,
+) -> Result<Staged, StageError> {
+    let env = lookups.env;
     let loaded = murmur_manifest::load_capsule(capsule_file, env);
     let mut warnings = loaded.diagnostics.clone();
     let Some(capsule) = loaded.manifest else {
@@ -222,7 +288,15 @@ pub fn stage(
             Ok::<_, StageError>(component)
         };
 
-    let mut driver = None;
+    // Every driver a choice names, each staged once: the primary's first.
+    let mut driver_names: Vec<&str> = vec![driver_ref.artifact.as_str()];
+    for alternate in &inference.alternates {
+        if !driver_names.contains(&alternate.driver.as_str()) {
+            driver_names.push(&alternate.driver);
+        }
+    }
+    let secrets = SecretStore::default();
+    let mut drivers: Vec<StagedDriver> = Vec::new();
     let mut tools = Vec::new();
     let mut hooks = Vec::new();
     for (entry, artifact) in &opened {
@@ -261,22 +335,26 @@ pub fn stage(
                 config: entry.config.clone(),
                 component,
             });
-        } else if entry.name == driver_ref.artifact {
+        } else if driver_names.contains(&entry.name.as_str()) {
             let component = load(&mut components, entry, artifact)?;
-            driver = Some(stage_driver(
+            drivers.push(stage_driver(
                 entry,
                 artifact,
                 component,
                 driver_ref.config.clone(),
                 capsule_file,
-                env,
+                &StageCredential {
+                    lookups,
+                    secrets: &secrets,
+                    injectable: &capsule.control.secrets,
+                },
             )?);
         } else if entry.runtime == Runtime::Tool {
             let component = load(&mut components, entry, artifact)?;
             tools.push(stage_tool(entry, artifact, component)?);
         }
     }
-    let Some(driver) = driver else {
+    let Some(primary_at) = drivers.iter().position(|d| d.name == driver_ref.artifact) else {
         return Err(StageError::invalid(
             "E-MAN-008",
             format!(
@@ -286,6 +364,60 @@ pub fn stage(
             "declare it under `artifacts:` with `runtime: driver` and a `path:`",
         ));
     };
+    let driver = drivers.remove(primary_at);
+    if let Some(name) = &driver.unresolved_credential {
+        return Err(StageError::invalid(
+            "E-RUN-012",
+            format!(
+                "the credential `{name}` of driver `{}` is not set",
+                driver.name
+            ),
+            format!("export {name}=… (or put it in the .env beside the manifest)"),
+        ));
+    }
+    let window = inference_window(&capsule);
+    let limits = |model: &str| model_limits::resolve(model, inference.max_tokens, window);
+    let choice_on = |name: &str, driver: &StagedDriver, model: &str| DriverChoice {
+        name: name.to_string(),
+        driver: driver.name.clone(),
+        model: model.to_string(),
+        credential_source: driver.credential_source,
+        injected_secret: driver.injected_secret.clone(),
+        unresolved_credential: driver.unresolved_credential.clone(),
+        limits: limits(model),
+    };
+    let mut choices = vec![choice_on(PRIMARY, &driver, &model)];
+    for alternate in &inference.alternates {
+        let Some(on) = std::iter::once(&driver)
+            .chain(&drivers)
+            .find(|d| d.name == alternate.driver)
+        else {
+            return Err(StageError::invalid(
+                "E-MAN-008",
+                format!(
+                    "alternate `{}` names driver `{}`, which is not a declared driver artifact",
+                    alternate.name, alternate.driver
+                ),
+                "declare it under `artifacts:` with `runtime: driver` and a `path:`",
+            ));
+        };
+        if let Some(credential) = &on.unresolved_credential {
+            warnings.push(
+                Diagnostic::new(
+                    "W-RUN-003",
+                    format!(
+                        "alternate `{}` is staged unavailable: the credential `{credential}` of driver `{}` is not set",
+                        alternate.name, on.name
+                    ),
+                )
+                .hint(format!(
+                    "export {credential}=… before launch, or name it in `control.secrets` to inject it at run time"
+                )),
+            );
+        }
+        choices.push(choice_on(&alternate.name, on, &alternate.model));
+    }
+    let choices = DriverChoices::new(choices);
 
     let prompt = match (&inference.system_prompt, &inference.system_prompt_file) {
         (Some(prompt), _) => Some(prompt.clone()),
@@ -313,10 +445,14 @@ pub fn stage(
     Ok(Staged {
         capsule_dir,
         capsule_file: capsule_file.to_path_buf(),
-        max_tokens: inference.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        max_tokens: choices.primary().limits.limits.max_output_tokens,
         max_turns: inference.max_turns,
+        max_session_tokens: inference.max_session_tokens,
         model,
         driver,
+        alternate_drivers: drivers,
+        choices,
+        secrets,
         tools,
         hooks,
         system_prompt,
@@ -326,13 +462,29 @@ pub fn stage(
     })
 }
 
+/// `context.max_tokens`, when the manifest sets it: the window of every choice.
+fn inference_window(capsule: &CapsuleManifest) -> Option<u64> {
+    capsule
+        .context
+        .as_ref()
+        .and_then(|context| context.max_tokens)
+}
+
+/// What a driver's credential is resolved against.
+struct StageCredential<'a> {
+    lookups: &'a Lookups<'a>,
+    secrets: &'a SecretStore,
+    /// `control.secrets`: the names injectable at run time.
+    injectable: &'a [String],
+}
+
 fn stage_driver(
     entry: &ArtifactEntry,
     artifact: &LocalArtifact,
     component: LoadedComponent,
     config: Option<Value>,
     capsule_file: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
+    from: &StageCredential<'_>,
 ) -> Result<StagedDriver, StageError> {
     let Some(gateway) = &entry.gateway else {
         return Err(StageError::invalid(
@@ -351,38 +503,42 @@ fn stage_driver(
             "set `gateway.endpoint` to an http(s) URL",
         )
     })?;
+    let found = |name: &str| {
+        murmur_manifest::variable(name, capsule_file, from.lookups.env)
+            .filter(|value| !value.is_empty())
+            .map(|value| (value, CredentialSource::Environment))
+            .or_else(|| {
+                (from.lookups.config)(name)
+                    .filter(|value| !value.is_empty())
+                    .map(|value| (value, CredentialSource::Config))
+            })
+    };
+    let mut injected_secret = None;
+    let mut unresolved_credential = None;
     let (key, credential_source) = match &gateway.api_key {
-        None => (None, "keyless"),
+        None => (None, CredentialSource::Keyless),
         Some(raw) => match gateway.env_reference() {
-            Some(name) => match murmur_manifest::variable(name, capsule_file, env) {
-                Some(value) if !value.is_empty() => (Some(value), "environment"),
-                _ => {
-                    return Err(StageError::invalid(
-                        "E-RUN-012",
-                        format!(
-                            "the credential `{name}` of driver `{}` is not set",
-                            entry.name
-                        ),
-                        format!("export {name}=… (or put it in the .env beside the manifest)"),
-                    ));
+            Some(name) if from.injectable.iter().any(|secret| secret == name) => {
+                if let Some((value, _)) = found(name) {
+                    from.secrets.put(name, &value);
+                }
+                injected_secret = Some(name.to_string());
+                (None, CredentialSource::Injected)
+            }
+            Some(name) => match found(name) {
+                Some((value, source)) => (Some(value), source),
+                None => {
+                    unresolved_credential = Some(name.to_string());
+                    (None, CredentialSource::None)
                 }
             },
-            None => (Some(raw.clone()), "manifest"),
+            None => (Some(raw.clone()), CredentialSource::Manifest),
         },
     };
-    let credential = match (key, &artifact.manifest.upstream_auth) {
-        (None, _) => None,
-        (Some(key), Some(auth)) => Some(
-            GatewayCredential::new(&gateway.endpoint, &auth.header, &auth.header_value(&key))
-                .map_err(|reason| {
-                    StageError::invalid(
-                        "E-RUN-012",
-                        reason,
-                        "check the driver's `upstream_auth` and the key",
-                    )
-                })?,
-        ),
-        (Some(_), None) => {
+    let auth = artifact.manifest.upstream_auth.as_ref();
+    let credential = match (&key, &injected_secret, auth) {
+        (None, None, _) => None,
+        (_, _, None) => {
             return Err(StageError::invalid(
                 "E-RUN-012",
                 format!(
@@ -392,7 +548,27 @@ fn stage_driver(
                 "declare `upstream_auth: { header: …, value: \"… {key}\" }` in the driver's murmur.yaml",
             ));
         }
-    };
+        (Some(key), _, Some(auth)) => Some(GatewayCredential::new(
+            &gateway.endpoint,
+            &auth.header,
+            &auth.header_value(key),
+        )),
+        (None, Some(name), Some(auth)) => Some(GatewayCredential::injected(
+            &gateway.endpoint,
+            &auth.header,
+            &auth.value,
+            from.secrets.clone(),
+            name,
+        )),
+    }
+    .transpose()
+    .map_err(|reason| {
+        StageError::invalid(
+            "E-RUN-012",
+            reason,
+            "check the driver's `upstream_auth` and the key",
+        )
+    })?;
     Ok(StagedDriver {
         name: entry.name.clone(),
         component,
@@ -401,6 +577,8 @@ fn stage_driver(
         network,
         credential,
         credential_source,
+        injected_secret,
+        unresolved_credential,
     })
 }
 

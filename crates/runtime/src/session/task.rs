@@ -17,11 +17,14 @@ use crate::hooks::events::{
 };
 use crate::hooks::{HookServices, HookSet, Scope};
 use crate::inference::cache_key::prompt_cache_key;
+use crate::inference::choices::{DriverChoice, wire_view};
 use crate::inference::continuation::{Continuation, Plan};
 use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::request::{DriverRequest, ToolSpec};
 use crate::inference::response::{Answer, StopReason, read_answer};
+use crate::inference::spend::SpendMeter;
 use crate::inference::tokens::{self, MessageCounts};
+use crate::session::control::{ControlState, Principal};
 use crate::session::tools::{SessionTool, ToolCallSite, fence};
 use crate::session::workdir::Workdir;
 use crate::session::{
@@ -32,9 +35,6 @@ use crate::tool::ToolInput;
 use crate::trace::Trace;
 use crate::trace::schema::{ErrorRef, EventBody, Sent};
 
-/// The choice every agent-loop call goes through until alternates land.
-const PRIMARY: &str = "primary";
-
 /// What every task of one session shares.
 pub(crate) struct SessionContext<'a> {
     engine: Arc<Engine>,
@@ -43,7 +43,15 @@ pub(crate) struct SessionContext<'a> {
     workdir: &'a Workdir,
     session_id: String,
     observer: Arc<dyn Observer>,
-    driver_grants: Grants,
+    /// Each driver choice's grants, by choice index: its driver's gateway, credential and
+    /// `MURMUR_INFERENCE_*` naming the choice's own endpoint, model and driver.
+    choice_grants: Vec<Grants>,
+    /// The settings in force (the selected choice, the output cap).
+    control: Arc<ControlState>,
+    /// The session's spend, over every gateway.
+    spend: Arc<SpendMeter>,
+    /// Whether the agent has the `switch-driver` tool.
+    switch_tool: Option<ToolSpec>,
     tools: Vec<SessionTool>,
     /// The tool inventory as every request carries it.
     specs: Vec<ToolSpec>,
@@ -66,6 +74,8 @@ enum Ending {
     MaxTurns(Failure),
     /// A failure that ends the session, not only the task.
     Stop(Failure),
+    /// The next call would have passed `inference.max_session_tokens`.
+    SpendCeiling(Failure),
     /// The task's client canceled it.
     Canceled,
 }
@@ -115,20 +125,34 @@ impl<'a> SessionContext<'a> {
             grants
         };
 
-        let driver = &staged.driver;
-        let mut driver_grants = base.clone();
-        driver_grants.env = component_env(&identity, driver.config.as_ref(), allow, &lookup);
-        driver_grants.env.extend(
-            InferenceTarget {
-                endpoint: driver.endpoint.clone(),
-                model: staged.model.clone(),
-                driver: driver.name.clone(),
-            }
-            .env(),
-        );
-        driver_grants.network = NetworkPolicy::allow(vec![driver.network.clone()]);
-        driver_grants.credential = driver.credential.clone();
-        driver_grants.chunks = Some(sink.clone());
+        let choice_grants: Vec<Grants> = staged
+            .choices
+            .iter()
+            .map(|choice| {
+                let driver = staged
+                    .driver_named(&choice.driver)
+                    .unwrap_or(&staged.driver);
+                let mut grants = base.clone();
+                grants.env = component_env(&identity, driver.config.as_ref(), allow, &lookup);
+                grants.env.extend(
+                    InferenceTarget {
+                        endpoint: driver.endpoint.clone(),
+                        model: choice.model.clone(),
+                        driver: driver.name.clone(),
+                    }
+                    .env(),
+                );
+                grants.network = NetworkPolicy::allow(vec![driver.network.clone()]);
+                grants.credential = driver.credential.clone();
+                grants.chunks = Some(sink.clone());
+                grants
+            })
+            .collect();
+        let control = config
+            .control
+            .clone()
+            .unwrap_or_else(|| ControlState::new(staged.clone()));
+        let spend = Arc::new(SpendMeter::new(staged.max_session_tokens));
 
         let tools = (0..staged.tools.len())
             .map(|index| {
@@ -150,10 +174,11 @@ impl<'a> SessionContext<'a> {
             engine: engine.clone(),
             staged: staged.clone(),
             driver_grants: {
-                let mut grants = driver_grants.clone();
+                let mut grants = choice_grants[0].clone();
                 grants.chunks = None;
                 grants
             },
+            spend: spend.clone(),
             trace: std::sync::OnceLock::new(),
             workdir: workdir.root.clone(),
             session_id: session_id.to_string(),
@@ -198,6 +223,14 @@ impl<'a> SessionContext<'a> {
         if let Some(shell) = &shell {
             specs.push(shell.spec.clone());
         }
+        let switch_tool = capsule
+            .control
+            .agent_settings
+            .contains(&murmur_manifest::capsule::Setting::InferenceDriver)
+            .then(|| switch_driver_spec(&staged));
+        if let Some(spec) = &switch_tool {
+            specs.push(spec.clone());
+        }
         SessionContext {
             specs,
             shell,
@@ -206,7 +239,10 @@ impl<'a> SessionContext<'a> {
             workdir,
             session_id: session_id.to_string(),
             observer,
-            driver_grants,
+            choice_grants,
+            control,
+            spend,
+            switch_tool,
             tools,
             fixed_tokens: std::sync::OnceLock::new(),
             hooks,
@@ -223,6 +259,11 @@ impl<'a> SessionContext<'a> {
         self.trace = Some(trace);
         self.session_event = session_event;
         self
+    }
+
+    /// The launch's control state.
+    pub(crate) fn control(&self) -> &ControlState {
+        &self.control
     }
 
     fn trace(&self, parent: &str, body: EventBody) -> std::io::Result<String> {
@@ -403,6 +444,9 @@ impl<'a> SessionContext<'a> {
                     (ExitStatus::MaxTurnsReached, Some(failure), None, false)
                 }
                 Ending::Stop(failure) => break (ExitStatus::Failed, Some(failure), None, true),
+                Ending::SpendCeiling(failure) => {
+                    break (ExitStatus::SpendCeilingReached, Some(failure), None, false);
+                }
                 Ending::Canceled => break (ExitStatus::Canceled, None, None, false),
             };
             run.result = text.clone();
@@ -703,18 +747,47 @@ impl<'a> SessionContext<'a> {
             let turn = *turns_used;
             self.observer.turn_started(turn);
             let started = Instant::now();
-            let plan = run
-                .continuation
-                .plan(run.context_id.as_deref(), PRIMARY, run.history.len());
+            // The choice in force for this call; a switch applies from the next call on.
+            let index = self.control.selected();
+            let choices = &staged.choices;
+            let (index, choice) = match choices.get(index) {
+                Some(choice) => (index, choice),
+                None => (0, choices.primary()),
+            };
+            let driver = staged
+                .driver_named(&choice.driver)
+                .unwrap_or(&staged.driver);
+            if !driver.credential_available() {
+                let credential = choice
+                    .injected_secret
+                    .as_deref()
+                    .or(choice.unresolved_credential.as_deref())
+                    .unwrap_or("its credential");
+                return Ok(Ending::Failed(Failure {
+                    code: "E-RUN-012".to_string(),
+                    message: format!(
+                        "choice `{}` cannot call driver `{}`: the credential `{credential}` has no value",
+                        choice.name, driver.name
+                    ),
+                    hint: format!(
+                        "inject it: `mur control secret {credential}` (or PUT /control/secrets/{credential})"
+                    ),
+                }));
+            }
+            let plan =
+                run.continuation
+                    .plan(run.context_id.as_deref(), &choice.name, run.history.len());
             let (from, continuation_id) = match &plan {
                 Plan::Full => (0, None),
                 Plan::Since { id, from } => (*from, Some(id.as_str())),
             };
+            let input_estimate = self.fixed_tokens() + run.estimate();
+            let receiver = choices.has_alternates().then(|| choice.producer());
             let request = DriverRequest {
-                model: &staged.model,
-                max_tokens: staged.max_tokens,
+                model: &choice.model,
+                max_tokens: self.control.max_tokens_for(choice),
                 system: Some(&staged.system_prompt),
-                messages: run.history[from..].iter().map(|m| &m.message).collect(),
+                messages: wire_view(&run.history[from..], receiver.as_ref()),
                 tools: &self.specs,
                 prompt_cache_key: &run.cache_key,
                 stream: self.config.stream,
@@ -725,31 +798,35 @@ impl<'a> SessionContext<'a> {
                 full_resend: continuation_id.is_none(),
                 continuation_id: continuation_id.map(str::to_string),
             };
+            if let Err(over) = self.spend.admit(input_estimate) {
+                return Ok(Ending::SpendCeiling(Failure {
+                    code: "E-RUN-018".to_string(),
+                    message: format!("the call was not made: {over}"),
+                    hint: "raise `inference.max_session_tokens`, or give the agent a smaller task"
+                        .to_string(),
+                }));
+            }
             let data = serde_json::to_string(&request).map_err(std::io::Error::other)?;
             let report = self
                 .engine
                 .call_tool(
-                    &staged.driver.component,
-                    &self.driver_grants,
+                    &driver.component,
+                    &self.choice_grants[index],
                     &ToolInput {
                         data: Some(data),
                         log_path: None,
                     },
                 )
                 .await;
-            let input_estimate = self.fixed_tokens() + run.estimate();
             let answer: Result<Answer, Failure> = match report.outcome {
                 Ok(output) => read_answer(&output).map_err(|failure| Failure {
                     code: "E-RUN-011".to_string(),
                     message: match failure.status {
                         Some(status) => format!(
                             "driver `{}` failed (HTTP {status}): {}",
-                            staged.driver.name, failure.message
+                            driver.name, failure.message
                         ),
-                        None => format!(
-                            "driver `{}` failed: {}",
-                            staged.driver.name, failure.message
-                        ),
+                        None => format!("driver `{}` failed: {}", driver.name, failure.message),
                     },
                     hint: "read the provider's message; check the model name, the key and the \
                            gateway endpoint"
@@ -768,6 +845,7 @@ impl<'a> SessionContext<'a> {
                         task_event,
                         self.inference_event(
                             run,
+                            choice,
                             turn,
                             sent,
                             input_estimate,
@@ -787,14 +865,16 @@ impl<'a> SessionContext<'a> {
             let mut assistant = StoredMessage::new(Message::Assistant {
                 content: answer.content.clone(),
             });
-            assistant.source_id = Some(format!("driver:{}", staged.driver.name));
+            assistant.source_id = Some(format!("driver:{}", driver.name));
+            assistant.produced_by = receiver;
             let output_estimate =
                 tokens::count(&serde_json::to_string(&assistant.message).unwrap_or_default());
+            self.spend.record_output(output_estimate);
             run.history.push(assistant);
             run.continuation.record(
                 answer.continuation_id.as_deref(),
                 run.context_id.as_deref(),
-                PRIMARY,
+                &choice.name,
                 run.history.len(),
             );
             let calls: Vec<(String, String, Value)> = run
@@ -812,6 +892,7 @@ impl<'a> SessionContext<'a> {
                 task_event,
                 self.inference_event(
                     run,
+                    choice,
                     turn,
                     sent,
                     input_estimate,
@@ -824,7 +905,7 @@ impl<'a> SessionContext<'a> {
                     None,
                 ),
             )?;
-            self.on_inference(run, turn, &inference_event, &answer, input_estimate)
+            self.on_inference(run, choice, turn, &inference_event, &answer, input_estimate)
                 .await?;
             if !wants_tools {
                 let text = run
@@ -838,8 +919,8 @@ impl<'a> SessionContext<'a> {
                 self.tool_call(run, turn, &inference_event, call_id, name, input)
                     .await?;
             }
-            if let Some(failure) = self.maybe_compact(run, turn, task_event).await? {
-                return Ok(Ending::Stop(failure));
+            if let Some(ending) = self.maybe_compact(run, choice, turn, task_event).await? {
+                return Ok(ending);
             }
         }
         Ok(Ending::MaxTurns(Failure {
@@ -856,6 +937,7 @@ impl<'a> SessionContext<'a> {
     async fn on_inference(
         &self,
         run: &TaskRun,
+        choice: &DriverChoice,
         turn: u32,
         inference_event: &str,
         answer: &Answer,
@@ -868,8 +950,8 @@ impl<'a> SessionContext<'a> {
             session_id: self.session_id.clone(),
             task_id: run.task_id.clone(),
             turn,
-            choice: PRIMARY.to_string(),
-            model: self.staged.model.clone(),
+            choice: choice.name.clone(),
+            model: choice.model.clone(),
             stop_reason: answer.stop_reason.as_str().to_string(),
             content: serde_json::to_string(&answer.content).unwrap_or_else(|_| "[]".into()),
             estimated_input_tokens: input_estimate,
@@ -918,6 +1000,11 @@ impl<'a> SessionContext<'a> {
         {
             return self
                 .shell_call(shell, run, turn, inference_event, call_id, input)
+                .await;
+        }
+        if name == SWITCH_DRIVER_TOOL && self.switch_tool.is_some() {
+            return self
+                .switch_call(run, turn, inference_event, call_id, input)
                 .await;
         }
         self.observer.note(&format!("tool {name}"));
@@ -1021,6 +1108,99 @@ impl<'a> SessionContext<'a> {
         run.history.push(stored);
         let scope = self.scope(run, turn, inference_event);
         self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        Ok(())
+    }
+
+    /// One call of the agent's `switch-driver` tool, answered in-process: the input checked, the
+    /// decision point, then the switch through the control state as `principal: agent` (which
+    /// traces it). A refused switch is an error result; the loop goes on either way.
+    async fn switch_call(
+        &self,
+        run: &mut TaskRun,
+        turn: u32,
+        inference_event: &str,
+        call_id: &str,
+        input: &Value,
+    ) -> std::io::Result<()> {
+        self.observer.note(&format!("tool {SWITCH_DRIVER_TOOL}"));
+        let wanted = input.get("choice").and_then(Value::as_str);
+        let denial = match wanted {
+            Some(_) => {
+                let event = HookEvent::ToolCall(ToolCallEvent {
+                    session_id: self.session_id.clone(),
+                    task_id: run.task_id.clone(),
+                    turn,
+                    call_id: call_id.to_string(),
+                    tool_name: SWITCH_DRIVER_TOOL.to_string(),
+                    input: input.to_string(),
+                    outcome: None,
+                });
+                let scope = self.scope(run, turn, inference_event);
+                self.hooks.decide(event, &scope).await?
+            }
+            None => None,
+        };
+        let (text, is_error) = match (wanted, denial) {
+            (None, _) => (
+                format!(
+                    "the input must be {{\"choice\": NAME}} with NAME one of {}",
+                    self.staged.choices.names()
+                ),
+                true,
+            ),
+            (Some(_), Some(denial)) => {
+                self.trace(
+                    inference_event,
+                    EventBody::CallDenied {
+                        task_id: run.task_id.clone(),
+                        turn,
+                        kind: "tool".to_string(),
+                        call_id: call_id.to_string(),
+                        target: SWITCH_DRIVER_TOOL.to_string(),
+                        hook: denial.hook.clone(),
+                        reason: denial.reason.clone(),
+                    },
+                )?;
+                (
+                    format!("denied by hook `{}`: {}", denial.hook, denial.reason),
+                    true,
+                )
+            }
+            (Some(wanted), None) => match self.control.set(
+                "inference.driver",
+                &Value::from(wanted),
+                Principal::Agent,
+                Some(&run.task_id),
+            ) {
+                Ok(_) => {
+                    let choices = &self.staged.choices;
+                    let choice = choices
+                        .index_of(wanted)
+                        .and_then(|index| choices.get(index))
+                        .unwrap_or(choices.primary());
+                    (
+                        format!(
+                            "switched to `{}` (model {} through {}); your next call runs on it",
+                            choice.name, choice.model, choice.driver
+                        ),
+                        false,
+                    )
+                }
+                Err(refusal) => (format!("not switched: {}", refusal.message), true),
+            },
+        };
+        let message = Message::Tool {
+            tool_call_id: call_id.to_string(),
+            is_error,
+            content: vec![Block::Text {
+                text: fence(SWITCH_DRIVER_TOOL, call_id, &text),
+            }],
+        };
+        self.observer
+            .tool_result(call_id, SWITCH_DRIVER_TOOL, &message.text(), is_error);
+        let mut stored = StoredMessage::new(message);
+        stored.source_id = Some(format!("runtime:{SWITCH_DRIVER_TOOL}"));
+        run.history.push(stored);
         Ok(())
     }
 
@@ -1212,24 +1392,19 @@ impl<'a> SessionContext<'a> {
         Ok(())
     }
 
-    /// Compaction: when the conversation's estimate crosses `threshold × context window`, the
+    /// Compaction: when the conversation's estimate crosses `threshold × context window` (the
+    /// window of the choice in force), the
     /// first `replace-context` an `on-compaction` hook returns replaces it (fresh message ids,
     /// the held continuation dropped). A hook's error ends the session.
     async fn maybe_compact(
         &self,
         run: &mut TaskRun,
+        choice: &DriverChoice,
         turn: u32,
         task_event: &str,
-    ) -> std::io::Result<Option<Failure>> {
-        let Some(window) = self
-            .staged
-            .capsule
-            .context
-            .as_ref()
-            .and_then(|c| c.max_tokens)
-        else {
-            return Ok(None);
-        };
+    ) -> std::io::Result<Option<Ending>> {
+        // The window of the choice that made this turn's call (`context.max_tokens` when set).
+        let window = choice.limits.limits.context_window;
         let Some(inference) = &self.staged.capsule.inference else {
             return Ok(None);
         };
@@ -1249,17 +1424,28 @@ impl<'a> SessionContext<'a> {
             model: inference.compaction.model.clone(),
             system_prompt: self.compaction_prompt(),
         });
+        let refusals_before = self.spend.refusals();
         let dispatched = self
             .hooks
             .dispatch(event, &self.scope(run, turn, task_event))
             .await?;
         if let Some((hook, message)) = dispatched.errors.into_iter().next() {
-            return Ok(Some(Failure {
+            // A summary the spend ceiling refused is the ceiling's end, not the hook's fault.
+            if self.spend.refusals() > refusals_before {
+                return Ok(Some(Ending::SpendCeiling(Failure {
+                    code: "E-RUN-018".to_string(),
+                    message: format!(
+                        "compaction hook `{hook}` could not summarize: its call would have passed `inference.max_session_tokens` ({message})"
+                    ),
+                    hint: "raise `inference.max_session_tokens`".to_string(),
+                })));
+            }
+            return Ok(Some(Ending::Stop(Failure {
                 code: "E-HOOK-006".to_string(),
                 message: format!("compaction hook `{hook}` failed, so the session ends: {message}"),
                 hint: "read logs/hook-<name>.log; a compaction hook must return replace-context"
                     .to_string(),
-            }));
+            })));
         }
         let replacement =
             dispatched
@@ -1275,14 +1461,14 @@ impl<'a> SessionContext<'a> {
         let messages = match from_wit_list(&list) {
             Ok(messages) => messages,
             Err(reason) => {
-                return Ok(Some(Failure {
+                return Ok(Some(Ending::Stop(Failure {
                     code: "E-HOOK-006".to_string(),
                     message: format!(
                         "compaction hook `{hook}` returned a context that cannot be used, so the session ends: {reason}"
                     ),
                     hint: "return messages whose content is a JSON array of neutral blocks"
                         .to_string(),
-                }));
+                })));
             }
         };
         let messages_before = run.history.len() as u32;
@@ -1311,6 +1497,7 @@ impl<'a> SessionContext<'a> {
     fn inference_event(
         &self,
         run: &TaskRun,
+        choice: &DriverChoice,
         turn: u32,
         sent: Sent,
         input_estimate: u64,
@@ -1327,9 +1514,9 @@ impl<'a> SessionContext<'a> {
             task_id: Some(run.task_id.clone()),
             turn,
             origin: "agent".to_string(),
-            choice: PRIMARY.to_string(),
-            driver: self.staged.driver.name.clone(),
-            model: self.staged.model.clone(),
+            choice: choice.name.clone(),
+            driver: choice.driver.clone(),
+            model: choice.model.clone(),
             prompt_cache_key: run.cache_key.clone(),
             sent,
             input_tokens_estimated: input_estimate,
@@ -1354,6 +1541,33 @@ fn message_is_error(message: &Message) -> bool {
 
 /// The name of the model's shell tool.
 pub(crate) const SHELL_TOOL: &str = "shell";
+
+/// The name of the agent's runtime tool for `control.agent_settings: [inference.driver]`.
+pub(crate) const SWITCH_DRIVER_TOOL: &str = "switch-driver";
+
+/// The `switch-driver` tool as the model is offered it: one of the choice names.
+fn switch_driver_spec(staged: &Staged) -> ToolSpec {
+    let names: Vec<&str> = staged.choices.iter().map(|c| c.name.as_str()).collect();
+    let listed: Vec<String> = staged
+        .choices
+        .iter()
+        .map(|c| format!("{} ({})", c.name, c.model))
+        .collect();
+    ToolSpec {
+        name: SWITCH_DRIVER_TOOL.to_string(),
+        description: format!(
+            "Switch the model that answers your next turns. Choices: {}. The conversation \
+             carries over unchanged.",
+            listed.join(", ")
+        ),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {"choice": {"type": "string", "enum": names}},
+            "required": ["choice"],
+            "additionalProperties": false
+        }),
+    }
+}
 
 /// How long a shell call may run when it names no limit.
 const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);

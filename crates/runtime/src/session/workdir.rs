@@ -83,7 +83,10 @@ pub fn murmur_md(staged: &Staged) -> String {
          apart from any read-only paths listed below. What you leave here stays with the \
          session.\n\n## Tools\n\n",
     );
-    if staged.tools.is_empty() && capsule.capabilities.shell.allow.is_empty() {
+    if staged.tools.is_empty()
+        && capsule.capabilities.shell.allow.is_empty()
+        && capsule.control.agent_settings.is_empty()
+    {
         text.push_str("None.\n");
     }
     for tool in &staged.tools {
@@ -104,11 +107,31 @@ pub fn murmur_md(staged: &Staged) -> String {
                 .join(", ")
         ));
     }
+    if capsule
+        .control
+        .agent_settings
+        .contains(&murmur_manifest::capsule::Setting::InferenceDriver)
+    {
+        let choices: Vec<String> = staged
+            .choices
+            .iter()
+            .map(|choice| format!("`{}` ({})", choice.name, choice.model))
+            .collect();
+        text.push_str(&format!(
+            "- `switch-driver`: switches the model that answers your next turns: {}.\n",
+            choices.join(", ")
+        ));
+    }
     let limits = &capsule.capabilities.limits;
     text.push_str(&format!(
         "\n## Limits\n\n- At most {} turns per task.\n- At most {} output tokens per reply.\n",
         staged.max_turns, staged.max_tokens
     ));
+    if let Some(ceiling) = staged.max_session_tokens {
+        text.push_str(&format!(
+            "- At most about {ceiling} tokens over the whole session (estimated).\n"
+        ));
+    }
     if let Some(seconds) = limits.deadline_seconds {
         text.push_str(&format!(
             "- Each tool call must finish within {seconds} s.\n"

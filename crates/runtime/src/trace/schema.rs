@@ -84,13 +84,20 @@ pub enum EventBody {
         workdir: String,
         model: String,
         driver: String,
-        /// Where the primary driver's credential came from: `environment`, `manifest`,
-        /// `keyless`.
+        /// Where the primary driver's credential came from: `config`, `environment`,
+        /// `manifest`, `injected`, `keyless`.
         credential_source: String,
         components: Vec<ComponentRef>,
         tools: Vec<String>,
         /// How shell children are contained (Landlock enforced, or unavailable and why).
         containment: Value,
+        /// Every driver choice with its credential source and limits; only when alternates
+        /// exist.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        inference_choices: Option<Value>,
+        /// `inference.max_session_tokens`, when set.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        max_session_tokens: Option<u64>,
     },
     TaskStart {
         task_id: String,
@@ -205,6 +212,34 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
     },
+    /// A setting or a secret changed through the control plane (`principal: controller`) or
+    /// the agent's `switch-driver` tool (`principal: agent`). A secret's value is never written.
+    ControlChange {
+        /// `controller` or `agent`.
+        principal: String,
+        /// `inference.driver`, `inference.max_tokens`, or `secrets/<NAME>`.
+        target: String,
+        /// `set`, `inject`, or `forget`.
+        action: String,
+        /// The value before and after (null for a secret).
+        from: Value,
+        to: Value,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        task_id: Option<String>,
+    },
+    /// A control-plane change was refused; nothing changed.
+    ControlRefused {
+        principal: String,
+        target: String,
+        action: String,
+        /// The HTTP status the refusal carries (also for the agent's tool).
+        status: u16,
+        /// `credential_unresolvable`, `in_use`, `not_granted`, `unknown_setting`, …
+        reason: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        task_id: Option<String>,
+    },
     /// A hook's `deny` refused a call at the decision point; the call was not made.
     CallDenied {
         task_id: String,
@@ -291,6 +326,8 @@ impl EventBody {
             EventBody::Shell { .. } => "shell",
             EventBody::A2aTaskReceived { .. } => "a2a_task_received",
             EventBody::A2aSend { .. } => "a2a_send",
+            EventBody::ControlChange { .. } => "control_change",
+            EventBody::ControlRefused { .. } => "control_refused",
             EventBody::CallDenied { .. } => "call_denied",
             EventBody::HookDispatchError { .. } => "hook_dispatch_error",
             EventBody::TaskReopened { .. } => "task_reopened",

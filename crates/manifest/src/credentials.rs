@@ -1,0 +1,212 @@
+//! The user's credentials file, `$MURMUR_HOME/credentials.yaml`: credential names mapped to
+//! their values, the `config` source staging tries after the environment and the `.env`.
+//!
+//! ```yaml
+//! ANTHROPIC_API_KEY: sk-ant-…
+//! OPENAI_API_KEY: "sk-…"
+//! ```
+//!
+//! - A missing file holds nothing.
+//! - A file that cannot be read, is not YAML, is not one mapping, or maps a name to anything but
+//!   a string is `E-RUN-019`, naming the file and the line.
+//! - A file its group or others may read is used, with `W-RUN-020`.
+//! - No value is ever printed.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::Diagnostic;
+use crate::diagnostic::code;
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+
+/// The credentials the file holds.
+#[derive(Default)]
+pub struct Credentials {
+    values: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.values.keys().collect();
+        names.sort();
+        f.debug_struct("Credentials")
+            .field("names", &names)
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// The value of credential `name`.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.values.get(name).cloned()
+    }
+}
+
+/// Loads the credentials file at `path`, with its warnings; `Err` is the one error that makes it
+/// unusable.
+pub fn load(path: &Path) -> Result<(Credentials, Vec<Diagnostic>), Box<Diagnostic>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Credentials::default(), Vec::new()));
+        }
+        Err(error) => {
+            return Err(Box::new(
+                Diagnostic::new(
+                    code::E_RUN_019,
+                    format!("the credentials file cannot be read: {error}"),
+                )
+                .hint("make it a file you can read, or remove it")
+                .in_file(path),
+            ));
+        }
+    };
+    let values = parse(&text).map_err(|(line, column, message, hint)| {
+        Box::new(
+            Diagnostic::new(code::E_RUN_019, message)
+                .hint(hint)
+                .at(path, line, column),
+        )
+    })?;
+    let mut warnings = Vec::new();
+    if let Some(mode) = loose_mode(path) {
+        warnings.push(
+            Diagnostic::new(
+                code::W_RUN_020,
+                format!(
+                    "the credentials file can be read by its group or by others (mode {mode:03o})"
+                ),
+            )
+            .hint(format!("chmod 600 {}", path.display()))
+            .in_file(path),
+        );
+    }
+    Ok((Credentials { values }, warnings))
+}
+
+/// The file's permission bits, when they let its group or others read it.
+fn loose_mode(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then_some(mode)
+}
+
+/// `(line, column, message, hint)` of what makes a credentials text unusable.
+type Unusable = (usize, usize, String, String);
+
+fn parse(text: &str) -> Result<HashMap<String, String>, Unusable> {
+    let at = |node: &MarkedYaml<'_>| (node.span.start.line().max(1), node.span.start.col() + 1);
+    let documents = MarkedYaml::load_from_str(text).map_err(|error| {
+        let marker = error.marker();
+        (
+            marker.line().max(1),
+            marker.col() + 1,
+            format!("the credentials file is not YAML: {}", error.info()),
+            "write one `NAME: value` line per credential".to_string(),
+        )
+    })?;
+    if documents.len() > 1 {
+        let (line, column) = at(&documents[1]);
+        return Err((
+            line,
+            column,
+            "the credentials file holds more than one YAML document".to_string(),
+            "keep one document: remove the `---` and what follows it".to_string(),
+        ));
+    }
+    let Some(root) = documents.first() else {
+        return Ok(HashMap::new());
+    };
+    let entries = match &root.data {
+        YamlData::Mapping(entries) => entries,
+        YamlData::Value(Scalar::Null) => return Ok(HashMap::new()),
+        _ => {
+            let (line, column) = at(root);
+            return Err((
+                line,
+                column,
+                "the credentials file is not a mapping of names to values".to_string(),
+                "write one `NAME: value` line per credential".to_string(),
+            ));
+        }
+    };
+    let mut values = HashMap::new();
+    for (key, value) in entries {
+        let Some(name) = string(key).filter(|name| !name.is_empty()) else {
+            let (line, column) = at(key);
+            return Err((
+                line,
+                column,
+                "a key of the credentials file is not a credential name".to_string(),
+                "write each credential as `NAME: value`, NAME a plain word".to_string(),
+            ));
+        };
+        let Some(secret) = string(value) else {
+            let (line, column) = at(value);
+            return Err((
+                line,
+                column,
+                format!("credential `{name}` is not a string"),
+                format!("quote the value: `{name}: \"…\"`"),
+            ));
+        };
+        values.insert(name, secret);
+    }
+    Ok(values)
+}
+
+/// A node's text, when it is a string.
+fn string(node: &MarkedYaml<'_>) -> Option<String> {
+    match &node.data {
+        YamlData::Value(Scalar::String(text)) => Some(text.to_string()),
+        YamlData::Representation(text, _, _) => Some(text.to_string()),
+        YamlData::Tagged(_, inner) => string(inner),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mapping_of_names_to_strings_is_read() {
+        let values = parse("# keys\nA_KEY: sk-one\nB_KEY: \"sk-two\"\n").unwrap();
+        assert_eq!(values["A_KEY"], "sk-one");
+        assert_eq!(values["B_KEY"], "sk-two");
+        assert!(parse("").unwrap().is_empty());
+        assert!(parse("# nothing yet\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn what_is_not_a_mapping_of_strings_is_placed_at_its_line() {
+        let (line, _, message, hint) = parse("A_KEY: sk-one\nB_KEY: 12345\n").unwrap_err();
+        assert_eq!(line, 2);
+        assert!(message.contains("`B_KEY` is not a string"), "{message}");
+        assert!(hint.contains("quote"), "{hint}");
+        let (line, _, message, _) = parse("A_KEY: [sk\n").unwrap_err();
+        assert_eq!(line, 2, "{message}");
+        assert!(message.starts_with("the credentials file is not YAML"));
+        let (line, _, message, _) = parse("- sk-one\n").unwrap_err();
+        assert_eq!(line, 1);
+        assert!(message.contains("not a mapping"));
+        let (line, _, _, _) = parse("A: x\nA: y\n").unwrap_err();
+        assert_eq!(line, 2);
+        let (line, _, message, _) = parse("A: x\n---\nB: y\n").unwrap_err();
+        assert_eq!(line, 3, "{message}");
+        let (_, _, message, _) = parse("A:\n").unwrap_err();
+        assert!(message.contains("`A` is not a string"));
+    }
+
+    #[test]
+    fn debug_names_the_credentials_but_never_their_values() {
+        let credentials = Credentials {
+            values: parse("A_KEY: sk-secret\n").unwrap(),
+        };
+        let shown = format!("{credentials:?}");
+        assert!(
+            shown.contains("A_KEY") && !shown.contains("sk-secret"),
+            "{shown}"
+        );
+    }
+}

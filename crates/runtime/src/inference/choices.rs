@@ -1,0 +1,326 @@
+//! Driver choices: the named pairs of one driver artifact and one model that a session's agent
+//! loop may be switched between (seed `driver_choice`, SPEC §10).
+//!
+//! What this module promises:
+//!
+//! - **The table.** Index 0 is `primary`: `inference.driver.artifact` with `inference.model`.
+//!   Then every `inference.alternates` entry, in manifest order. Two choices may share a driver
+//!   artifact (two models of one provider); they then share its gateway and credential. A
+//!   setting value names a choice by its name; nothing else selects one.
+//! - **Each choice's limits.** Every choice carries the output cap and context window resolved
+//!   for its own model at launch ([`crate::inference::model_limits`]); `inference.max_tokens`
+//!   and `context.max_tokens`, when set, are that cap and window for every choice.
+//! - **Each choice's credential.** Where its driver's gateway credential came from
+//!   ([`CredentialSource`]), the `control.secrets` name it reads when it is injected, and the
+//!   name that could not be resolved at launch when it was staged unavailable.
+//! - **The producer.** An assistant message the agent loop stores while alternates exist is
+//!   marked `produced_by: {driver, model}` of the choice that produced it; a `thinking` block is
+//!   sent only to the choice that produced it ([`wire_view`]). The stored history is never
+//!   edited. Without alternates nothing is marked and nothing is filtered.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::inference::model_limits::ResolvedLimits;
+use crate::inference::neutral::{Block, Message, StoredMessage};
+
+/// The name of the first choice.
+pub const PRIMARY: &str = murmur_manifest::capsule::PRIMARY_CHOICE;
+
+/// Where a driver's gateway credential comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialSource {
+    /// The user's credentials file (`$MURMUR_HOME/credentials.yaml`), read at launch.
+    Config,
+    /// The environment, or the `.env` beside the manifest, read at launch.
+    Environment,
+    /// A literal `api_key` in the manifest.
+    Manifest,
+    /// A `control.secrets` name, read on every request from what the control plane injected.
+    Injected,
+    /// The gateway takes no key.
+    Keyless,
+    /// Found nowhere: the choice is staged unavailable.
+    None,
+}
+
+impl CredentialSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialSource::Config => "config",
+            CredentialSource::Environment => "environment",
+            CredentialSource::Manifest => "manifest",
+            CredentialSource::Injected => "injected",
+            CredentialSource::Keyless => "keyless",
+            CredentialSource::None => "none",
+        }
+    }
+}
+
+/// One named pair of a driver artifact and a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverChoice {
+    /// `primary` or an alternate's `name`.
+    pub name: String,
+    /// The driver artifact's name, as `artifacts:` declares it.
+    pub driver: String,
+    /// The model the requests name.
+    pub model: String,
+    pub credential_source: CredentialSource,
+    /// The `control.secrets` name the driver's gateway reads, when its credential is injected.
+    pub injected_secret: Option<String>,
+    /// The credential name that could not be resolved at launch (the choice is unavailable).
+    pub unresolved_credential: Option<String>,
+    /// The output cap and context window in force for this choice.
+    pub limits: ResolvedLimits,
+}
+
+impl DriverChoice {
+    /// Whether the choice's credential resolved at launch.
+    pub fn staged(&self) -> bool {
+        self.unresolved_credential.is_none()
+    }
+
+    /// The `produced_by` mark of an assistant message this choice produced.
+    pub fn producer(&self) -> Value {
+        json!({"driver": self.driver, "model": self.model})
+    }
+}
+
+/// Every driver choice of one session, `primary` first, then the alternates in manifest order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverChoices {
+    choices: Vec<DriverChoice>,
+}
+
+impl DriverChoices {
+    /// The table; `choices` must hold the primary first.
+    pub fn new(choices: Vec<DriverChoice>) -> DriverChoices {
+        debug_assert!(choices.first().is_some_and(|c| c.name == PRIMARY));
+        DriverChoices { choices }
+    }
+
+    pub fn primary(&self) -> &DriverChoice {
+        &self.choices[0]
+    }
+
+    pub fn get(&self, index: usize) -> Option<&DriverChoice> {
+        self.choices.get(index)
+    }
+
+    /// The index of the choice named `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.choices.iter().position(|choice| choice.name == name)
+    }
+
+    /// Whether any alternate is declared. Without one, nothing a switch introduces is written:
+    /// no `produced_by`, no `driver_choice`, no `inference_choices`.
+    pub fn has_alternates(&self) -> bool {
+        self.choices.len() > 1
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &DriverChoice> {
+        self.choices.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.choices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.choices.is_empty()
+    }
+
+    /// Every choice's name, comma-joined, for a refusal that lists what may be selected.
+    pub fn names(&self) -> String {
+        self.choices
+            .iter()
+            .map(|choice| choice.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The `choices` listing of `GET /control`: each choice's name, driver and model, and
+    /// whether a switch to it would be accepted now, as `available` answers it.
+    pub fn listing(&self, available: impl Fn(&DriverChoice) -> bool) -> Vec<Value> {
+        self.choices
+            .iter()
+            .map(|choice| {
+                json!({
+                    "name": choice.name,
+                    "driver": choice.driver,
+                    "model": choice.model,
+                    "available": available(choice),
+                })
+            })
+            .collect()
+    }
+
+    /// What `session_start` records of each choice (written only when alternates exist).
+    pub fn session_listing(&self) -> Vec<Value> {
+        self.choices
+            .iter()
+            .map(|choice| {
+                let mut entry = json!({
+                    "name": choice.name,
+                    "driver": choice.driver,
+                    "model": choice.model,
+                    "credential_source": choice.credential_source.as_str(),
+                    "max_output_tokens": choice.limits.limits.max_output_tokens,
+                    "context_window": choice.limits.limits.context_window,
+                });
+                if let Some(name) = &choice.unresolved_credential {
+                    entry["unresolved_credential"] = json!(name);
+                }
+                if let Some(name) = &choice.injected_secret {
+                    entry["injected_secret"] = json!(name);
+                }
+                entry
+            })
+            .collect()
+    }
+}
+
+/// The messages as `receiver` (a `produced_by` mark) is sent them: a `thinking` block another
+/// producer wrote is left out, and an assistant message left with no content is left out
+/// whole. With no receiver (no alternates), every message as stored.
+pub fn wire_view<'a>(
+    history: &'a [StoredMessage],
+    receiver: Option<&Value>,
+) -> Vec<Cow<'a, Message>> {
+    history
+        .iter()
+        .filter_map(|stored| {
+            let foreign = match (receiver, &stored.produced_by) {
+                (Some(receiver), Some(producer)) => producer != receiver,
+                _ => false,
+            };
+            match &stored.message {
+                Message::Assistant { content }
+                    if foreign && content.iter().any(|b| matches!(b, Block::Thinking { .. })) =>
+                {
+                    let kept: Vec<Block> = content
+                        .iter()
+                        .filter(|block| !matches!(block, Block::Thinking { .. }))
+                        .cloned()
+                        .collect();
+                    (!kept.is_empty()).then_some(Cow::Owned(Message::Assistant { content: kept }))
+                }
+                message => Some(Cow::Borrowed(message)),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inference::model_limits::{LimitSource, ModelLimits};
+
+    fn choice(name: &str, driver: &str, model: &str) -> DriverChoice {
+        DriverChoice {
+            name: name.to_string(),
+            driver: driver.to_string(),
+            model: model.to_string(),
+            credential_source: CredentialSource::Environment,
+            injected_secret: None,
+            unresolved_credential: None,
+            limits: ResolvedLimits {
+                limits: ModelLimits {
+                    max_output_tokens: 4096,
+                    context_window: 200_000,
+                },
+                max_output_from: LimitSource::Table,
+                context_window_from: LimitSource::Table,
+            },
+        }
+    }
+
+    fn table() -> DriverChoices {
+        let mut gpt = choice("gpt", "driver-openai-chat", "gpt-5");
+        gpt.credential_source = CredentialSource::None;
+        gpt.unresolved_credential = Some("OPENAI_API_KEY".to_string());
+        DriverChoices::new(vec![
+            choice(PRIMARY, "driver-anthropic", "claude-sonnet-4-5"),
+            choice("haiku", "driver-anthropic", "claude-haiku-4-5"),
+            gpt,
+        ])
+    }
+
+    #[test]
+    fn the_primary_comes_first_then_the_alternates_in_order() {
+        let choices = table();
+        assert_eq!(choices.names(), "primary, haiku, gpt");
+        assert_eq!(choices.primary().model, "claude-sonnet-4-5");
+        assert_eq!(choices.index_of("gpt"), Some(2));
+        assert_eq!(choices.index_of("driver-openai-chat"), None);
+        assert!(choices.has_alternates());
+        assert!(!DriverChoices::new(vec![choice(PRIMARY, "d", "m")]).has_alternates());
+    }
+
+    #[test]
+    fn the_listing_says_what_a_switch_would_accept() {
+        let listing = table().listing(DriverChoice::staged);
+        assert_eq!(
+            listing[2],
+            json!({"name": "gpt", "driver": "driver-openai-chat", "model": "gpt-5", "available": false})
+        );
+        assert_eq!(listing[1]["available"], true);
+        let session = table().session_listing();
+        assert_eq!(session[2]["credential_source"], "none");
+        assert_eq!(session[2]["unresolved_credential"], "OPENAI_API_KEY");
+        assert_eq!(session[0]["credential_source"], "environment");
+    }
+
+    fn thinking_answer(producer: &DriverChoice) -> StoredMessage {
+        let mut stored = StoredMessage::new(Message::Assistant {
+            content: vec![
+                Block::Thinking {
+                    thinking: "hmm".into(),
+                    signature: Some("sig".into()),
+                },
+                Block::Text {
+                    text: "answer".into(),
+                },
+            ],
+        });
+        stored.produced_by = Some(producer.producer());
+        stored
+    }
+
+    #[test]
+    fn thinking_goes_only_to_its_producer_and_the_history_is_untouched() {
+        let choices = table();
+        let primary = choices.primary();
+        let haiku = choices.get(1).unwrap();
+        let history = vec![
+            StoredMessage::new(Message::user_text("hi")),
+            thinking_answer(primary),
+        ];
+        let to_primary = wire_view(&history, Some(&primary.producer()));
+        assert_eq!(to_primary[1].content().len(), 2);
+        let to_haiku = wire_view(&history, Some(&haiku.producer()));
+        assert_eq!(to_haiku[1].content().len(), 1);
+        assert!(matches!(to_haiku[1].content()[0], Block::Text { .. }));
+        assert_eq!(history[1].message.content().len(), 2, "stored history kept");
+        // No alternates: no receiver, nothing filtered.
+        assert_eq!(wire_view(&history, None)[1].content().len(), 2);
+    }
+
+    #[test]
+    fn an_answer_of_foreign_thinking_alone_is_left_out() {
+        let choices = table();
+        let mut only_thinking = thinking_answer(choices.primary());
+        if let Message::Assistant { content } = &mut only_thinking.message {
+            content.truncate(1);
+        }
+        let history = vec![StoredMessage::new(Message::user_text("hi")), only_thinking];
+        assert_eq!(
+            wire_view(&history, Some(&choices.get(1).unwrap().producer())).len(),
+            1
+        );
+    }
+}

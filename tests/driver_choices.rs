@@ -1,0 +1,599 @@
+//! Driver choices (seed `driver_choice`, SPEC §10) through the real `mur run`: two emulated
+//! providers in one session, an Anthropic-shaped primary and an OpenAI Responses-shaped
+//! alternate, the agent switching between them with its `switch-driver` tool. Each test names
+//! the rule of the seed it holds.
+
+use std::path::{Path, PathBuf};
+
+use murmur_testkit::emulator::{Emulator, Recorded, Script};
+use murmur_testkit::{Mur, MurOutput, RecordingServer, repo_root};
+use serde_json::{Value, json};
+
+const ANTHROPIC_KEY: &str = "sk-ant-choices-0001";
+const OPENAI_KEY: &str = "sk-oai-choices-0002";
+
+fn emulator(yaml: &str, key: &str) -> Emulator {
+    Emulator::builder(Script::from_yaml(yaml).expect("script"))
+        .api_key(key)
+        .start()
+        .expect("emulator")
+}
+
+/// A capsule whose primary is `claude-sonnet-4-5` on the Anthropic driver at `anthropic`, with
+/// the alternate `gpt` (`gpt-5` on the Responses driver at `openai`, keyed by `${GPT_KEY}`),
+/// the write-file tool, and the agent's `switch-driver` grant. `extra` is appended at the top
+/// level.
+fn capsule(dir: &Path, anthropic: &str, openai: &str, extra: &str) -> PathBuf {
+    let root = repo_root();
+    let text = format!(
+        r#"name: switcher
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {anthropic_driver}
+    gateway: {{ endpoint: "{anthropic}", api_key: "${{ANT_KEY}}" }}
+  - name: driver-openai-responses
+    version: "0.1.0"
+    runtime: driver
+    path: {responses_driver}
+    gateway: {{ endpoint: "{openai}", api_key: "${{GPT_KEY}}" }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool, path: {write_file} }}
+inference:
+  model: claude-sonnet-4-5
+  driver: {{ artifact: driver-anthropic }}
+  alternates:
+    - {{ name: gpt, model: gpt-5, driver: driver-openai-responses }}
+  system_prompt: "You switch models when told."
+  max_turns: 8
+control:
+  agent_settings: [inference.driver]
+{extra}
+"#,
+        anthropic_driver = root.join("artifacts/driver-anthropic").display(),
+        responses_driver = root.join("artifacts/driver-openai-responses").display(),
+        write_file = root.join("artifacts/write-file").display(),
+    );
+    let file = dir.join("murmur.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn run(capsule: &Path, env: &[(&str, &str)]) -> MurOutput {
+    let dir = capsule.parent().unwrap();
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args([
+            "run",
+            "--json",
+            "--task",
+            "Write the note, switching as you go.",
+        ])
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"));
+    for (name, value) in env {
+        mur = mur.env(name, value);
+    }
+    mur.run()
+}
+
+const BOTH_KEYS: [(&str, &str); 2] = [("ANT_KEY", ANTHROPIC_KEY), ("GPT_KEY", OPENAI_KEY)];
+
+fn trace(report: &Value) -> Vec<Value> {
+    let path = report["trace_path"].as_str().expect("trace_path");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["event_type"] == event_type)
+        .collect()
+}
+
+/// Requests the emulator answered, in order.
+fn answered(emulator: &Emulator) -> Vec<Recorded> {
+    emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.turn.is_some())
+        .collect()
+}
+
+/// The stored history of the report's only task.
+fn history(report: &Value) -> Vec<Value> {
+    let workdir = Path::new(report["workdir"].as_str().unwrap());
+    let context = report["tasks"][0]["context_id"].as_str().unwrap();
+    let text = std::fs::read_to_string(workdir.join("contexts").join(context).join("history.json"))
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every `encrypted_content` of the `reasoning` items a Responses request carries.
+fn reasoning_sent(body: &Value) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "reasoning")
+        .filter_map(|item| item["encrypted_content"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Every `signature` of the `thinking` blocks an Anthropic request carries.
+fn thinking_sent(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|message| message["content"].as_array().into_iter().flatten())
+        .filter(|block| block["type"] == "thinking")
+        .filter_map(|block| block["signature"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The primary thinks, then switches to `gpt` (the call's result goes to a model that did not
+/// make the call); `gpt` thinks, writes a note and switches back; the primary switches to `gpt`
+/// again; `gpt` finishes.
+const PRIMARY_SCRIPT: &str = r#"
+turns:
+  - reply:
+      thinking: { text: "Planning on the primary.", signature: sig-primary-1 }
+      text: "Handing over."
+      tool_calls: [ { id: toolu_switch_1, name: switch-driver, input: { choice: gpt } } ]
+  - reply:
+      thinking: { text: "Back on the primary.", signature: sig-primary-2 }
+      tool_calls: [ { id: toolu_switch_3, name: switch-driver, input: { choice: gpt } } ]
+"#;
+
+const GPT_SCRIPT: &str = r#"
+turns:
+  - reply:
+      id: resp_gpt_1
+      thinking: { text: "Reasoning on gpt.", signature: enc-gpt-1 }
+      tool_calls:
+        - { id: call_write_2, name: write-file, input: { path: notes/choice.md, content: "from gpt" } }
+        - { id: call_switch_2, name: switch-driver, input: { choice: primary } }
+  - reply:
+      id: resp_gpt_2
+      text: "All done on gpt."
+"#;
+
+#[test]
+fn a_switch_between_a_call_and_its_result_carries_the_history_and_keeps_thinking_to_its_producer() {
+    let anthropic = emulator(PRIMARY_SCRIPT, ANTHROPIC_KEY);
+    let openai = emulator(GPT_SCRIPT, OPENAI_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    // `inference.driver.config` applies to every declared driver: the Responses driver asks
+    // for its reasoning back, so it can be returned to its producer.
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "driver: { artifact: driver-anthropic }",
+        "driver: { artifact: driver-anthropic, config: { include: [reasoning.encrypted_content] } }",
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "All done on gpt.");
+
+    let to_primary = answered(&anthropic);
+    let to_gpt = answered(&openai);
+    assert_eq!((to_primary.len(), to_gpt.len()), (2, 2));
+    // Each provider received its own credential and model only.
+    for request in &to_primary {
+        assert_eq!(request.header("x-api-key"), Some(ANTHROPIC_KEY));
+        assert_eq!(request.body["model"], "claude-sonnet-4-5");
+        // The tool inventory is the same everywhere, the runtime's switch-driver included.
+        let tools: Vec<&str> = request.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, ["write-file", "switch-driver"]);
+    }
+    for request in &to_gpt {
+        assert_eq!(
+            request.header("authorization"),
+            Some(format!("Bearer {OPENAI_KEY}").as_str())
+        );
+        assert_eq!(request.body["model"], "gpt-5");
+    }
+
+    // gpt's first call: the primary's call and its result, carried over; the primary's
+    // thinking is not sent to a model that did not write it; no continuation crosses over.
+    let first_gpt = &to_gpt[0].body;
+    assert_eq!(first_gpt.get("previous_response_id"), None);
+    assert_eq!(reasoning_sent(first_gpt), Vec::<String>::new());
+    let calls: Vec<&Value> = first_gpt["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["call_id"], "toolu_switch_1");
+    assert_eq!(calls[0]["name"], "switch-driver");
+    let outputs: Vec<&Value> = first_gpt["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call_output")
+        .collect();
+    assert_eq!(outputs.len(), 1);
+    assert_eq!(outputs[0]["call_id"], "toolu_switch_1");
+    assert!(
+        outputs[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("switched to `gpt`"),
+        "{:#}",
+        outputs[0]
+    );
+
+    // Back on the primary: its own thinking is sent again, gpt's is not.
+    let second_primary = &to_primary[1].body;
+    assert_eq!(thinking_sent(second_primary), ["sig-primary-1"]);
+    let text = second_primary.to_string();
+    assert!(
+        !text.contains("enc-gpt-1"),
+        "gpt's reasoning went to the primary"
+    );
+    assert!(text.contains("call_write_2") && text.contains("call_switch_2"));
+
+    // gpt again: a full resend (the continuation it returned was scoped to it and was dropped
+    // when the primary answered without one), its own reasoning sent back, not the primary's.
+    let second_gpt = &to_gpt[1].body;
+    assert_eq!(second_gpt.get("previous_response_id"), None);
+    assert_eq!(reasoning_sent(second_gpt), ["enc-gpt-1"]);
+    assert!(!second_gpt.to_string().contains("sig-primary"));
+
+    // The prompt cache key is the same on every call, whatever the choice.
+    let keys: Vec<&Value> = to_gpt.iter().map(|r| &r.body["prompt_cache_key"]).collect();
+    assert!(keys[0].is_string());
+    assert_eq!(keys[0], keys[1]);
+
+    let events = trace(&report);
+    let inferences = of_type(&events, "inference");
+    let choices: Vec<&str> = inferences
+        .iter()
+        .map(|e| e["choice"].as_str().unwrap())
+        .collect();
+    assert_eq!(choices, ["primary", "gpt", "primary", "gpt"]);
+    let models: Vec<&str> = inferences
+        .iter()
+        .map(|e| e["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        models,
+        ["claude-sonnet-4-5", "gpt-5", "claude-sonnet-4-5", "gpt-5"]
+    );
+    assert!(
+        inferences
+            .iter()
+            .all(|e| e["prompt_cache_key"] == inferences[0]["prompt_cache_key"])
+    );
+    assert!(
+        inferences.iter().all(|e| e["sent"]["full_resend"] == true),
+        "every call after a switch is a full resend"
+    );
+    let changes = of_type(&events, "control_change");
+    let moves: Vec<(&str, &str, &str)> = changes
+        .iter()
+        .map(|e| {
+            (
+                e["principal"].as_str().unwrap(),
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            ("agent", "primary", "gpt"),
+            ("agent", "gpt", "primary"),
+            ("agent", "primary", "gpt")
+        ]
+    );
+    assert!(changes.iter().all(|e| e["target"] == "inference.driver"));
+
+    // The stored history is never edited, and every assistant message names its producer.
+    let stored = history(&report);
+    let producers: Vec<&Value> = stored
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| &m["produced_by"])
+        .collect();
+    assert_eq!(
+        producers,
+        [
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+            &json!({"driver": "driver-openai-responses", "model": "gpt-5"}),
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+            &json!({"driver": "driver-openai-responses", "model": "gpt-5"}),
+        ]
+    );
+    let stored_thinking = stored
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|b| b["type"] == "thinking")
+        .count();
+    assert_eq!(
+        stored_thinking, 3,
+        "every thinking block is kept in the history"
+    );
+
+    // session_start names each choice with its credential source and limits.
+    let start = &of_type(&events, "session_start")[0];
+    let listed = start["inference_choices"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["name"], "primary");
+    assert_eq!(listed[0]["credential_source"], "environment");
+    assert_eq!(listed[1]["name"], "gpt");
+    assert_eq!(listed[1]["driver"], "driver-openai-responses");
+    assert_eq!(listed[1]["credential_source"], "environment");
+}
+
+/// "Each choice's limits": without `inference.max_tokens` every call carries its own model's
+/// output cap from the limits table; with it, every choice uses the manifest's.
+#[test]
+fn each_choice_calls_with_its_own_models_output_cap_unless_the_manifest_sets_one() {
+    for (extra, primary_cap, gpt_cap) in
+        [("", 64_000, 128_000), ("  max_tokens: 1500\n", 1500, 1500)]
+    {
+        let anthropic = emulator(PRIMARY_SCRIPT, ANTHROPIC_KEY);
+        let openai = emulator(GPT_SCRIPT, OPENAI_KEY);
+        let dir = tempfile::tempdir().unwrap();
+        let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+        if !extra.is_empty() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            std::fs::write(
+                &file,
+                text.replace("  max_turns: 8\n", &format!("  max_turns: 8\n{extra}")),
+            )
+            .unwrap();
+        }
+        let output = run(&file, &BOTH_KEYS);
+        assert_eq!(output.code, 0, "{output:#?}");
+        for request in answered(&anthropic) {
+            assert_eq!(request.body["max_tokens"], primary_cap, "{extra}");
+        }
+        for request in answered(&openai) {
+            assert_eq!(request.body["max_output_tokens"], gpt_cap, "{extra}");
+        }
+    }
+}
+
+/// "The credential": an alternate whose credential is found nowhere is staged unavailable with
+/// W-RUN-003, the launch goes on, and a switch to it is refused `credential_unresolvable`.
+#[test]
+fn an_alternate_without_its_credential_is_unavailable_and_the_launch_goes_on() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_s, name: switch-driver, input: { choice: gpt } } ]
+  - reply: { text: "Stayed on the primary." }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator(GPT_SCRIPT, OPENAI_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    let output = run(&file, &[("ANT_KEY", ANTHROPIC_KEY)]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(output.stderr.contains("W-RUN-003"), "{}", output.stderr);
+    assert!(output.stderr.contains("GPT_KEY"), "{}", output.stderr);
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "Stayed on the primary.");
+    assert_eq!(
+        openai.requests().len(),
+        0,
+        "the unavailable choice was never called"
+    );
+
+    let to_primary = answered(&anthropic);
+    let result = to_primary[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .find(|b| b["type"] == "tool_result")
+        .cloned()
+        .unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result.to_string().contains("GPT_KEY"),
+        "the refusal names the credential: {result:#}"
+    );
+
+    let events = trace(&report);
+    let start = &of_type(&events, "session_start")[0];
+    assert_eq!(start["inference_choices"][1]["credential_source"], "none");
+    assert_eq!(
+        start["inference_choices"][1]["unresolved_credential"],
+        "GPT_KEY"
+    );
+    let refused = of_type(&events, "control_refused");
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["principal"], "agent");
+    assert_eq!(refused[0]["status"], 409);
+    assert_eq!(refused[0]["reason"], "credential_unresolvable");
+    assert!(of_type(&events, "control_change").is_empty());
+    assert!(
+        of_type(&events, "inference")
+            .iter()
+            .all(|e| e["choice"] == "primary")
+    );
+}
+
+/// Without alternates nothing a switch introduces is written: no `produced_by`, no
+/// `inference_choices`; and no `switch-driver` tool without the grant.
+#[test]
+fn without_alternates_nothing_is_marked() {
+    let anthropic = emulator(
+        "turns:\n  - reply: { thinking: { text: t, signature: s1 }, text: done }\n",
+        ANTHROPIC_KEY,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let alternates =
+        "  alternates:\n    - { name: gpt, model: gpt-5, driver: driver-openai-responses }\n";
+    let text = text
+        .replace(alternates, "")
+        .replace("control:\n  agent_settings: [inference.driver]\n", "");
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &[("ANT_KEY", ANTHROPIC_KEY)]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    let stored = history(&report);
+    assert!(stored.iter().all(|m| m.get("produced_by").is_none()));
+    let events = trace(&report);
+    assert!(
+        of_type(&events, "session_start")[0]
+            .get("inference_choices")
+            .is_none()
+    );
+    let requests = answered(&anthropic);
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["write-file"]);
+}
+
+/// "What follows the switch": a driver-choice dispatch sets `MURMUR_INFERENCE_*` in that
+/// driver's store to the choice's own endpoint, model and driver, and attaches that choice's
+/// credential, not the primary's.
+#[test]
+fn a_dispatch_on_an_alternate_sees_its_own_inference_target_and_credential() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_s, name: switch-driver, input: { choice: probe } } ]
+"#,
+        ANTHROPIC_KEY,
+    );
+    let gateway = RecordingServer::start("probe gateway");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
+    let root = repo_root();
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(
+            "  - name: driver-openai-responses",
+            &format!(
+                "  - name: probe-driver\n    version: \"0.1.0\"\n    runtime: driver\n    path: {}\n    gateway: {{ endpoint: \"{}\", api_key: \"${{PROBE_KEY}}\" }}\n  - name: driver-openai-responses",
+                root.join("tests/fixtures/probe-driver").display(),
+                gateway.url()
+            ),
+        )
+        .replace(
+            "    - { name: gpt, model: gpt-5, driver: driver-openai-responses }",
+            "    - { name: gpt, model: gpt-5, driver: driver-openai-responses }\n    - { name: probe, model: probe-alt, driver: probe-driver }",
+        );
+    std::fs::write(&file, text).unwrap();
+    let output = run(
+        &file,
+        &[
+            ("ANT_KEY", ANTHROPIC_KEY),
+            ("GPT_KEY", OPENAI_KEY),
+            ("PROBE_KEY", "sk-probe-choice"),
+        ],
+    );
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    let seen: Value =
+        serde_json::from_str(report["tasks"][0]["result_text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["env"]["MURMUR_INFERENCE_MODEL"], "probe-alt");
+    assert_eq!(seen["env"]["MURMUR_INFERENCE_DRIVER"], "probe-driver");
+    assert_eq!(seen["env"]["MURMUR_INFERENCE_ENDPOINT"], gateway.url());
+    let requests = gateway.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0]
+            .headers
+            .iter()
+            .any(|(name, value)| name == "x-api-key" && value == "sk-probe-choice")
+    );
+    assert!(
+        !requests[0]
+            .headers
+            .iter()
+            .any(|(_, value)| value.contains(ANTHROPIC_KEY))
+    );
+}
+
+/// Spend: `inference.max_session_tokens` refuses the call that would pass it, before any byte
+/// is sent, and the task ends `spend_ceiling_reached`.
+#[test]
+fn the_call_that_would_pass_the_spend_ceiling_is_refused() {
+    let script = r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_w, name: write-file, input: { path: a.md, content: "a" } } ]
+  - reply: { text: "done" }
+"#;
+    // First, unbounded: what the two calls are estimated at.
+    let anthropic = emulator(script, ANTHROPIC_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let events = trace(&output.json());
+    let inferences = of_type(&events, "inference");
+    let first = inferences[0]["input_tokens_estimated"].as_u64().unwrap()
+        + inferences[0]["output_tokens_estimated"].as_u64().unwrap();
+    let second_input = inferences[1]["input_tokens_estimated"].as_u64().unwrap();
+
+    // A ceiling one token short of the second call: the first is made, the second is not.
+    let ceiling = first + second_input - 1;
+    let anthropic = emulator(script, ANTHROPIC_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "  max_turns: 8\n",
+        &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 1, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["exit_status"], "spend_ceiling_reached");
+    assert_eq!(report["tasks"][0]["error"]["code"], "E-RUN-018");
+    assert_eq!(answered(&anthropic).len(), 1, "the refused call never left");
+    let events = trace(&report);
+    assert_eq!(of_type(&events, "inference").len(), 1);
+    assert_eq!(
+        of_type(&events, "session_start")[0]["max_session_tokens"],
+        ceiling
+    );
+    assert_eq!(
+        of_type(&events, "session_end")[0]["exit_status"],
+        "spend_ceiling_reached"
+    );
+
+    // Exactly enough: both calls are made.
+    let anthropic = emulator(script, ANTHROPIC_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "  max_turns: 8\n",
+        &format!("  max_turns: 8\n  max_session_tokens: {}\n", ceiling + 1),
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert_eq!(answered(&anthropic).len(), 2);
+}
