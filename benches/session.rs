@@ -8,6 +8,10 @@
 //! - `hooks`: the same 50-turn session with a blocking no-op hook hearing every event (105
 //!   dispatches: 2 a turn, 5 a session), against none; and a 40-turn session with and without
 //!   the async debug hook.
+//! - `choices`: a 50-turn session of a capsule with two alternates, each answer a thinking block
+//!   and a `switch-driver` call (the runtime's in-process tool, a `control_change` line), so
+//!   every turn marks `produced_by`, filters thinking for the receiving choice and switches;
+//!   against the plain 50-turn session of `turn_overhead`.
 //! - peak RSS of a 50-turn `mur run` session, printed after the benchmarks.
 
 use std::path::{Path, PathBuf};
@@ -246,9 +250,83 @@ fn peak_rss() {
     );
 }
 
+/// The switching capsule of `choices`: the probe driver as primary and as the alternates `alt`
+/// and `other`, answering a thinking block and a `switch-driver` call to `alt`.
+fn switching_capsule(dir: &Path) -> PathBuf {
+    let answer = r#"answer: { stop_reason: tool_call, content: [ { type: thinking, thinking: "weighing it", signature: sig }, { type: tool_call, id: c1, name: switch-driver, input: { choice: alt } } ] }"#;
+    let text = format!(
+        r#"name: bench
+version: "0.1.0"
+artifacts:
+  - name: probe-driver
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "http://127.0.0.1:9" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: bench-model
+  driver: {{ artifact: probe-driver, config: {{ mode: bench, {answer} }} }}
+  alternates:
+    - {{ name: alt, model: bench-model-alt, driver: probe-driver }}
+    - {{ name: other, model: bench-model-other, driver: probe-driver }}
+  max_turns: 50
+control:
+  agent_settings: [inference.driver]
+"#,
+        driver = repo().join("tests/fixtures/probe-driver").display(),
+        probe = repo().join("tests/fixtures/probe").display(),
+    );
+    let file = dir.join("murmur.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn choices(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = Engine::new(EngineConfig {
+        cache_dir: None,
+        pooling: true,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = switching_capsule(dir.path());
+    let staged = Arc::new(session::stage(&file, &engine, &|_| None).expect("staging"));
+    let engine = Arc::new(engine);
+    let config = SessionConfig {
+        workdir_root: dir.path().join("work"),
+        tasks: vec![TaskInput::new("go", TaskSource::Cli)],
+        stream: false,
+        host_env: Arc::new(|_| None),
+        control: None,
+    };
+    let mut group = c.benchmark_group("choices");
+    group.throughput(Throughput::Elements(50));
+    group.sample_size(20);
+    group.bench_function("50_turn_session_switching_every_turn", |b| {
+        b.iter(|| {
+            let report = runtime
+                .block_on(session::run(
+                    engine.clone(),
+                    staged.clone(),
+                    &config,
+                    Arc::new(Silent),
+                ))
+                .unwrap();
+            assert_eq!(report.totals.turns, 50);
+        })
+    });
+    group.finish();
+}
+
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     turn_overhead(&mut criterion);
+    choices(&mut criterion);
     hooks(&mut criterion);
     start_to_first_request(&mut criterion);
     criterion.final_summary();

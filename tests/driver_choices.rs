@@ -254,6 +254,25 @@ fn a_switch_between_a_call_and_its_result_carries_the_history_and_keeps_thinking
     assert_eq!(reasoning_sent(second_gpt), ["enc-gpt-1"]);
     assert!(!second_gpt.to_string().contains("sig-primary"));
 
+    // The system prompt is the same on every call, whatever the choice.
+    let system_of = |body: &Value| -> String {
+        match &body["system"] {
+            Value::String(text) => text.clone(),
+            blocks => blocks
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["text"].as_str().unwrap())
+                .collect(),
+        }
+    };
+    let system = system_of(&to_primary[0].body);
+    assert!(system.starts_with("[Capsule]") && system.ends_with("You switch models when told."));
+    assert_eq!(system_of(&to_primary[1].body), system);
+    for request in &to_gpt {
+        assert_eq!(request.body["instructions"], system.as_str());
+    }
+
     // The prompt cache key is the same on every call, whatever the choice.
     let keys: Vec<&Value> = to_gpt.iter().map(|r| &r.body["prompt_cache_key"]).collect();
     assert!(keys[0].is_string());
@@ -596,4 +615,89 @@ turns:
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 0, "{output:#?}");
     assert_eq!(answered(&anthropic).len(), 2);
+}
+
+/// "What follows the switch": only agent-loop calls. After a switch to `gpt`, compaction's
+/// summary still goes through the primary driver and its gateway, traced as the primary's.
+#[test]
+fn compaction_stays_on_the_primary_after_a_switch() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_s, name: switch-driver, input: { choice: gpt } } ]
+by_model:
+  summary-model: { text: "Numbered notes were written on gpt." }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let mut script = String::from("turns:\n");
+    for n in 1..=16 {
+        script.push_str(&format!(
+            "  - reply: {{ tool_calls: [ {{ id: call_{n}, name: write-file, input: {{ path: notes/n{n}.md, content: \"note number {n} with some words to take up room in the context\" }} }} ] }}\n"
+        ));
+    }
+    script.push_str("  - reply: { text: \"Sixteen notes.\" }\n");
+    let openai = emulator(&script, OPENAI_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        &anthropic.url(),
+        &openai.url(),
+        "context: { max_tokens: 2000 }",
+    );
+    let compactor = repo_root().join("artifacts/compactor");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(
+            "inference:\n",
+            &format!(
+                "  - {{ name: compactor, version: \"0.1.0\", runtime: hook, path: {}, config: {{ keep_last: 4 }}, grants: [ runtime/inference ] }}\ninference:\n",
+                compactor.display()
+            ),
+        )
+        .replace(
+            "  max_turns: 8\n",
+            "  max_turns: 20\n  compaction: { threshold: 0.6, model: summary-model }\n",
+        );
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "Sixteen notes.");
+
+    let events = trace(&report);
+    assert!(
+        !of_type(&events, "compaction").is_empty(),
+        "no compaction happened"
+    );
+    let inferences = of_type(&events, "inference");
+    let summaries: Vec<&&Value> = inferences
+        .iter()
+        .filter(|e| e["origin"] == "hook:compactor")
+        .collect();
+    assert!(!summaries.is_empty());
+    for summary in &summaries {
+        assert_eq!(summary["choice"], "primary");
+        assert_eq!(summary["driver"], "driver-anthropic");
+        assert_eq!(summary["model"], "summary-model");
+    }
+    let to_primary_summaries = anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.body["model"] == "summary-model")
+        .count();
+    assert_eq!(to_primary_summaries, summaries.len());
+    assert!(
+        openai.requests().iter().all(|r| r.body["model"] == "gpt-5"),
+        "nothing but the agent loop's calls went to gpt"
+    );
+    // The agent loop itself stayed on gpt after the switch.
+    let agent_choices: Vec<&str> = of_type(&events, "inference")
+        .iter()
+        .filter(|e| e["origin"] == "agent")
+        .map(|e| e["choice"].as_str().unwrap())
+        .collect();
+    assert_eq!(agent_choices[0], "primary");
+    assert!(agent_choices[1..].iter().all(|c| *c == "gpt"));
 }

@@ -2,10 +2,12 @@
 //!
 //! A session is one launch of a capsule: id `ses_` + 32 hex, one workdir, one `trace.jsonl`.
 //! For each task (`tsk_` + 24 hex, in its own context `ctx_` + 24 hex): the task's text is the
-//! first user message; each turn sends the conversation to the primary driver, appends its
+//! first user message; each turn sends the conversation to the driver of the choice in force
+//! ([`control`]; `primary` until a switch, see [`crate::inference::choices`]), appends its
 //! answer, runs the tool calls it asks for, and appends their fenced results; an `end_turn` or
 //! `max_tokens` answer ends the task and its text goes to `out/result.txt`; running out of
-//! `inference.max_turns` ends it `max_turns_reached`; a driver failure ends it `failed`.
+//! `inference.max_turns` ends it `max_turns_reached`; a driver failure ends it `failed`; a call
+//! `inference.max_session_tokens` refuses ends it `spend_ceiling_reached`.
 //!
 //! What a caller can rely on:
 //!

@@ -781,7 +781,25 @@ impl<'a> SessionContext<'a> {
                 Plan::Full => (0, None),
                 Plan::Since { id, from } => (*from, Some(id.as_str())),
             };
-            let input_estimate = self.fixed_tokens() + run.estimate();
+            // With a ceiling the call is admitted before it is made; without one its estimate
+            // is taken while the driver works (the tokenizer's first load stays off the path
+            // to the first request).
+            let admitted_estimate = match self.spend.ceiling() {
+                Some(_) => {
+                    let estimate = self.fixed_tokens() + run.estimate();
+                    if let Err(over) = self.spend.admit(estimate) {
+                        return Ok(Ending::SpendCeiling(Failure {
+                            code: "E-RUN-018".to_string(),
+                            message: format!("the call was not made: {over}"),
+                            hint: "raise `inference.max_session_tokens`, or give the agent a \
+                                   smaller task"
+                                .to_string(),
+                        }));
+                    }
+                    Some(estimate)
+                }
+                None => None,
+            };
             let receiver = choices.has_alternates().then(|| choice.producer());
             let request = DriverRequest {
                 model: &choice.model,
@@ -798,14 +816,6 @@ impl<'a> SessionContext<'a> {
                 full_resend: continuation_id.is_none(),
                 continuation_id: continuation_id.map(str::to_string),
             };
-            if let Err(over) = self.spend.admit(input_estimate) {
-                return Ok(Ending::SpendCeiling(Failure {
-                    code: "E-RUN-018".to_string(),
-                    message: format!("the call was not made: {over}"),
-                    hint: "raise `inference.max_session_tokens`, or give the agent a smaller task"
-                        .to_string(),
-                }));
-            }
             let data = serde_json::to_string(&request).map_err(std::io::Error::other)?;
             let report = self
                 .engine
@@ -818,6 +828,15 @@ impl<'a> SessionContext<'a> {
                     },
                 )
                 .await;
+            let input_estimate = match admitted_estimate {
+                Some(estimate) => estimate,
+                None => {
+                    let estimate = self.fixed_tokens() + run.estimate();
+                    // No ceiling: admission always succeeds; it only counts.
+                    let _ = self.spend.admit(estimate);
+                    estimate
+                }
+            };
             let answer: Result<Answer, Failure> = match report.outcome {
                 Ok(output) => read_answer(&output).map_err(|failure| Failure {
                     code: "E-RUN-011".to_string(),
