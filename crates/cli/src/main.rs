@@ -37,14 +37,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Build artifacts' components from source (their manifest's `build:`).
+    /// Build artifacts' components from source (their manifest's `build:`) and pack each into
+    /// its archive.
     Build {
         /// Artifact directories (or their `murmur.yaml`). Default: the current directory.
         paths: Vec<PathBuf>,
+        /// Where the archives go (`<name>-<version>.tar.gz`). Default: `dist/` in the current
+        /// directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Build only; pack nothing.
+        #[arg(long)]
+        no_pack: bool,
         /// Print what was built as JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Add artifacts to a directory registry (built and packed first).
+    Publish(commands::publish::PublishArgs),
+    /// Install a capsule's registry artifacts and write `murmur.lock`.
+    Install(commands::install::InstallArgs),
     /// Run a capsule: stage it, then run its tasks through the agent loop as one session.
     Run(commands::run::RunArgs),
     /// Send a message to an A2A agent (a served capsule) and print its answer.
@@ -82,7 +94,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit = match cli.command {
         Command::Check { path, json } => commands::check::run(path, json),
-        Command::Build { paths, json } => commands::build::run(paths, json),
+        Command::Build {
+            paths,
+            out,
+            no_pack,
+            json,
+        } => commands::build::run(
+            paths,
+            (!no_pack).then(|| out.unwrap_or_else(|| PathBuf::from("dist"))),
+            json,
+        ),
+        Command::Publish(args) => commands::publish::run(args),
+        Command::Install(args) => commands::install::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Send(args) => commands::send::run(args),
         Command::Control { command } => commands::control::run(command),

@@ -255,6 +255,16 @@ codes! {
     W_RUN_020 = "W-RUN-020": "the user's credentials file can be read by its group or by others";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
+    E_REG_002 = "E-REG-002": "an artifact archive is malformed or unsafe (a path out of it, a link, a special file, no manifest)";
+    E_REG_003 = "E-REG-003": "an artifact archive is over a size or entry limit";
+    E_REG_004 = "E-REG-004": "an artifact's bytes differ from the registry's sha256";
+    E_REG_005 = "E-REG-005": "an artifact's version or bytes differ from its `murmur.lock` pin";
+    E_REG_006 = "E-REG-006": "the registry has no such artifact or version";
+    E_REG_007 = "E-REG-007": "the registry cannot be reached, or its index is malformed";
+    E_REG_008 = "E-REG-008": "`murmur.lock` cannot be read or is malformed";
+    E_REG_009 = "E-REG-009": "`--locked` was given and `murmur.lock` would change";
+    E_REG_010 = "E-REG-010": "an installed artifact is missing, or its files differ from what was installed";
+    E_REG_011 = "E-REG-011": "publishing would replace a version already in the registry with other bytes";
 
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
 

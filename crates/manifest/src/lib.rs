@@ -13,11 +13,14 @@
 //!   `E-` codes are errors and leave [`Loaded::manifest`] `None`; `W-` codes are warnings.
 //! - Local artifacts (entries with `path:`) are loaded and checked against their entries by
 //!   [`check_local_artifacts`].
+//! - `murmur.lock` ([`lock`]): what `mur install` pinned, loaded strictly and written
+//!   deterministically and atomically.
 //! - The network allowlist's entries ([`network::NetworkRule`]) and the hook contract
 //!   ([`hooks`]) are defined here, once, for the runtime to use.
 //!
-//! No wasmtime, no network, no I/O beyond reading files (the manifest, its `.env`, and checking
-//! that the files it names exist). Never panics on any input.
+//! No wasmtime, no network, no I/O beyond reading files (the manifest, its `.env`, the lock, and
+//! checking that the files it names exist) and writing `murmur.lock` when asked
+//! ([`Lock::write`]). Never panics on any input.
 
 #[macro_use]
 mod closed_set;
@@ -30,6 +33,7 @@ mod fields;
 pub mod hooks;
 pub mod load;
 mod local;
+pub mod lock;
 pub mod network;
 mod source;
 
@@ -38,6 +42,7 @@ pub use capsule::CapsuleManifest;
 pub use diagnostic::{CODES, CodeInfo, Diagnostic, Severity};
 pub use load::{load, load_artifact, load_capsule, load_str, variable};
 pub use local::{check_local_artifacts, local_paths};
+pub use lock::{Lock, LockedArtifact};
 pub use network::NetworkRule;
 
 /// A loaded manifest of either kind.

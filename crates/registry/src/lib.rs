@@ -1,9 +1,23 @@
 //! Where an artifact's bytes come from.
 //!
 //! This crate promises that a component the runtime is handed is the one its artifact declares:
-//! today, built from the artifact's own sources ([`source`]) when it is missing or older than
-//! them; archives, registries and `murmur.lock` join here as they land.
+//!
+//! - [`source`]: built from the artifact's own sources when it is missing or older than them.
+//! - [`archive`]: an artifact packed into one reproducible archive whose sha256 is its identity,
+//!   and unpacked with guards against paths out of it, links, special files and oversized
+//!   contents.
+//! - [`index`]: registries (a directory or an HTTP(S) index of name → version → url + sha256),
+//!   bytes fetched within a size limit and verified against the index, and publishing into a
+//!   directory registry.
+//! - [`install`]: a capsule's registry artifacts installed into its project store, verified
+//!   against the registry and `murmur.lock`, all or nothing; and found again, unchanged, at run
+//!   time.
+//!
+//! `murmur.lock` itself is `murmur_manifest::lock`.
 
+pub mod archive;
+pub mod index;
+pub mod install;
 pub mod source;
 
 pub use source::{BuildError, LocalArtifact};

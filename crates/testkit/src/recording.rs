@@ -1,5 +1,6 @@
-//! A loopback HTTP server that answers every request with a fixed body and records what reached
-//! it: each accepted TCP connection and each request (method, path, headers, body).
+//! A loopback HTTP server that answers every request with a fixed body (or, started with
+//! [`RecordingServer::serve_dir`], with the files of a directory) and records what reached it:
+//! each accepted TCP connection and each request (method, path, headers, body).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +25,8 @@ struct Recorded {
     connections: AtomicUsize,
     requests: Mutex<Vec<RecordedRequest>>,
     body: String,
+    /// Serve the files under this directory instead of `body` (404 for anything else).
+    root: Option<std::path::PathBuf>,
 }
 
 /// A server on 127.0.0.1 with an OS-assigned port. Stops when dropped.
@@ -37,10 +40,23 @@ pub struct RecordingServer {
 impl RecordingServer {
     /// Starts a server answering `200 OK` with `body` to every request.
     pub fn start(body: &str) -> RecordingServer {
-        let recorded = Arc::new(Recorded {
+        RecordingServer::start_with(Recorded {
             body: body.to_string(),
             ..Recorded::default()
-        });
+        })
+    }
+
+    /// Starts a server answering `GET /<path>` with the file at `<root>/<path>` (404 when there
+    /// is none, or when the path leaves `root`): a static registry, say.
+    pub fn serve_dir(root: impl Into<std::path::PathBuf>) -> RecordingServer {
+        RecordingServer::start_with(Recorded {
+            root: Some(root.into()),
+            ..Recorded::default()
+        })
+    }
+
+    fn start_with(recorded: Recorded) -> RecordingServer {
+        let recorded = Arc::new(recorded);
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
         let state = recorded.clone();
@@ -119,7 +135,8 @@ async fn record(
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-) -> String {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let request = RecordedRequest {
         method: method.to_string(),
         path: uri.path().to_string(),
@@ -139,5 +156,15 @@ async fn record(
         .lock()
         .unwrap_or_else(|poison| poison.into_inner())
         .push(request);
-    recorded.body.clone()
+    let Some(root) = &recorded.root else {
+        return recorded.body.clone().into_response();
+    };
+    let relative = uri.path().trim_start_matches('/');
+    let inside = std::path::Path::new(relative)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    match std::fs::read(root.join(relative)) {
+        Ok(bytes) if inside && !relative.is_empty() => bytes.into_response(),
+        _ => (axum::http::StatusCode::NOT_FOUND, "not found").into_response(),
+    }
 }

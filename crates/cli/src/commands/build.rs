@@ -1,5 +1,8 @@
-//! `mur build [DIR…] [--json]`: build artifacts' components from source, now, whatever their
-//! state. Cargo-built artifacts share one cargo run; its progress shows on stderr.
+//! `mur build [DIR…] [--out DIR] [--no-pack] [--json]`: build artifacts' components from source,
+//! now, whatever their state, then pack each into `<out>/<name>-<version>.tar.gz`
+//! ([`murmur_registry::archive`]: the same inputs give the same bytes; the sha256 printed is the
+//! artifact's identity). Cargo-built artifacts share one cargo run; its progress shows on
+//! stderr.
 
 use std::path::PathBuf;
 
@@ -8,7 +11,7 @@ use serde_json::json;
 
 use crate::{Exit, host_env, render};
 
-pub fn run(paths: Vec<PathBuf>, json: bool) -> Exit {
+pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, json: bool) -> Exit {
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -29,15 +32,32 @@ pub fn run(paths: Vec<PathBuf>, json: bool) -> Exit {
     if let Err(error) = source::build_components(&refs) {
         return report_error(&error, json, Exit::Failed);
     }
-    let built: Vec<serde_json::Value> = artifacts
-        .iter()
-        .map(|artifact| {
-            let component = artifact.component_path();
-            let bytes = std::fs::metadata(&component).map(|m| m.len()).unwrap_or(0);
-            json!({"name": artifact.manifest.name, "version": artifact.manifest.version,
-                   "component": component, "bytes": bytes})
-        })
-        .collect();
+    let mut built: Vec<serde_json::Value> = Vec::new();
+    for artifact in &artifacts {
+        let component = artifact.component_path();
+        let bytes = std::fs::metadata(&component).map(|m| m.len()).unwrap_or(0);
+        let mut entry = json!({"name": artifact.manifest.name, "version": artifact.manifest.version,
+               "component": component, "bytes": bytes});
+        if let Some(out) = &out {
+            match pack_into(artifact, out) {
+                Ok((path, sha256)) => {
+                    entry["archive"] = json!(path);
+                    entry["sha256"] = json!(sha256);
+                }
+                Err((code, message, hint)) => {
+                    render::failure_human(code, &message, &hint);
+                    if json {
+                        println!(
+                            "{:#}",
+                            json!({ "error": render::failure_json(code, &message, &hint) })
+                        );
+                    }
+                    return Exit::Failed;
+                }
+            }
+        }
+        built.push(entry);
+    }
     if json {
         println!("{:#}", json!({ "built": built }));
     } else {
@@ -49,9 +69,43 @@ pub fn run(paths: Vec<PathBuf>, json: bool) -> Exit {
                 entry["component"].as_str().unwrap_or_default(),
                 entry["bytes"]
             );
+            if let Some(archive) = entry["archive"].as_str() {
+                println!(
+                    "  packed → {archive} (sha256 {})",
+                    entry["sha256"].as_str().unwrap_or_default()
+                );
+            }
         }
     }
     Exit::Ok
+}
+
+/// Packs `artifact` into `out`, written whole or not at all: the archive's path and sha256.
+fn pack_into(
+    artifact: &LocalArtifact,
+    out: &std::path::Path,
+) -> Result<(PathBuf, String), (&'static str, String, String)> {
+    let packed = murmur_registry::archive::pack(artifact)
+        .map_err(|error| (error.code(), error.to_string(), error.hint()))?;
+    let io = |error: std::io::Error| {
+        (
+            "E-RUN-007",
+            format!(
+                "the archive cannot be written to {}: {error}",
+                out.display()
+            ),
+            "check that the output directory is writable".to_string(),
+        )
+    };
+    std::fs::create_dir_all(out).map_err(io)?;
+    let path = out.join(format!(
+        "{}-{}.tar.gz",
+        artifact.manifest.name, artifact.manifest.version
+    ));
+    let mut temp = tempfile::NamedTempFile::new_in(out).map_err(io)?;
+    std::io::Write::write_all(&mut temp, &packed.bytes).map_err(io)?;
+    temp.persist(&path).map_err(|error| io(error.error))?;
+    Ok((path, packed.sha256))
 }
 
 /// Prints a build error (with a manifest's own diagnostics when it has them).

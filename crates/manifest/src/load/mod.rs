@@ -18,7 +18,7 @@
 
 mod interpolate;
 mod shape;
-mod yaml;
+pub(crate) mod yaml;
 
 use std::path::{Path, PathBuf};
 

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, Transport};
 use murmur_manifest::{Diagnostic, Runtime};
+use murmur_registry::install;
 use murmur_registry::source::{BuildError, LocalArtifact, ensure_components};
 use serde_json::Value;
 
@@ -249,8 +250,15 @@ pub fn stage_with(
         ));
     };
 
-    // Resolve and build every artifact the session runs: the driver and the tools.
+    // Resolve every artifact the session runs: a local one (`path:`) is built when stale; an
+    // installed one is taken from the project store only as `murmur.lock` pins it.
     let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
+    let mut local: Vec<usize> = Vec::new();
+    let lock = if capsule.artifacts.iter().any(|entry| entry.path.is_none()) {
+        install::read_lock(&capsule_dir).map_err(installed_error)?
+    } else {
+        Default::default()
+    };
     for entry in &capsule.artifacts {
         if !matches!(
             entry.runtime,
@@ -258,21 +266,18 @@ pub fn stage_with(
         ) {
             continue;
         }
-        let Some(path) = &entry.path else {
-            return Err(StageError::invalid(
-                "E-REG-001",
-                format!(
-                    "artifact `{}` has no `path:`, and no registry is configured",
-                    entry.name
-                ),
-                "point `path:` at the artifact's directory",
-            ));
+        let dir = match &entry.path {
+            Some(path) => {
+                local.push(opened.len());
+                murmur_manifest::local_paths(path, &capsule_dir).0
+            }
+            None => install::installed(&capsule_dir, &lock, &entry.name, &entry.version)
+                .map_err(installed_error)?,
         };
-        let (dir, _) = murmur_manifest::local_paths(path, &capsule_dir);
         let artifact = LocalArtifact::open(&dir, env)?;
         opened.push((entry, artifact));
     }
-    let refs: Vec<&LocalArtifact> = opened.iter().map(|(_, artifact)| artifact).collect();
+    let refs: Vec<&LocalArtifact> = local.iter().map(|at| &opened[*at].1).collect();
     ensure_components(&refs)?;
 
     let mut components = Vec::new();
@@ -580,6 +585,14 @@ fn stage_driver(
         injected_secret,
         unresolved_credential,
     })
+}
+
+/// A registry artifact that cannot be used as installed.
+fn installed_error(error: install::InstallError) -> StageError {
+    match error {
+        install::InstallError::Lock(diagnostics) => StageError::Manifest(diagnostics),
+        other => StageError::invalid(other.code(), other.to_string(), other.hint()),
+    }
 }
 
 fn stage_tool(

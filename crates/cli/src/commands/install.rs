@@ -1,0 +1,177 @@
+//! `mur install [DIR] [--registry R] [--locked] [--json]`: installs a capsule's registry
+//! artifacts (entries without `path:`) into its project store, verified against the registry and
+//! `murmur.lock`, then compiles each component into the cache so the first run starts warm.
+//! Progress goes to stderr; `--json` prints the report on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use murmur_registry::index::Registry;
+use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
+use murmur_runtime::{Engine, EngineConfig};
+use serde_json::json;
+
+use crate::{Exit, host_env, murmur_home, render};
+
+#[derive(clap::Args)]
+pub struct InstallArgs {
+    /// The capsule's directory (or its `murmur.yaml`). Default: the current directory.
+    dir: Option<PathBuf>,
+    /// The registry: a directory, or an `http(s)://` index. Default: `$MURMUR_REGISTRY`, else
+    /// `$MURMUR_HOME/registry`.
+    #[arg(long)]
+    registry: Option<String>,
+    /// Refuse any change to `murmur.lock`.
+    #[arg(long)]
+    locked: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The registry `mur install` and `mur publish` use when none is given.
+pub fn default_registry() -> String {
+    std::env::var("MURMUR_REGISTRY")
+        .ok()
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| murmur_home().join("registry").display().to_string())
+}
+
+pub fn run(args: InstallArgs) -> Exit {
+    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let file = if dir.is_dir() {
+        dir.join("murmur.yaml")
+    } else {
+        dir.clone()
+    };
+    let capsule_dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let loaded = murmur_manifest::load_capsule(&file, &host_env);
+    let Some(capsule) = loaded.manifest else {
+        if args.json {
+            println!("{:#}", json!({ "diagnostics": loaded.diagnostics }));
+        } else {
+            render::diagnostics_human(&loaded.diagnostics);
+        }
+        return Exit::BadInput;
+    };
+    let registry = args.registry.clone().unwrap_or_else(default_registry);
+    let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
+        Ok(registry) => registry,
+        Err(error) => return refuse(args.json, error.code(), &error.to_string(), &error.hint()),
+    };
+    let options = InstallOptions {
+        registry,
+        locked: args.locked,
+        user_store: murmur_home().join("artifacts"),
+        limits: Default::default(),
+    };
+    let show = !args.json;
+    let terminal = std::io::stderr().is_terminal();
+    let mut progress = |event: Progress<'_>| {
+        if !show {
+            return;
+        }
+        match event {
+            Progress::Resolved { name, version } => eprintln!("· {name} {version}"),
+            Progress::Fetching { name, done, total } if terminal => {
+                let shown = match total {
+                    Some(total) if total > 0 => format!("{}%", done * 100 / total),
+                    _ => format!("{done} bytes"),
+                };
+                eprint!("\r  fetching {name}: {shown}   ");
+                let _ = std::io::stderr().flush();
+            }
+            Progress::Fetching { .. } => {}
+            Progress::Ready { name, how } => {
+                if terminal {
+                    eprint!("\r\x1b[K");
+                }
+                eprintln!("  {name}: {how}");
+            }
+        }
+    };
+    let installed = match install::install(&capsule_dir, &capsule, &options, &mut progress) {
+        Ok(installed) => installed,
+        Err(error) => return failed(args.json, &error),
+    };
+    // Compile each installed component into the cache: the first run starts warm.
+    if let Ok(engine) = Engine::new(EngineConfig {
+        cache_dir: Some(murmur_home().join("cache").join("components")),
+        pooling: false,
+    }) {
+        for artifact in &installed {
+            let Ok(local) = murmur_registry::LocalArtifact::open(&artifact.dir, &host_env) else {
+                continue;
+            };
+            let component = local.component_path();
+            if component.is_file()
+                && let Err(error) = engine.load_component(&artifact.name, &component)
+            {
+                return refuse(
+                    args.json,
+                    error.code(),
+                    &format!("artifact `{}`: {error}", artifact.name),
+                    &error.hint(),
+                );
+            }
+        }
+    }
+    if args.json {
+        println!("{:#}", json!({ "installed": installed }));
+    } else if installed.is_empty() {
+        println!("nothing to install: every artifact has a `path:`");
+    } else {
+        for artifact in &installed {
+            println!(
+                "{} {} ({}) {}: {}",
+                artifact.name,
+                artifact.version,
+                artifact.runtime,
+                &artifact.sha256[..12.min(artifact.sha256.len())],
+                artifact.how
+            );
+        }
+        println!(
+            "murmur.lock: {}",
+            install::lock_path(&capsule_dir).display()
+        );
+    }
+    Exit::Ok
+}
+
+fn failed(json: bool, error: &InstallError) -> Exit {
+    if let InstallError::Lock(diagnostics) = error {
+        if json {
+            println!("{:#}", json!({ "diagnostics": diagnostics }));
+        } else {
+            render::diagnostics_human(diagnostics);
+        }
+        return Exit::BadInput;
+    }
+    let exit = match error.code() {
+        "E-REG-007" => Exit::Stopped,
+        _ => Exit::Failed,
+    };
+    render::failure_human(error.code(), &error.to_string(), &error.hint());
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": render::failure_json(error.code(), &error.to_string(), &error.hint()) })
+        );
+    }
+    exit
+}
+
+fn refuse(json: bool, code: &str, message: &str, hint: &str) -> Exit {
+    render::failure_human(code, message, hint);
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": render::failure_json(code, message, hint) })
+        );
+    }
+    Exit::BadInput
+}

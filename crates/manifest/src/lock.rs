@@ -1,0 +1,412 @@
+//! `murmur.lock`: what `mur install` installed, pinned by its bytes.
+//!
+//! The lock sits beside the capsule's `murmur.yaml` and records, for each artifact installed
+//! from a registry, its name, version, runtime, the sha256 of its archive and the registry it
+//! came from. `mur install` writes it; `mur install` and `mur run` refuse bytes that differ from
+//! a pin.
+//!
+//! What this module promises:
+//!
+//! - **One format**, YAML, written the same way every time ([`Lock::to_text`]): a header
+//!   comment, `version: 1`, then the artifacts sorted by name, one flow mapping per line, every
+//!   string quoted (so a version such as `"1.0"` stays a string). Writing the same lock twice
+//!   gives the same bytes, and loading what was written gives the same lock.
+//! - **Strict loading** ([`Lock::load`]): no file is `None`; anything else that is not exactly
+//!   a lock is `E-REG-008` with the file and, where known, the line: a YAML error, an unknown
+//!   key, a missing field, an unknown format version, a version that is not semver, a sha256
+//!   that is not 64 lowercase hex digits, a runtime that is not an artifact's, an empty name or
+//!   source, a name pinned twice. Nothing here panics, whatever the file holds.
+//! - **Atomic writes** ([`Lock::write`]): the text goes to a temporary file beside the lock,
+//!   which is then renamed over it, so a reader sees the old lock or the new one, never half.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::artifact::Runtime;
+use crate::diagnostic::{Diagnostic, code, from_serde_error};
+use crate::source::{SourceMap, join_index, join_key};
+
+// The manifest loader's YAML reader (positions, depth guard, duplicate keys), compiled here
+// too: the loader keeps its module private. A `pub(crate) use` of it in `load` would replace
+// this.
+use crate::load::yaml;
+
+/// The lock's file name, beside `murmur.yaml`.
+pub const LOCK_FILE: &str = "murmur.lock";
+
+/// The one format version this code reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// The first line of every lock written.
+pub const HEADER: &str = "# murmur.lock: written by `mur install`. Do not edit.";
+
+/// What every lock diagnostic suggests: the file is the tool's, not the user's.
+const REWRITE_HINT: &str = "murmur.lock is written by `mur install`: restore it from version \
+                            control, or delete it and run `mur install` to write it again";
+
+/// The artifacts a capsule installed, each pinned by its bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    /// Kept sorted by name by [`Lock::load`] and [`Lock::upsert`].
+    pub artifacts: Vec<LockedArtifact>,
+}
+
+/// One installed artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedArtifact {
+    pub name: String,
+    /// A semantic version, as the registry lists it.
+    pub version: String,
+    pub runtime: Runtime,
+    /// The sha256 of the artifact's archive: 64 lowercase hex digits.
+    pub sha256: String,
+    /// The registry it came from: a directory or an index URL.
+    pub source: String,
+}
+
+/// The file as written: the format version, then the artifacts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockFile {
+    version: u64,
+    artifacts: Vec<LockedArtifact>,
+}
+
+impl Lock {
+    /// Where the lock of the capsule whose manifest is `manifest_file` lives.
+    pub fn beside(manifest_file: &Path) -> PathBuf {
+        crate::load::dir_of(manifest_file).join(LOCK_FILE)
+    }
+
+    /// The lock at `path`: `Ok(None)` when there is no file, `E-REG-008` diagnostics when it
+    /// cannot be read or is not a lock.
+    pub fn load(path: &Path) -> Result<Option<Lock>, Vec<Diagnostic>> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Lock::parse(&text, path).map(Some),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(vec![
+                Diagnostic::new(code::E_REG_008, format!("cannot read murmur.lock: {error}"))
+                    .hint(match error.kind() {
+                        io::ErrorKind::InvalidData => {
+                            "the file is not UTF-8 text; ".to_string() + REWRITE_HINT
+                        }
+                        _ => format!("check that the file is readable; {REWRITE_HINT}"),
+                    })
+                    .in_file(path),
+            ]),
+        }
+    }
+
+    /// The lock written as `text`; `file` names it in diagnostics.
+    pub fn parse(text: &str, file: &Path) -> Result<Lock, Vec<Diagnostic>> {
+        let mut found = Vec::new();
+        let document = match yaml::parse(text) {
+            Ok((document, problems)) => {
+                found.extend(problems.into_iter().map(as_lock_problem));
+                document
+            }
+            Err(problems) => {
+                return Err(finish(
+                    problems.into_iter().map(as_lock_problem).collect(),
+                    file,
+                    &SourceMap::default(),
+                ));
+            }
+        };
+        if !found.is_empty() {
+            return Err(finish(found, file, &document.map));
+        }
+        let lock_file = match shape(&document.value) {
+            Ok(lock_file) => lock_file,
+            Err(problem) => return Err(finish(vec![*problem], file, &document.map)),
+        };
+        if lock_file.version != FORMAT_VERSION {
+            found.push(
+                Diagnostic::new(
+                    code::E_REG_008,
+                    format!(
+                        "murmur.lock has format version {}; this mur reads version {FORMAT_VERSION}",
+                        lock_file.version
+                    ),
+                )
+                .hint(format!(
+                    "use the mur that wrote it, or delete the lock and run `mur install` to \
+                     write a version {FORMAT_VERSION} one"
+                ))
+                .at_path("version"),
+            );
+            return Err(finish(found, file, &document.map));
+        }
+        found.extend(check(&lock_file.artifacts));
+        if !found.is_empty() {
+            return Err(finish(found, file, &document.map));
+        }
+        let mut lock = Lock {
+            artifacts: lock_file.artifacts,
+        };
+        lock.sort();
+        Ok(lock)
+    }
+
+    /// The pin for artifact `name`.
+    pub fn get(&self, name: &str) -> Option<&LockedArtifact> {
+        self.artifacts.iter().find(|a| a.name == name)
+    }
+
+    /// Pins `artifact`, replacing any pin of the same name; the artifacts stay sorted by name.
+    pub fn upsert(&mut self, artifact: LockedArtifact) {
+        self.artifacts.retain(|a| a.name != artifact.name);
+        self.artifacts.push(artifact);
+        self.sort();
+    }
+
+    /// The lock as its file holds it (see the module docs). Artifacts are written sorted by
+    /// name whatever their order here.
+    pub fn to_text(&self) -> String {
+        let mut sorted: Vec<&LockedArtifact> = self.artifacts.iter().collect();
+        sorted.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut text = format!("{HEADER}\nversion: {FORMAT_VERSION}\n");
+        if sorted.is_empty() {
+            text.push_str("artifacts: []\n");
+            return text;
+        }
+        text.push_str("artifacts:\n");
+        for artifact in sorted {
+            text.push_str(&format!(
+                "  - {{ name: {}, version: {}, runtime: {}, sha256: {}, source: {} }}\n",
+                quoted(&artifact.name),
+                quoted(&artifact.version),
+                quoted(artifact.runtime.as_str()),
+                quoted(&artifact.sha256),
+                quoted(&artifact.source),
+            ));
+        }
+        text
+    }
+
+    /// Writes [`Lock::to_text`] to `path` atomically: a temporary file beside it, flushed to
+    /// disk, then renamed over it.
+    pub fn write(&self, path: &Path) -> io::Result<()> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = crate::load::dir_of(path);
+        let name = path
+            .file_name()
+            .map_or_else(|| LOCK_FILE.into(), |n| n.to_string_lossy().into_owned());
+        let temp = dir.join(format!(
+            ".{name}.{}.{}.tmp",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut out = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)?;
+            out.write_all(self.to_text().as_bytes())?;
+            out.sync_all()?;
+            std::fs::rename(&temp, path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
+    }
+
+    fn sort(&mut self) {
+        self.artifacts.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+}
+
+/// The value as a [`LockFile`], or the first problem with its type, at its path.
+fn shape(value: &Value) -> Result<LockFile, Box<Diagnostic>> {
+    let mut track = serde_path_to_error::Track::new();
+    let result = LockFile::deserialize(serde_path_to_error::Deserializer::new(value, &mut track));
+    result.map_err(|error| {
+        let path = path_of(&track.path());
+        let text = error.to_string();
+        let what = if path.is_empty() {
+            "the top level".to_string()
+        } else {
+            format!("`{path}`")
+        };
+        let message = match from_serde_error(&text) {
+            Some(inner) => format!("{what} in murmur.lock: {}", inner.message),
+            None => format!("{what} in murmur.lock: {text}"),
+        };
+        Box::new(
+            Diagnostic::new(code::E_REG_008, message)
+                .hint(REWRITE_HINT)
+                .at_path(path),
+        )
+    })
+}
+
+fn path_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        out = match segment {
+            Segment::Seq { index } => join_index(&out, *index),
+            Segment::Map { key } => join_key(&out, key),
+            Segment::Enum { variant } => join_key(&out, variant),
+            Segment::Unknown => break,
+        };
+    }
+    out
+}
+
+/// Every problem with the pins' values.
+fn check(artifacts: &[LockedArtifact]) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let mut problem = |index: usize, field: &str, message: String| {
+        found.push(
+            Diagnostic::new(code::E_REG_008, message)
+                .hint(REWRITE_HINT)
+                .at_path(join_key(&join_index("artifacts", index), field)),
+        );
+    };
+    for (index, artifact) in artifacts.iter().enumerate() {
+        let which = format!("artifact {} in murmur.lock", index + 1);
+        if artifact.name.trim().is_empty() {
+            problem(index, "name", format!("{which} has an empty `name`"));
+        } else if let Some(first) = artifacts[..index]
+            .iter()
+            .position(|a| a.name == artifact.name)
+        {
+            problem(
+                index,
+                "name",
+                format!(
+                    "`{}` is pinned twice in murmur.lock (artifacts {} and {})",
+                    artifact.name,
+                    first + 1,
+                    index + 1
+                ),
+            );
+        }
+        if let Err(error) = semver::Version::parse(&artifact.version) {
+            problem(
+                index,
+                "version",
+                format!(
+                    "{which} has version `{}`, which is not a semantic version ({error})",
+                    artifact.version
+                ),
+            );
+        }
+        if artifact.runtime == Runtime::Capsule {
+            problem(
+                index,
+                "runtime",
+                format!("{which} has runtime `capsule`; a pin is a tool, driver, hook or skill"),
+            );
+        }
+        if !is_sha256_hex(&artifact.sha256) {
+            problem(
+                index,
+                "sha256",
+                format!(
+                    "{which} has sha256 `{}`, which is not 64 lowercase hex digits",
+                    artifact.sha256
+                ),
+            );
+        }
+        if artifact.source.trim().is_empty() {
+            problem(index, "source", format!("{which} has an empty `source`"));
+        }
+    }
+    found
+}
+
+/// Whether `text` is a sha256 as the lock writes it: 64 lowercase hex digits.
+pub fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A YAML reader's diagnostic (about YAML, with a manifest's code) as a lock's.
+fn as_lock_problem(diagnostic: Diagnostic) -> Diagnostic {
+    Diagnostic {
+        code: code::E_REG_008,
+        message: format!(
+            "murmur.lock: {}",
+            diagnostic.message.replace("the manifest", "the lock")
+        ),
+        hint: Some(REWRITE_HINT.to_string()),
+        ..diagnostic
+    }
+}
+
+/// Places every diagnostic in `file`, in the order of the text.
+fn finish(mut found: Vec<Diagnostic>, file: &Path, map: &SourceMap) -> Vec<Diagnostic> {
+    for diagnostic in &mut found {
+        crate::load::place(diagnostic, file, map);
+    }
+    found.sort_by_key(|d| (d.line, d.column));
+    found
+}
+
+/// `text` as a YAML double-quoted scalar: `"` and `\` escaped, and every character YAML would
+/// not keep as written (controls, line separators, the byte-order mark, non-characters).
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if needs_escape(c) => {
+                let code = u32::from(c);
+                if code <= 0xFF {
+                    out.push_str(&format!("\\x{code:02X}"));
+                } else if code <= 0xFFFF {
+                    out.push_str(&format!("\\u{code:04X}"));
+                } else {
+                    out.push_str(&format!("\\U{code:08X}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    let code = u32::from(c);
+    code < 0x20
+        || (0x7F..=0xA0).contains(&code)
+        || matches!(code, 0x2028 | 0x2029 | 0xFEFF)
+        || (0xFDD0..=0xFDEF).contains(&code)
+        || code & 0xFFFE == 0xFFFE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_escapes_what_yaml_would_change() {
+        assert_eq!(quoted("1.0"), "\"1.0\"");
+        assert_eq!(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(quoted("\u{0}\u{85}\u{feff}"), "\"\\x00\\x85\\uFEFF\"");
+        assert_eq!(quoted("\u{10FFFF}é"), "\"\\U0010FFFFé\"");
+    }
+
+    #[test]
+    fn sha256_is_64_lowercase_hex() {
+        assert!(is_sha256_hex(&"a".repeat(64)));
+        assert!(!is_sha256_hex(&"A".repeat(64)));
+        assert!(!is_sha256_hex(&"a".repeat(63)));
+        assert!(!is_sha256_hex(&"g".repeat(64)));
+    }
+}

@@ -1,0 +1,465 @@
+//! Installing a capsule's artifacts from a registry, and finding them again at run time.
+//!
+//! What installing promises:
+//!
+//! - **Every registry artifact of the manifest** (an `artifacts:` entry without `path:`) is
+//!   resolved in the registry at the version the manifest names, its bytes are fetched (from
+//!   the user's store `$MURMUR_HOME/artifacts/<sha256>.tar.gz` when they are already there),
+//!   verified against the registry's sha256 and against the `murmur.lock` pin when there is
+//!   one, and unpacked with the archive guards ([`crate::archive`]) into the project store
+//!   `.murmur/artifacts/<name>/<version>/` beside the manifest, with a receipt of every file's
+//!   sha256.
+//! - **All or nothing.** Every artifact is fetched, verified and unpacked into a staging
+//!   directory before anything is put in place; a refusal (tampered bytes, a pin conflict, an
+//!   unsafe or oversized archive, a missing version) leaves the project store, the lock and the
+//!   user's store as they were.
+//! - **The lock.** `murmur.lock` gains or updates one entry per installed artifact (name,
+//!   version, runtime, sha256, source) and is written last, atomically. A pin is never moved to
+//!   other bytes for the same version (E-REG-005). With `locked`, any change the lock would
+//!   need is refused instead (E-REG-009), and nothing is written.
+//!
+//! What finding promises ([`installed`]): the directory of an installed artifact, only when its
+//! receipt names the lock's sha256 and every file it lists still has its recorded sha256; a
+//! missing or changed artifact is E-REG-010, naming it.
+
+use std::path::{Path, PathBuf};
+
+use murmur_manifest::capsule::CapsuleManifest;
+use murmur_manifest::lock::{Lock, LockedArtifact};
+use serde::{Deserialize, Serialize};
+
+use crate::archive::{self, ArchiveError, UnpackLimits};
+use crate::index::{Registry, RegistryError};
+
+/// The project store's directory, beside the manifest.
+pub const PROJECT_STORE: &str = ".murmur/artifacts";
+/// The receipt written beside an installed artifact's files.
+pub const RECEIPT: &str = ".murmur-receipt.json";
+/// The largest archive fetched, in bytes.
+pub const MAX_ARCHIVE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why an install or a lookup failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("artifact `{name}`: {source}")]
+    Archive {
+        name: String,
+        #[source]
+        source: ArchiveError,
+    },
+    /// The lock pins other bytes or another version.
+    #[error("{0}")]
+    LockConflict(String),
+    /// `--locked`, and the lock would change.
+    #[error("{0}")]
+    Locked(String),
+    /// The lock cannot be read.
+    #[error("murmur.lock has errors")]
+    Lock(Vec<murmur_manifest::Diagnostic>),
+    /// An installed artifact is missing or changed.
+    #[error("{0}")]
+    NotInstalled(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl InstallError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            InstallError::Registry(error) => error.code(),
+            InstallError::Archive { source, .. } => source.code(),
+            InstallError::LockConflict(_) => "E-REG-005",
+            InstallError::Locked(_) => "E-REG-009",
+            InstallError::Lock(_) => "E-REG-008",
+            InstallError::NotInstalled(_) => "E-REG-010",
+            InstallError::Io { .. } => "E-REG-001",
+        }
+    }
+
+    pub fn hint(&self) -> String {
+        match self {
+            InstallError::Registry(error) => error.hint(),
+            InstallError::Archive { source, .. } => source.hint(),
+            InstallError::LockConflict(_) => {
+                "if the new bytes are the ones you want, delete the artifact's entry from murmur.lock and install again; otherwise ask the registry's owner why they changed".to_string()
+            }
+            InstallError::Locked(_) => {
+                "run `mur install` without --locked to update murmur.lock, and commit it".to_string()
+            }
+            InstallError::Lock(_) => "fix murmur.lock, or delete it and run `mur install`".to_string(),
+            InstallError::NotInstalled(_) => "run `mur install`".to_string(),
+            InstallError::Io { .. } => "check the permissions and free space of the project and of $MURMUR_HOME".to_string(),
+        }
+    }
+
+    fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstallError {
+        let context = context.into();
+        move |source| InstallError::Io { context, source }
+    }
+}
+
+/// How to install.
+pub struct InstallOptions {
+    pub registry: Registry,
+    /// Refuse any change to `murmur.lock`.
+    pub locked: bool,
+    /// The user's store of verified archives, by sha256 (`$MURMUR_HOME/artifacts`).
+    pub user_store: PathBuf,
+    pub limits: UnpackLimits,
+}
+
+/// What happened to one artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Installed {
+    pub name: String,
+    pub version: String,
+    pub runtime: String,
+    pub sha256: String,
+    pub source: String,
+    /// Where its files are.
+    pub dir: PathBuf,
+    /// `fetched` from the registry, `cached` from the user's store, or `unchanged` (already
+    /// installed with these bytes).
+    pub how: &'static str,
+}
+
+/// Where install is, for a person watching.
+pub enum Progress<'a> {
+    /// Resolved in the registry.
+    Resolved { name: &'a str, version: &'a str },
+    /// Bytes arriving.
+    Fetching {
+        name: &'a str,
+        done: u64,
+        total: Option<u64>,
+    },
+    /// Verified and unpacked.
+    Ready { name: &'a str, how: &'static str },
+}
+
+/// The receipt of an installed artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Receipt {
+    name: String,
+    version: String,
+    sha256: String,
+    /// Every file with its sha256.
+    files: Vec<(String, String)>,
+}
+
+/// The project store of the capsule whose manifest is in `capsule_dir`.
+pub fn project_store(capsule_dir: &Path) -> PathBuf {
+    capsule_dir.join(PROJECT_STORE)
+}
+
+fn installed_dir(capsule_dir: &Path, name: &str, version: &str) -> PathBuf {
+    project_store(capsule_dir).join(name).join(version)
+}
+
+/// The lock file of the capsule whose manifest is in `capsule_dir`.
+pub fn lock_path(capsule_dir: &Path) -> PathBuf {
+    capsule_dir.join("murmur.lock")
+}
+
+/// Reads `murmur.lock` beside the manifest (an empty lock when there is none).
+pub fn read_lock(capsule_dir: &Path) -> Result<Lock, InstallError> {
+    Lock::load(&lock_path(capsule_dir))
+        .map(Option::unwrap_or_default)
+        .map_err(InstallError::Lock)
+}
+
+/// One artifact fetched, verified and unpacked into staging.
+struct Staged {
+    locked: LockedArtifact,
+    bytes: Option<Vec<u8>>,
+    staging_dir: Option<PathBuf>,
+    receipt: Receipt,
+    how: &'static str,
+}
+
+/// Installs every registry artifact of `capsule` (manifest in `capsule_dir`).
+pub fn install(
+    capsule_dir: &Path,
+    capsule: &CapsuleManifest,
+    options: &InstallOptions,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Vec<Installed>, InstallError> {
+    if capsule.artifacts.iter().all(|entry| entry.path.is_some()) {
+        return Ok(Vec::new());
+    }
+    let index = options.registry.index()?;
+    let store = project_store(capsule_dir);
+    // Directories this run makes, removed again when it is refused.
+    let made: Vec<PathBuf> = [capsule_dir.join(".murmur"), store.clone()]
+        .into_iter()
+        .filter(|dir| !dir.exists())
+        .collect();
+    std::fs::create_dir_all(&store).map_err(InstallError::io(format!(
+        "the project store {} cannot be made",
+        store.display()
+    )))?;
+    // A staging area of this run only; removed whatever happens.
+    let staging = tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(&store)
+        .map_err(InstallError::io("a staging directory cannot be made"))?;
+    let outcome = install_staged(
+        capsule_dir,
+        capsule,
+        options,
+        progress,
+        &index,
+        staging.path(),
+    );
+    drop(staging);
+    if outcome.is_err() {
+        for dir in made.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    outcome
+}
+
+fn install_staged(
+    capsule_dir: &Path,
+    capsule: &CapsuleManifest,
+    options: &InstallOptions,
+    progress: &mut dyn FnMut(Progress<'_>),
+    index: &crate::index::Index,
+    staging: &Path,
+) -> Result<Vec<Installed>, InstallError> {
+    let mut lock = read_lock(capsule_dir)?;
+    let source = options.registry.describe();
+    let wanted = capsule
+        .artifacts
+        .iter()
+        .filter(|entry| entry.path.is_none());
+
+    let mut staged = Vec::new();
+    for entry in wanted {
+        let pin = lock.get(&entry.name).cloned();
+        let resolved = index.resolve(&entry.name, Some(&entry.version))?;
+        progress(Progress::Resolved {
+            name: &resolved.name,
+            version: &resolved.version,
+        });
+        if let Some(pin) = &pin {
+            if pin.version == resolved.version && pin.sha256 != resolved.sha256 {
+                return Err(InstallError::LockConflict(format!(
+                    "`{}` {} is pinned in murmur.lock at sha256 {}, but the registry {} now has {}",
+                    entry.name, pin.version, pin.sha256, source, resolved.sha256
+                )));
+            }
+            if options.locked && pin.version != resolved.version {
+                return Err(InstallError::Locked(format!(
+                    "`{}` is locked at {}, and the manifest asks for {}",
+                    entry.name, pin.version, resolved.version
+                )));
+            }
+        } else if options.locked {
+            return Err(InstallError::Locked(format!(
+                "`{}` {} is not in murmur.lock",
+                entry.name, resolved.version
+            )));
+        }
+        let locked = LockedArtifact {
+            name: resolved.name.clone(),
+            version: resolved.version.clone(),
+            runtime: entry.runtime,
+            sha256: resolved.sha256.clone(),
+            source: source.clone(),
+        };
+        // Already installed with these bytes: nothing to fetch.
+        let dir = installed_dir(capsule_dir, &locked.name, &locked.version);
+        if let Ok(receipt) = verify_installed(&dir, &locked) {
+            staged.push(Staged {
+                locked,
+                bytes: None,
+                staging_dir: None,
+                receipt,
+                how: "unchanged",
+            });
+            progress(Progress::Ready {
+                name: &resolved.name,
+                how: "unchanged",
+            });
+            continue;
+        }
+        let cached = options
+            .user_store
+            .join(format!("{}.tar.gz", resolved.sha256));
+        let (bytes, how) = match std::fs::read(&cached) {
+            Ok(bytes) if archive::sha256_hex(&bytes) == resolved.sha256 => (bytes, "cached"),
+            _ => {
+                let name = resolved.name.clone();
+                let bytes =
+                    options
+                        .registry
+                        .fetch(&resolved, MAX_ARCHIVE_BYTES, &mut |done, total| {
+                            progress(Progress::Fetching {
+                                name: &name,
+                                done,
+                                total,
+                            })
+                        })?;
+                (bytes, "fetched")
+            }
+        };
+        let staging_dir = staging.join(&locked.name);
+        let unpacked =
+            archive::unpack(&bytes, &staging_dir, &options.limits).map_err(|source| {
+                InstallError::Archive {
+                    name: locked.name.clone(),
+                    source,
+                }
+            })?;
+        let receipt = Receipt {
+            name: locked.name.clone(),
+            version: locked.version.clone(),
+            sha256: locked.sha256.clone(),
+            files: unpacked.files,
+        };
+        progress(Progress::Ready {
+            name: &resolved.name,
+            how,
+        });
+        staged.push(Staged {
+            locked,
+            bytes: Some(bytes),
+            staging_dir: Some(staging_dir),
+            receipt,
+            how,
+        });
+    }
+
+    let mut next = lock.clone();
+    for artifact in &staged {
+        next.upsert(artifact.locked.clone());
+    }
+    if options.locked && next != lock {
+        return Err(InstallError::Locked(
+            "murmur.lock would change (an entry's source or runtime differs)".to_string(),
+        ));
+    }
+
+    // Everything verified: put it in place, the lock last.
+    let mut report = Vec::new();
+    for artifact in staged {
+        let dir = installed_dir(capsule_dir, &artifact.locked.name, &artifact.locked.version);
+        if let Some(staging_dir) = &artifact.staging_dir {
+            let receipt_text = serde_json::to_vec_pretty(&artifact.receipt)
+                .map_err(|e| InstallError::io("the receipt")(std::io::Error::other(e)))?;
+            std::fs::write(staging_dir.join(RECEIPT), receipt_text)
+                .map_err(InstallError::io("the receipt cannot be written"))?;
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(InstallError::io(format!(
+                    "{} cannot be replaced",
+                    dir.display()
+                )))?;
+            }
+            if let Some(parent) = dir.parent() {
+                std::fs::create_dir_all(parent).map_err(InstallError::io(format!(
+                    "{} cannot be made",
+                    parent.display()
+                )))?;
+            }
+            std::fs::rename(staging_dir, &dir).map_err(InstallError::io(format!(
+                "{} cannot be put in place",
+                dir.display()
+            )))?;
+        }
+        if let Some(bytes) = &artifact.bytes {
+            cache(&options.user_store, &artifact.locked.sha256, bytes)?;
+        }
+        report.push(Installed {
+            name: artifact.locked.name.clone(),
+            version: artifact.locked.version.clone(),
+            runtime: artifact.locked.runtime.to_string(),
+            sha256: artifact.locked.sha256.clone(),
+            source: artifact.locked.source.clone(),
+            dir,
+            how: artifact.how,
+        });
+    }
+    if next != lock || !lock_path(capsule_dir).exists() {
+        lock = next;
+        lock.write(&lock_path(capsule_dir))
+            .map_err(InstallError::io("murmur.lock cannot be written"))?;
+    }
+    Ok(report)
+}
+
+/// Keeps verified archive bytes in the user's store, by sha256, written whole or not at all.
+fn cache(user_store: &Path, sha256: &str, bytes: &[u8]) -> Result<(), InstallError> {
+    let path = user_store.join(format!("{sha256}.tar.gz"));
+    if path.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(user_store).map_err(InstallError::io(format!(
+        "the user's store {} cannot be made",
+        user_store.display()
+    )))?;
+    let mut temp = tempfile::NamedTempFile::new_in(user_store)
+        .map_err(InstallError::io("the user's store cannot be written"))?;
+    std::io::Write::write_all(&mut temp, bytes)
+        .map_err(InstallError::io("the user's store cannot be written"))?;
+    temp.persist(&path)
+        .map_err(|e| InstallError::io("the user's store cannot be written")(e.error))?;
+    Ok(())
+}
+
+/// The receipt in `dir`, when it names `locked`'s bytes and every file it lists is unchanged.
+fn verify_installed(dir: &Path, locked: &LockedArtifact) -> Result<Receipt, String> {
+    let text = std::fs::read(dir.join(RECEIPT)).map_err(|_| "it is not installed".to_string())?;
+    let receipt: Receipt = serde_json::from_slice(&text)
+        .map_err(|_| "its install receipt is unreadable".to_string())?;
+    if receipt.sha256 != locked.sha256 || receipt.version != locked.version {
+        return Err(format!(
+            "the installed copy is {} (sha256 {}), not the locked {} (sha256 {})",
+            receipt.version, receipt.sha256, locked.version, locked.sha256
+        ));
+    }
+    for (file, sha256) in &receipt.files {
+        let bytes =
+            std::fs::read(dir.join(file)).map_err(|_| format!("its file `{file}` is missing"))?;
+        if archive::sha256_hex(&bytes) != *sha256 {
+            return Err(format!(
+                "its file `{file}` has changed since it was installed"
+            ));
+        }
+    }
+    Ok(receipt)
+}
+
+/// The directory of installed artifact `name` at `version`, as `murmur.lock` pins it and as it
+/// was installed; E-REG-010 when it is not in the lock, pinned at another version, not
+/// installed, or changed.
+pub fn installed(
+    capsule_dir: &Path,
+    lock: &Lock,
+    name: &str,
+    version: &str,
+) -> Result<PathBuf, InstallError> {
+    let Some(locked) = lock.get(name) else {
+        return Err(InstallError::NotInstalled(format!(
+            "artifact `{name}` has no `path:` and is not in murmur.lock"
+        )));
+    };
+    if locked.version != version {
+        return Err(InstallError::NotInstalled(format!(
+            "artifact `{name}`: the manifest asks for {version}, murmur.lock pins {}",
+            locked.version
+        )));
+    }
+    let dir = installed_dir(capsule_dir, &locked.name, &locked.version);
+    verify_installed(&dir, locked).map_err(|why| {
+        InstallError::NotInstalled(format!("artifact `{name}` {}: {why}", locked.version))
+    })?;
+    Ok(dir)
+}
