@@ -1012,7 +1012,7 @@ pub fn publish(
 }
 
 /// Writes `bytes` to a temporary file beside `path`, flushes it to disk and renames it over
-/// `path`.
+/// `path`. The file is readable by everyone (0644): a registry is meant to be shared.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
     let failed = |source: io::Error| RegistryError::Write {
         path: path.to_path_buf(),
@@ -1027,6 +1027,12 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
         .tempfile_in(dir)
         .map_err(failed)?;
     temp.write_all(bytes).map_err(failed)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        temp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(failed)?;
+    }
     temp.as_file().sync_all().map_err(failed)?;
     temp.persist(path).map_err(|e| failed(e.error))?;
     Ok(())

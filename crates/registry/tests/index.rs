@@ -50,6 +50,13 @@ fn publish_writes_archive_and_index_and_never_changes_a_version() {
         bytes,
         "the archive is where the index says"
     );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for file in [registry.join(&entry.url), registry.join("index.json")] {
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "{} is shared read-only", file.display());
+        }
+    }
     let index_before = std::fs::read(registry.join(INDEX_FILE)).unwrap();
 
     // The same bytes again: nothing changes.
