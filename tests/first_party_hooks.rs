@@ -283,10 +283,11 @@ fn a_summary_the_spend_ceiling_refuses_ends_the_task_at_the_ceiling() {
         .as_u64()
         .unwrap();
 
-    // A ceiling one token short of the summary.
+    // A ceiling halfway into the summary: every agent call before it fits, the summary does
+    // not (the summary's payload carries message ids, so its count varies by a few tokens).
     let emulator = start();
     let dir = tempfile::tempdir().unwrap();
-    let ceiling = spent_before + summary_input - 1;
+    let ceiling = spent_before + summary_input / 2;
     let file = capsule(
         dir.path(),
         &emulator.url(),

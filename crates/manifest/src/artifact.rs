@@ -49,7 +49,8 @@ pub struct ArtifactManifest {
     pub name: String,
     #[serde(default)]
     pub version: String,
-    /// Never `Capsule` in a loaded artifact manifest (a capsule loads as a capsule manifest).
+    /// Never `Capsule` as [`crate::load_artifact`] loads it (a capsule loads as a capsule
+    /// manifest); `Capsule` for a capsule component opened by `murmur_registry::LocalArtifact`.
     pub runtime: Runtime,
     pub description: Option<String>,
     /// The component file, relative to the artifact's directory; see [`Self::component_path`].

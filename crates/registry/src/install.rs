@@ -18,18 +18,23 @@
 //!   other bytes for the same version (E-REG-005). With `locked`, any change the lock would
 //!   need is refused instead (E-REG-009), and nothing is written.
 //!
+//! - **One artifact mid-session** ([`pull`], for `murmur:artifact-manager/manage`): the same
+//!   path for one name and an optional version (else the lock's pin, else the newest); a
+//!   version or bytes other than the lock's pin is E-REG-005, before anything is written.
+//!
 //! What finding promises ([`installed`]): the directory of an installed artifact, only when its
 //! receipt names the lock's sha256 and every file it lists still has its recorded sha256; a
 //! missing or changed artifact is E-REG-010, naming it.
 
 use std::path::{Path, PathBuf};
 
+use murmur_manifest::Runtime;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_manifest::lock::{Lock, LockedArtifact};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{self, ArchiveError, UnpackLimits};
-use crate::index::{Registry, RegistryError};
+use crate::index::{IndexEntry, Registry, RegistryError};
 
 /// The project store's directory, beside the manifest.
 pub const PROJECT_STORE: &str = ".murmur/artifacts";
@@ -194,36 +199,9 @@ pub fn install(
         return Ok(Vec::new());
     }
     let index = options.registry.index()?;
-    let store = project_store(capsule_dir);
-    // Directories this run makes, removed again when it is refused.
-    let made: Vec<PathBuf> = [capsule_dir.join(".murmur"), store.clone()]
-        .into_iter()
-        .filter(|dir| !dir.exists())
-        .collect();
-    std::fs::create_dir_all(&store).map_err(InstallError::io(format!(
-        "the project store {} cannot be made",
-        store.display()
-    )))?;
-    // A staging area of this run only; removed whatever happens.
-    let staging = tempfile::Builder::new()
-        .prefix(".staging-")
-        .tempdir_in(&store)
-        .map_err(InstallError::io("a staging directory cannot be made"))?;
-    let outcome = install_staged(
-        capsule_dir,
-        capsule,
-        options,
-        progress,
-        &index,
-        staging.path(),
-    );
-    drop(staging);
-    if outcome.is_err() {
-        for dir in made.iter().rev() {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-    outcome
+    with_staging(capsule_dir, |staging| {
+        install_staged(capsule_dir, capsule, options, progress, &index, staging)
+    })
 }
 
 fn install_staged(
@@ -234,7 +212,7 @@ fn install_staged(
     index: &crate::index::Index,
     staging: &Path,
 ) -> Result<Vec<Installed>, InstallError> {
-    let mut lock = read_lock(capsule_dir)?;
+    let lock = read_lock(capsule_dir)?;
     let source = options.registry.describe();
     let wanted = capsule
         .artifacts
@@ -275,67 +253,14 @@ fn install_staged(
             sha256: resolved.sha256.clone(),
             source: source.clone(),
         };
-        // Already installed with these bytes: nothing to fetch.
-        let dir = installed_dir(capsule_dir, &locked.name, &locked.version);
-        if let Ok(receipt) = verify_installed(&dir, &locked) {
-            staged.push(Staged {
-                locked,
-                bytes: None,
-                staging_dir: None,
-                receipt,
-                how: "unchanged",
-            });
-            progress(Progress::Ready {
-                name: &resolved.name,
-                how: "unchanged",
-            });
-            continue;
-        }
-        let cached = options
-            .user_store
-            .join(format!("{}.tar.gz", resolved.sha256));
-        let (bytes, how) = match std::fs::read(&cached) {
-            Ok(bytes) if archive::sha256_hex(&bytes) == resolved.sha256 => (bytes, "cached"),
-            _ => {
-                let name = resolved.name.clone();
-                let bytes =
-                    options
-                        .registry
-                        .fetch(&resolved, MAX_ARCHIVE_BYTES, &mut |done, total| {
-                            progress(Progress::Fetching {
-                                name: &name,
-                                done,
-                                total,
-                            })
-                        })?;
-                (bytes, "fetched")
-            }
-        };
-        let staging_dir = staging.join(&locked.name);
-        let unpacked =
-            archive::unpack(&bytes, &staging_dir, &options.limits).map_err(|source| {
-                InstallError::Archive {
-                    name: locked.name.clone(),
-                    source,
-                }
-            })?;
-        let receipt = Receipt {
-            name: locked.name.clone(),
-            version: locked.version.clone(),
-            sha256: locked.sha256.clone(),
-            files: unpacked.files,
-        };
-        progress(Progress::Ready {
-            name: &resolved.name,
-            how,
-        });
-        staged.push(Staged {
+        staged.push(fetch_and_stage(
+            capsule_dir,
+            options,
+            progress,
+            &resolved,
             locked,
-            bytes: Some(bytes),
-            staging_dir: Some(staging_dir),
-            receipt,
-            how,
-        });
+            staging,
+        )?);
     }
 
     let mut next = lock.clone();
@@ -348,6 +273,90 @@ fn install_staged(
         ));
     }
 
+    put_in_place(capsule_dir, options, staged, &lock, next)
+}
+
+/// Fetches (or takes from the user's store) and verifies the bytes of `resolved`, and unpacks
+/// them with the archive guards into `staging`; nothing outside `staging` is written. An
+/// artifact already installed with these bytes is taken as it is.
+fn fetch_and_stage(
+    capsule_dir: &Path,
+    options: &InstallOptions,
+    progress: &mut dyn FnMut(Progress<'_>),
+    resolved: &IndexEntry,
+    locked: LockedArtifact,
+    staging: &Path,
+) -> Result<Staged, InstallError> {
+    // Already installed with these bytes: nothing to fetch.
+    let dir = installed_dir(capsule_dir, &locked.name, &locked.version);
+    if let Ok(receipt) = verify_installed(&dir, &locked) {
+        progress(Progress::Ready {
+            name: &resolved.name,
+            how: "unchanged",
+        });
+        return Ok(Staged {
+            locked,
+            bytes: None,
+            staging_dir: None,
+            receipt,
+            how: "unchanged",
+        });
+    }
+    let cached = options
+        .user_store
+        .join(format!("{}.tar.gz", resolved.sha256));
+    let (bytes, how) = match std::fs::read(&cached) {
+        Ok(bytes) if archive::sha256_hex(&bytes) == resolved.sha256 => (bytes, "cached"),
+        _ => {
+            let name = resolved.name.clone();
+            let bytes =
+                options
+                    .registry
+                    .fetch(resolved, MAX_ARCHIVE_BYTES, &mut |done, total| {
+                        progress(Progress::Fetching {
+                            name: &name,
+                            done,
+                            total,
+                        })
+                    })?;
+            (bytes, "fetched")
+        }
+    };
+    let staging_dir = staging.join(&locked.name);
+    let unpacked = archive::unpack(&bytes, &staging_dir, &options.limits).map_err(|source| {
+        InstallError::Archive {
+            name: locked.name.clone(),
+            source,
+        }
+    })?;
+    let receipt = Receipt {
+        name: locked.name.clone(),
+        version: locked.version.clone(),
+        sha256: locked.sha256.clone(),
+        files: unpacked.files,
+    };
+    progress(Progress::Ready {
+        name: &resolved.name,
+        how,
+    });
+    Ok(Staged {
+        locked,
+        bytes: Some(bytes),
+        staging_dir: Some(staging_dir),
+        receipt,
+        how,
+    })
+}
+
+/// Puts every staged artifact in place, then writes `next` as `murmur.lock` when it differs
+/// from `lock` (or there is no lock file yet).
+fn put_in_place(
+    capsule_dir: &Path,
+    options: &InstallOptions,
+    staged: Vec<Staged>,
+    lock: &Lock,
+    next: Lock,
+) -> Result<Vec<Installed>, InstallError> {
     // Everything verified: put it in place, the lock last.
     let mut report = Vec::new();
     for artifact in staged {
@@ -387,12 +396,127 @@ fn install_staged(
             how: artifact.how,
         });
     }
-    if next != lock || !lock_path(capsule_dir).exists() {
-        lock = next;
-        lock.write(&lock_path(capsule_dir))
+    if next != *lock || !lock_path(capsule_dir).exists() {
+        next.write(&lock_path(capsule_dir))
             .map_err(InstallError::io("murmur.lock cannot be written"))?;
     }
     Ok(report)
+}
+
+/// Runs `work` with a staging directory inside the project store, made for this run and removed
+/// whatever happens; directories the run made are removed again when it fails.
+fn with_staging<T>(
+    capsule_dir: &Path,
+    work: impl FnOnce(&Path) -> Result<T, InstallError>,
+) -> Result<T, InstallError> {
+    let store = project_store(capsule_dir);
+    // Directories this run makes, removed again when it is refused.
+    let made: Vec<PathBuf> = [capsule_dir.join(".murmur"), store.clone()]
+        .into_iter()
+        .filter(|dir| !dir.exists())
+        .collect();
+    std::fs::create_dir_all(&store).map_err(InstallError::io(format!(
+        "the project store {} cannot be made",
+        store.display()
+    )))?;
+    // A staging area of this run only; removed whatever happens.
+    let staging = tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(&store)
+        .map_err(InstallError::io("a staging directory cannot be made"))?;
+    let outcome = work(staging.path());
+    drop(staging);
+    if outcome.is_err() {
+        for dir in made.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    outcome
+}
+
+/// Pulls ONE artifact into the project store of the capsule in `capsule_dir` (the
+/// `murmur:artifact-manager/manage.pull` of a capsule component), by the same path as
+/// [`install`]: resolved in the registry (`version`, else the version `murmur.lock` pins, else
+/// the newest), verified against the registry's sha256 and the lock's pin, unpacked with the
+/// archive guards into staging, put in place, and pinned in `murmur.lock`, written last.
+///
+/// A version other than the pinned one, or other bytes for the pinned version, is E-REG-005;
+/// like every refusal it comes before anything is written.
+pub fn pull(
+    capsule_dir: &Path,
+    name: &str,
+    version: Option<&str>,
+    options: &InstallOptions,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Installed, InstallError> {
+    let index = options.registry.index()?;
+    let lock = read_lock(capsule_dir)?;
+    let source = options.registry.describe();
+    let pin = lock.get(name).cloned();
+    if let (Some(pin), Some(wanted)) = (&pin, version) {
+        let same = pin.version == wanted
+            || semver::Version::parse(wanted.trim()).ok()
+                == semver::Version::parse(&pin.version).ok();
+        if !same {
+            return Err(InstallError::LockConflict(format!(
+                "`{name}` is pinned in murmur.lock at {}, and {wanted} was asked for",
+                pin.version
+            )));
+        }
+    }
+    let wanted = version.or(pin.as_ref().map(|pin| pin.version.as_str()));
+    let resolved = index.resolve(name, wanted)?;
+    progress(Progress::Resolved {
+        name: &resolved.name,
+        version: &resolved.version,
+    });
+    if let Some(pin) = &pin
+        && pin.version == resolved.version
+        && pin.sha256 != resolved.sha256
+    {
+        return Err(InstallError::LockConflict(format!(
+            "`{name}` {} is pinned in murmur.lock at sha256 {}, but the registry {source} now has {}",
+            pin.version, pin.sha256, resolved.sha256
+        )));
+    }
+    if options.locked && pin.is_none() {
+        return Err(InstallError::Locked(format!(
+            "`{name}` {} is not in murmur.lock",
+            resolved.version
+        )));
+    }
+    let runtime = Runtime::parse(&resolved.runtime).ok_or_else(|| {
+        InstallError::Registry(RegistryError::MalformedIndex {
+            location: format!("`{name}` {}", resolved.version),
+            detail: format!("runtime `{}` is not an artifact runtime", resolved.runtime),
+        })
+    })?;
+    let locked = LockedArtifact {
+        name: resolved.name.clone(),
+        version: resolved.version.clone(),
+        runtime,
+        sha256: resolved.sha256.clone(),
+        source,
+    };
+    let mut installed = with_staging(capsule_dir, |staging| {
+        let staged = fetch_and_stage(
+            capsule_dir,
+            options,
+            progress,
+            &resolved,
+            locked.clone(),
+            staging,
+        )?;
+        let mut next = lock.clone();
+        next.upsert(locked.clone());
+        if options.locked && next != lock {
+            return Err(InstallError::Locked(
+                "murmur.lock would change (the entry's source or runtime differs)".to_string(),
+            ));
+        }
+        put_in_place(capsule_dir, options, vec![staged], &lock, next)
+    })?;
+    Ok(installed.remove(0))
 }
 
 /// Keeps verified archive bytes in the user's store, by sha256, written whole or not at all.

@@ -19,6 +19,8 @@
 //! - The build's own output (cargo's progress and diagnostics) goes to this process's stderr, so
 //!   long work shows progress; a failure names the artifact and the command's exit status.
 //! - An artifact without `build:` whose component is missing is an error naming the file.
+//! - A capsule component (`world capsule`) is opened from its capsule manifest when that names
+//!   a `component:` or a `build:`: it is then an artifact of `runtime: capsule`.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -108,7 +110,11 @@ impl LocalArtifact {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         let loaded = murmur_manifest::load_artifact(&manifest_file, env);
-        match loaded.manifest.clone() {
+        let manifest = loaded
+            .manifest
+            .clone()
+            .or_else(|| capsule_component(&manifest_file, env));
+        match manifest {
             Some(manifest) => Ok(LocalArtifact {
                 dir,
                 manifest_file,
@@ -134,6 +140,33 @@ impl LocalArtifact {
         };
         newest_source(&self.dir, &component).is_none_or(|newest| newest <= built)
     }
+}
+
+/// A capsule component (`world capsule`) is described by a capsule manifest that names its
+/// component (`component:`) or how to build it (`build:`): opened, it is an artifact of
+/// `runtime: capsule` with that name, version, description, component and build.
+fn capsule_component(
+    manifest_file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<ArtifactManifest> {
+    let capsule = murmur_manifest::load_capsule(manifest_file, env).manifest?;
+    if capsule.component.is_none() && capsule.build.is_none() {
+        return None;
+    }
+    Some(ArtifactManifest {
+        name: capsule.name,
+        version: capsule.version,
+        runtime: murmur_manifest::Runtime::Capsule,
+        description: capsule.description,
+        component: capsule.component,
+        build: capsule.build,
+        input_schema: None,
+        upstream_auth: None,
+        binding: None,
+        execution_mode: Default::default(),
+        commit_policy: Default::default(),
+        skill: None,
+    })
 }
 
 /// Builds every artifact of `artifacts` that is missing its component or is older than its

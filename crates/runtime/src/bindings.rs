@@ -22,11 +22,25 @@ pub(crate) mod hook {
 }
 
 /// The `runtime-host` world: what the runtime provides to components beyond their own world.
-/// Only `murmur:message/send` is linked (into the tool linker); see [`crate::grants::message`].
+/// `murmur:message/send` is linked into the tool linker (see [`crate::grants::message`]);
+/// `murmur:artifact-manager/manage` and `murmur:message/send` into the capsule linker (see
+/// [`crate::grants::artifacts`]). Its `murmur:tool-registry/invoke` is the `capsule` world's
+/// (below); `murmur:shell/execute` is not linked.
 pub(crate) mod host {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "murmur:worlds/runtime-host",
         imports: { default: async | trappable },
+    });
+}
+
+/// The `capsule` world: `murmur:capsule/run` exported by capsule components, and the
+/// `murmur:tool-registry/invoke` they import (see [`crate::grants::tool_registry`]).
+pub(crate) mod capsule {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "murmur:worlds/capsule",
+        imports: { default: async | trappable },
+        exports: { default: async },
     });
 }

@@ -6,6 +6,10 @@
 //! end: where the result and the trace are, turns, tokens (the runtime's estimate and the
 //! provider's counts) and the exit status; `--json` prints the session report instead.
 //!
+//! A capsule without `inference:` that names a capsule component (`world capsule`) runs that
+//! component's `murmur:capsule/run` once instead, as one session with the same report; its
+//! `murmur:artifact-manager/manage.pull` resolves in `--registry` (default: as `mur install`).
+//!
 //! Credentials a manifest names as `${NAME}` come from the environment, the `.env` beside the
 //! manifest, then `$MURMUR_HOME/credentials.yaml` ([`murmur_manifest::credentials`]). With `--serve`, the
 //! control plane's token file is written under `$MURMUR_HOME/control/` and named on stderr.
@@ -13,8 +17,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use murmur_registry::index::Registry;
 use murmur_runtime::door::{DoorConfig, OnListening, control};
 use murmur_runtime::grants::ChunkKind;
+use murmur_runtime::session::capsule::{self, CapsuleConfig};
 use murmur_runtime::session::staging::Lookups;
 use murmur_runtime::session::{
     self, ExitStatus, Observer, SessionConfig, SessionReport, StageError, TaskInput, TaskSource,
@@ -51,6 +57,10 @@ pub struct RunArgs {
     /// With --serve: the address to listen on.
     #[arg(long, requires = "serve", default_value = "127.0.0.1")]
     host: std::net::IpAddr,
+    /// The registry a capsule component pulls from: a directory, or an `http(s)://` index.
+    /// Default: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.
+    #[arg(long)]
+    registry: Option<String>,
 }
 
 /// Prints what a session says while it runs: streamed text on stdout, notes on stderr, each
@@ -106,6 +116,11 @@ pub fn run(args: RunArgs) -> Exit {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
+    if let Some(capsule) = murmur_manifest::load_capsule(&file, &host_env).manifest
+        && capsule::runs_component(&capsule)
+    {
+        return run_component(&args, &file, &capsule_dir);
+    }
     let tasks = match tasks(&args.tasks, &capsule_dir) {
         Ok(tasks) => tasks,
         // A served capsule takes its tasks from the door.
@@ -226,6 +241,108 @@ pub fn run(args: RunArgs) -> Exit {
                     .mid_line
                     .store(false, std::sync::atomic::Ordering::Relaxed);
             }
+            print_report(&report, args.json);
+            if report.exit_status == ExitStatus::Ok {
+                Exit::Ok
+            } else {
+                Exit::Failed
+            }
+        }
+        Err(error) => fail(
+            args.json,
+            error.code,
+            &error.message,
+            &error.hint,
+            Exit::Failed,
+        ),
+    }
+}
+
+/// Runs the capsule component of the capsule at `file` as one session.
+fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
+    if args.serve {
+        return fail(
+            args.json,
+            "E-RUN-013",
+            "a capsule component cannot be served: it runs `murmur:capsule/run` once",
+            "run it without --serve, or give the capsule an `inference:` block to serve it as an agent",
+            Exit::BadInput,
+        );
+    }
+    let registry = args
+        .registry
+        .clone()
+        .unwrap_or_else(crate::commands::install::default_registry);
+    let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
+        Ok(registry) => registry,
+        Err(error) => {
+            return fail(
+                args.json,
+                error.code(),
+                &error.to_string(),
+                &error.hint(),
+                Exit::BadInput,
+            );
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return fail(
+                args.json,
+                "E-RUN-001",
+                &format!("the async runtime could not start: {error}"),
+                "check the process's thread limits",
+                Exit::Stopped,
+            );
+        }
+    };
+    let engine = match Engine::new(EngineConfig {
+        cache_dir: Some(murmur_home().join("cache").join("components")),
+        pooling: false,
+    }) {
+        Ok(engine) => engine,
+        Err(error) => {
+            return fail(
+                args.json,
+                error.code(),
+                &error.to_string(),
+                &error.hint(),
+                Exit::Stopped,
+            );
+        }
+    };
+    let staged = match capsule::stage(file, &engine, &host_env) {
+        Ok(staged) => staged,
+        Err(error) => return stage_failed(error, args.json),
+    };
+    render::diagnostics_human(&staged.warnings);
+    let config = CapsuleConfig {
+        workdir_root: args
+            .workdir
+            .clone()
+            .unwrap_or_else(|| capsule_dir.join("workdir")),
+        registry: Some(registry),
+        user_store: murmur_home().join("artifacts"),
+        host_env: Arc::new(host_env),
+    };
+    let observer = Arc::new(Terminal {
+        stream: false,
+        quiet: args.json,
+        mid_line: Default::default(),
+    });
+    let outcome = runtime.block_on(capsule::run(
+        Arc::new(engine),
+        Arc::new(staged),
+        &config,
+        observer,
+    ));
+    match outcome {
+        Ok(report) => {
             print_report(&report, args.json);
             if report.exit_status == ExitStatus::Ok {
                 Exit::Ok

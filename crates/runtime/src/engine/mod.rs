@@ -10,6 +10,10 @@
 //!   denies), `wasi:http` outgoing requests checked by [`crate::grants::http`], and the
 //!   `murmur:task/task` and `murmur:text/chunks` imports of the `tool` and `driver` worlds. A
 //!   component importing anything else fails to load with an error naming the import.
+//! - Capsule components (`world capsule`) are loaded through a linker of their own: the same
+//!   WASI, `murmur:tool-registry/invoke`, and the `runtime-host` interfaces
+//!   `murmur:artifact-manager/manage` and `murmur:message/send` (`murmur:shell/execute` is not
+//!   linked). See [`crate::session::capsule`].
 //! - Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most one tick late.
 
 pub mod cache;
@@ -47,6 +51,8 @@ pub struct EngineConfig {
 pub struct Engine {
     wasm: wasmtime::Engine,
     linker: Linker<HostState>,
+    /// The linker of capsule components.
+    capsule_linker: Linker<HostState>,
     /// Hook linkers, one per set of granted host interfaces, built when first needed.
     hook_linkers:
         std::sync::Mutex<std::collections::HashMap<Vec<HookGrant>, Arc<Linker<HostState>>>>,
@@ -103,6 +109,10 @@ impl Engine {
             component: "<linker>".to_string(),
             reason: error.to_string(),
         })?;
+        let capsule_linker = capsule_linker(&wasm).map_err(|error| RuntimeError::Load {
+            component: "<linker>".to_string(),
+            reason: error.to_string(),
+        })?;
         let cache = config.cache_dir.map(|dir| ComponentCache::new(dir, &wasm));
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(wasm.clone(), ticker_stop.clone()).map_err(|source| {
@@ -114,6 +124,7 @@ impl Engine {
         Ok(Engine {
             wasm,
             linker,
+            capsule_linker,
             hook_linkers: Default::default(),
             cache,
             ticker_stop,
@@ -214,6 +225,10 @@ impl Engine {
         Ok(linker)
     }
 
+    pub(crate) fn capsule_linker(&self) -> &Linker<HostState> {
+        &self.capsule_linker
+    }
+
     pub(crate) fn wasm(&self) -> &wasmtime::Engine {
         &self.wasm
     }
@@ -237,6 +252,25 @@ pub(crate) fn wasi_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<
 fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = wasi_linker(engine)?;
     Tool::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
+    crate::bindings::host::murmur::message::send::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    Ok(linker)
+}
+
+/// The linker of capsule components: WASI, `murmur:tool-registry/invoke`,
+/// `murmur:artifact-manager/manage` and `murmur:message/send`.
+fn capsule_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = wasi_linker(engine)?;
+    crate::bindings::capsule::Capsule::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    crate::bindings::host::murmur::artifact_manager::manage::add_to_linker::<
+        HostState,
+        HasSelf<HostState>,
+    >(&mut linker, |state| state)?;
     crate::bindings::host::murmur::message::send::add_to_linker::<HostState, HasSelf<HostState>>(
         &mut linker,
         |state| state,

@@ -15,10 +15,15 @@
 //! - [`message`]: `murmur:message/send`, a tool's task for a peer capsule, under the network
 //!   allowlist.
 //! - [`shell`]: allowlisted binaries, run natively and confined (the model's `shell` tool).
+//! - [`tool_registry`]: `murmur:tool-registry/invoke`, a capsule component's calls of its
+//!   allowlisted tools.
+//! - [`artifacts`]: `murmur:artifact-manager/manage`, a capsule component's view of its
+//!   installed artifacts and its mid-session pulls from the session's registry.
 //!
 //! The deny path is the default path: a [`Grants`] built with [`Grants::new`] holds the workdir
 //! and nothing more.
 
+pub mod artifacts;
 pub mod chunks;
 pub mod env;
 pub mod fs;
@@ -27,6 +32,7 @@ pub mod message;
 pub mod shell;
 pub(crate) mod stdio;
 pub mod task;
+pub mod tool_registry;
 
 use std::path::PathBuf;
 
@@ -105,6 +111,8 @@ impl Grants {
                 policy: self.network.clone(),
                 sends: Vec::new(),
             },
+            tool_registry: None,
+            artifacts: None,
         })
     }
 }
@@ -125,6 +133,10 @@ pub(crate) struct HostState {
     pub(crate) input: Option<task::SharedBroker>,
     /// `murmur:message/send`: who sends, where to, and what was sent.
     pub(crate) message: message::MessageGrant,
+    /// For a capsule component: the tools it may call, and what it called.
+    pub(crate) tool_registry: Option<tool_registry::ToolRegistryGrant>,
+    /// For a capsule component: its session's artifact manager.
+    pub(crate) artifacts: Option<std::sync::Arc<artifacts::ArtifactManager>>,
 }
 
 impl WasiView for HostState {

@@ -20,7 +20,11 @@
 //!   model sees, and the session goes on. Every result reaches the model inside an
 //!   untrusted-content fence naming the tool.
 //! - Nothing is printed: text deltas and notes go to the caller's [`Observer`].
+//!
+//! A capsule without `inference:` that names a capsule component runs that component instead
+//! of the agent loop: see [`capsule`].
 
+pub mod capsule;
 pub mod control;
 pub mod staging;
 mod task;

@@ -231,7 +231,8 @@ pub fn stage_with(
                 "capsule `{}` declares no `inference:`, so it has no agent loop to run",
                 capsule.name
             ),
-            "add an `inference:` block (model, driver) to run it as an agent capsule",
+            "add an `inference:` block (model, driver) to run it as an agent capsule, or declare \
+             a capsule component (an artifact of `runtime: capsule` with `path:`)",
         ));
     };
     if inference.transport == Transport::Process {
@@ -588,7 +589,7 @@ fn stage_driver(
 }
 
 /// A registry artifact that cannot be used as installed.
-fn installed_error(error: install::InstallError) -> StageError {
+pub(crate) fn installed_error(error: install::InstallError) -> StageError {
     match error {
         install::InstallError::Lock(diagnostics) => StageError::Manifest(diagnostics),
         other => StageError::invalid(other.code(), other.to_string(), other.hint()),

@@ -82,10 +82,15 @@ pub enum EventBody {
         capsule: CapsuleRef,
         murmur_version: String,
         workdir: String,
+        /// The primary model, driver and credential source of an agent capsule; absent for a
+        /// capsule component, which runs no agent loop.
+        #[serde(skip_serializing_if = "String::is_empty", default)]
         model: String,
+        #[serde(skip_serializing_if = "String::is_empty", default)]
         driver: String,
         /// Where the primary driver's credential came from: `config`, `environment`,
         /// `manifest`, `injected`, `keyless`.
+        #[serde(skip_serializing_if = "String::is_empty", default)]
         credential_source: String,
         components: Vec<ComponentRef>,
         tools: Vec<String>,
@@ -296,6 +301,16 @@ pub enum EventBody {
         context_window: u64,
         threshold: f64,
     },
+    /// A capsule component pulled an artifact mid-session (`murmur:artifact-manager/manage`):
+    /// installed and pinned in `murmur.lock`.
+    ArtifactPulled {
+        name: String,
+        version: String,
+        runtime: String,
+        sha256: String,
+        /// The registry it came from, as `murmur.lock` records it.
+        source: String,
+    },
     TaskEnd {
         task_id: String,
         context_id: Option<String>,
@@ -333,6 +348,7 @@ impl EventBody {
             EventBody::TaskReopened { .. } => "task_reopened",
             EventBody::ContextSeed { .. } => "context_seed",
             EventBody::Compaction { .. } => "compaction",
+            EventBody::ArtifactPulled { .. } => "artifact_pulled",
             EventBody::TaskEnd { .. } => "task_end",
             EventBody::SessionEnd { .. } => "session_end",
         }

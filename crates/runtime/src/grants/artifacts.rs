@@ -1,0 +1,335 @@
+//! `murmur:artifact-manager/manage`: a capsule component inspects and installs artifacts during
+//! its session (seed, `murmur:artifact-manager/manage`; SPEC §11).
+//!
+//! What a capsule component can rely on:
+//!
+//! - **What is installed for the session** (`list`): the capsule's declared artifacts, in
+//!   manifest order, then what the component pulled in this session, in pull order (a pull of a
+//!   declared name replaces its entry). A registry artifact carries the sha256 and source
+//!   `murmur.lock` pins; a local one (`path:`) no sha256 and its directory as source.
+//! - `describe` gives one of them with its description, a tool's `input_schema` (JSON) and its
+//!   own `murmur.yaml` verbatim; a name not in `list` is an error. `diagnostics` is the session
+//!   id and `list`.
+//! - **`pull`** resolves the artifact in the session's registry (the version asked for, else the
+//!   one `murmur.lock` pins, else the newest), verifies its bytes against the registry's sha256
+//!   and the lock's pin, installs it under the project store `.murmur/artifacts/<name>/<version>/`
+//!   and pins it in `murmur.lock`: the same path as `mur install`
+//!   ([`murmur_registry::install::pull`]). A hash mismatch (E-REG-004), a version or hash that
+//!   conflicts with the lock's pin (E-REG-005), or an unsafe archive errs before anything is
+//!   written. A pulled artifact is in `list` and `describe` at once, and a pulled WASM tool is
+//!   callable through `murmur:tool-registry/invoke` ([`super::tool_registry`]) under the grants
+//!   of the capsule's other tools. Each pull is an `artifact_pulled` trace event.
+//! - `search` and `remove` are not implemented: they always return an error.
+//!
+//! A failed `pull` or `describe` comes back as text `error[<code>]: <message>`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use murmur_manifest::capsule::CapsuleManifest;
+use murmur_manifest::{Lock, Runtime};
+use murmur_registry::LocalArtifact;
+use murmur_registry::index::Registry;
+use murmur_registry::install::{self, InstallOptions};
+
+use crate::bindings::host::murmur::artifact_manager::manage::{
+    ArtifactDescription, ArtifactInfo, Host, SessionDiagnostics,
+};
+use crate::engine::Engine;
+use crate::grants::tool_registry::{AllowedTool, Allowlist};
+use crate::grants::{Grants, HostState};
+use crate::session::HostEnv;
+use crate::trace::{EventBody, Trace};
+
+/// One artifact installed for the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    pub name: String,
+    pub version: String,
+    /// `tool`, `driver`, `hook`, `skill` or `capsule`.
+    pub runtime: String,
+    pub sha256: Option<String>,
+    pub source: Option<String>,
+    /// Its directory (holding its `murmur.yaml`), when it is there.
+    pub dir: Option<PathBuf>,
+}
+
+impl Known {
+    fn info(&self) -> ArtifactInfo {
+        ArtifactInfo {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            runtime: self.runtime.clone(),
+            sha256: self.sha256.clone(),
+            source: self.source.clone(),
+        }
+    }
+}
+
+/// The artifact manager of one capsule component's session: shared by its store's host state.
+pub struct ArtifactManager {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) capsule_dir: PathBuf,
+    pub(crate) session_id: String,
+    /// Where `pull` resolves; `None` makes every pull an error.
+    pub(crate) registry: Option<Registry>,
+    /// The user's store of verified archives (`$MURMUR_HOME/artifacts`).
+    pub(crate) user_store: PathBuf,
+    pub(crate) host_env: HostEnv,
+    /// The grants a pulled tool's calls run under.
+    pub(crate) tool_grants: Grants,
+    pub(crate) allowlist: Arc<Allowlist>,
+    pub(crate) declared: Vec<Known>,
+    pub(crate) pulled: Mutex<Vec<Known>>,
+    /// Where `artifact_pulled` goes: the trace and the `session_start` event.
+    pub(crate) trace: Option<(Trace, String)>,
+    /// Set when an `artifact_pulled` line could not be written: the session then fails.
+    pub(crate) trace_failed: AtomicBool,
+}
+
+impl ArtifactManager {
+    /// What the capsule declares, as installed: local artifacts by their directory, registry
+    /// ones as `murmur.lock` pins them.
+    pub(crate) fn declared(
+        capsule: &CapsuleManifest,
+        capsule_dir: &std::path::Path,
+        lock: &Lock,
+    ) -> Vec<Known> {
+        capsule
+            .artifacts
+            .iter()
+            .map(|entry| match &entry.path {
+                Some(path) => Known {
+                    name: entry.name.clone(),
+                    version: entry.version.clone(),
+                    runtime: entry.runtime.to_string(),
+                    sha256: None,
+                    source: Some(path.display().to_string()),
+                    dir: Some(murmur_manifest::local_paths(path, capsule_dir).0),
+                },
+                None => {
+                    let pin = lock.get(&entry.name);
+                    Known {
+                        name: entry.name.clone(),
+                        version: pin.map_or(entry.version.clone(), |pin| pin.version.clone()),
+                        runtime: entry.runtime.to_string(),
+                        sha256: pin.map(|pin| pin.sha256.clone()),
+                        source: pin.map(|pin| pin.source.clone()),
+                        dir: install::installed(capsule_dir, lock, &entry.name, &entry.version)
+                            .ok(),
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Every artifact installed for the session: declared, then pulled.
+    pub fn list(&self) -> Vec<Known> {
+        let pulled = self
+            .pulled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut all: Vec<Known> = self
+            .declared
+            .iter()
+            .map(|known| {
+                pulled
+                    .iter()
+                    .find(|p| p.name == known.name)
+                    .unwrap_or(known)
+                    .clone()
+            })
+            .collect();
+        for known in pulled {
+            if !all.iter().any(|k| k.name == known.name) {
+                all.push(known);
+            }
+        }
+        all
+    }
+
+    /// Whether an `artifact_pulled` line could not be written.
+    pub fn trace_failed(&self) -> bool {
+        self.trace_failed.load(Ordering::Relaxed)
+    }
+
+    fn describe(&self, name: &str) -> Result<ArtifactDescription, String> {
+        let Some(known) = self.list().into_iter().find(|k| k.name == name) else {
+            return Err(format!(
+                "error[E-REG-010]: `{name}` is not installed for this session"
+            ));
+        };
+        let Some(dir) = &known.dir else {
+            return Err(format!(
+                "error[E-REG-010]: `{name}` is declared but not installed (run `mur install`)"
+            ));
+        };
+        let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).map_err(|error| {
+            format!("error[E-REG-010]: the murmur.yaml of `{name}` cannot be read: {error}")
+        })?;
+        let env = self.host_env.clone();
+        let opened = LocalArtifact::open(dir, &move |n: &str| env(n)).ok();
+        let own = opened.as_ref().map(|artifact| &artifact.manifest);
+        Ok(ArtifactDescription {
+            info: known.info(),
+            description: own.and_then(|m| m.description.clone()),
+            input_schema: own
+                .and_then(|m| m.input_schema.as_ref())
+                .map(|schema| schema.to_string()),
+            manifest,
+        })
+    }
+
+    async fn pull(self: Arc<Self>, name: String, version: Option<String>) -> Result<Known, String> {
+        let Some(registry) = self.registry.clone() else {
+            return Err("error[E-REG-001]: this session has no registry to pull from".to_string());
+        };
+        let this = self.clone();
+        let pulled =
+            tokio::task::spawn_blocking(move || this.pull_blocking(registry, &name, version))
+                .await
+                .map_err(|error| format!("error[E-REG-001]: the pull stopped: {error}"))??;
+        if let Some((trace, parent)) = &self.trace {
+            let event = EventBody::ArtifactPulled {
+                name: pulled.name.clone(),
+                version: pulled.version.clone(),
+                runtime: pulled.runtime.clone(),
+                sha256: pulled.sha256.clone().unwrap_or_default(),
+                source: pulled.source.clone().unwrap_or_default(),
+            };
+            if let Err(error) = trace.write(Some(parent), event) {
+                self.trace_failed.store(true, Ordering::Relaxed);
+                return Err(format!(
+                    "error[E-TRC-001]: the trace could not be written: {error}"
+                ));
+            }
+        }
+        let mut all = self.pulled.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|known| known.name != pulled.name);
+        all.push(pulled.clone());
+        Ok(pulled)
+    }
+
+    /// Installs, then (for a tool) loads the component and allowlists it. Blocking: registry
+    /// I/O and compilation.
+    fn pull_blocking(
+        &self,
+        registry: Registry,
+        name: &str,
+        version: Option<String>,
+    ) -> Result<Known, String> {
+        let coded = |code: &str, message: String| format!("error[{code}]: {message}");
+        let options = InstallOptions {
+            registry,
+            locked: false,
+            user_store: self.user_store.clone(),
+            limits: Default::default(),
+        };
+        let installed = install::pull(
+            &self.capsule_dir,
+            name,
+            version.as_deref(),
+            &options,
+            &mut |_| {},
+        )
+        .map_err(|error| coded(error.code(), error.to_string()))?;
+        if installed.runtime == Runtime::Tool.as_str() {
+            let env = self.host_env.clone();
+            let artifact = LocalArtifact::open(&installed.dir, &move |n: &str| env(n))
+                .map_err(|error| coded(error.code(), error.to_string()))?;
+            let component = self
+                .engine
+                .load_component(&installed.name, &artifact.component_path())
+                .map_err(|error| {
+                    coded(
+                        error.code(),
+                        format!("`{}` was installed, but {error}", installed.name),
+                    )
+                })?;
+            self.allowlist.allow(
+                &installed.name,
+                AllowedTool {
+                    component: Arc::new(component),
+                    grants: self.tool_grants.clone(),
+                },
+            );
+        }
+        Ok(Known {
+            name: installed.name,
+            version: installed.version,
+            runtime: installed.runtime,
+            sha256: Some(installed.sha256),
+            source: Some(installed.source),
+            dir: Some(installed.dir),
+        })
+    }
+}
+
+impl HostState {
+    fn artifact_manager(&self) -> Result<Arc<ArtifactManager>, String> {
+        self.artifacts.clone().ok_or_else(|| {
+            "murmur:artifact-manager/manage is available to capsule components only".to_string()
+        })
+    }
+}
+
+impl Host for HostState {
+    async fn list(&mut self) -> wasmtime::Result<Vec<ArtifactInfo>> {
+        Ok(self
+            .artifacts
+            .as_ref()
+            .map(|manager| manager.list().iter().map(Known::info).collect())
+            .unwrap_or_default())
+    }
+
+    async fn describe(
+        &mut self,
+        name: String,
+    ) -> wasmtime::Result<Result<ArtifactDescription, String>> {
+        Ok(self
+            .artifact_manager()
+            .and_then(|manager| manager.describe(&name)))
+    }
+
+    async fn diagnostics(&mut self) -> wasmtime::Result<SessionDiagnostics> {
+        Ok(match &self.artifacts {
+            Some(manager) => SessionDiagnostics {
+                session_id: manager.session_id.clone(),
+                installed: manager.list().iter().map(Known::info).collect(),
+            },
+            None => SessionDiagnostics {
+                session_id: String::new(),
+                installed: Vec::new(),
+            },
+        })
+    }
+
+    async fn pull(
+        &mut self,
+        name: String,
+        version: Option<String>,
+    ) -> wasmtime::Result<Result<ArtifactInfo, String>> {
+        let manager = match self.artifact_manager() {
+            Ok(manager) => manager,
+            Err(text) => return Ok(Err(text)),
+        };
+        Ok(manager.pull(name, version).await.map(|known| known.info()))
+    }
+
+    async fn search(
+        &mut self,
+        _query: String,
+    ) -> wasmtime::Result<Result<Vec<ArtifactInfo>, String>> {
+        Ok(Err(
+            "murmur:artifact-manager/manage.search is not implemented".to_string(),
+        ))
+    }
+
+    async fn remove(&mut self, _name: String) -> wasmtime::Result<Result<(), String>> {
+        Ok(Err(
+            "murmur:artifact-manager/manage.remove is not implemented".to_string(),
+        ))
+    }
+}

@@ -1,0 +1,242 @@
+//! `murmur:tool-registry/invoke`: a capsule component calls a tool by name (seed,
+//! `murmur:tool-registry/invoke`).
+//!
+//! What a capsule component can rely on, and what it cannot change:
+//!
+//! - **Only allowlisted tools are called.** The allowlist is the capsule's declared
+//!   `runtime: tool` artifacts, plus the WASM tools the component pulled in this session
+//!   ([`super::artifacts`]), which join it as soon as their pull returns. Any other name is an
+//!   error naming the allowlisted tools, and nothing is called.
+//! - **A tool runs as it would for an agent.** One fresh instance under the grants every tool of
+//!   the capsule gets (the session workdir, `capabilities.env.allow`, the network allowlist, the
+//!   limits), with its entry's `config:` as `MURMUR_ARTIFACT_CONFIG`. Its `tool-result` comes
+//!   back as the tool returned it (`data` read from `data-path` when the tool used one).
+//! - **A stopped tool is an error, not a trap of the caller.** A deadline, a memory limit, a
+//!   trap or a load failure of the tool comes back as `Err("error[<code>]: …")`.
+//! - **Every call is recorded** ([`Invoked`]); the session writes each as a `tool_call` event.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::bindings::capsule::murmur::tool::run::{
+    Status as WitStatus, ToolInput as WitInput, ToolResult as WitResult,
+};
+use crate::bindings::capsule::murmur::tool_registry::invoke::Host;
+use crate::engine::{Engine, LoadedComponent};
+use crate::grants::{Grants, HostState};
+use crate::tool::{ToolInput, ToolStatus};
+use crate::trace::schema::ErrorRef;
+use crate::trace::{EventBody, Trace};
+
+/// A tool a capsule component may call.
+#[derive(Clone)]
+pub struct AllowedTool {
+    pub component: Arc<LoadedComponent>,
+    /// The grants each call runs under.
+    pub grants: Grants,
+}
+
+/// The tools a capsule component may call, by name. Shared with the artifact manager, which
+/// adds what it pulls.
+#[derive(Default)]
+pub struct Allowlist {
+    tools: Mutex<BTreeMap<String, AllowedTool>>,
+}
+
+impl Allowlist {
+    /// Allows `name` (replacing an earlier tool of that name).
+    pub fn allow(&self, name: &str, tool: AllowedTool) {
+        self.lock().insert(name.to_string(), tool);
+    }
+
+    /// The tool allowed as `name`.
+    pub fn get(&self, name: &str) -> Option<AllowedTool> {
+        self.lock().get(name).cloned()
+    }
+
+    /// Every allowed name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, AllowedTool>> {
+        self.tools
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// One `invoke`, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invoked {
+    pub tool: String,
+    /// `passed`, `failed`, `error`, or `refused` (not allowlisted: not called).
+    pub status: String,
+    pub output_bytes: u64,
+    pub duration_ms: u64,
+    pub error: Option<ErrorRef>,
+    /// Requests a grant refused during the call.
+    pub refusals: Vec<String>,
+}
+
+/// The per-call state of the tool-registry grant of a capsule component's store.
+pub(crate) struct ToolRegistryGrant {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) allowlist: Arc<Allowlist>,
+    pub(crate) calls: Vec<Invoked>,
+    /// Where each call is written as a `tool_call` event, as it ends.
+    pub(crate) trace: Option<CallTrace>,
+    /// Set when a `tool_call` line could not be written: the session then fails.
+    pub(crate) trace_failed: bool,
+}
+
+/// Where a capsule component's calls are traced.
+#[derive(Clone)]
+pub(crate) struct CallTrace {
+    pub(crate) trace: Trace,
+    /// The `task_start` event of the component's run.
+    pub(crate) parent: String,
+    pub(crate) task_id: String,
+}
+
+impl ToolRegistryGrant {
+    /// Records one call, and writes it to the trace.
+    fn record(&mut self, call: Invoked) {
+        if let Some(at) = &self.trace {
+            let event = EventBody::ToolCall {
+                task_id: at.task_id.clone(),
+                turn: 0,
+                call_id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+                tool_name: call.tool.clone(),
+                status: call.status.clone(),
+                is_error: call.status != "passed",
+                state_effect: None,
+                resource_id: None,
+                output_bytes: call.output_bytes,
+                duration_ms: call.duration_ms,
+                error: call.error.clone(),
+                refusals: call.refusals.clone(),
+            };
+            if at.trace.write(Some(&at.parent), event).is_err() {
+                self.trace_failed = true;
+            }
+        }
+        self.calls.push(call);
+    }
+}
+
+impl Host for HostState {
+    async fn invoke(
+        &mut self,
+        name: String,
+        input: WitInput,
+    ) -> wasmtime::Result<Result<WitResult, String>> {
+        let started = Instant::now();
+        let Some(grant) = self.tool_registry.as_mut() else {
+            return Ok(Err(
+                "murmur:tool-registry/invoke is available to capsule components only".to_string(),
+            ));
+        };
+        let Some(tool) = grant.allowlist.get(&name) else {
+            let names = grant.allowlist.names();
+            let known = if names.is_empty() {
+                "no tool is allowlisted".to_string()
+            } else {
+                format!("the allowlisted tools are: {}", names.join(", "))
+            };
+            let text = format!("`{name}` is not an allowlisted tool; {known}");
+            grant.record(Invoked {
+                tool: name,
+                status: "refused".to_string(),
+                output_bytes: 0,
+                duration_ms: started.elapsed().as_millis() as u64,
+                error: Some(ErrorRef {
+                    code: "E-RUN-014".to_string(),
+                    message: text.clone(),
+                }),
+                refusals: Vec::new(),
+            });
+            return Ok(Err(text));
+        };
+        let engine = grant.engine.clone();
+        let report = engine
+            .call_tool(
+                &tool.component,
+                &tool.grants,
+                &ToolInput {
+                    data: input.data,
+                    log_path: input.log_path,
+                },
+            )
+            .await;
+        let refusals = report
+            .refusals
+            .iter()
+            .map(|r| format!("{} {} ({})", r.grant, r.target, r.reason))
+            .collect();
+        let duration_ms = report.duration.as_millis() as u64;
+        let (record, answer) = match report.outcome {
+            Ok(output) => {
+                let result = output.result;
+                let status = match result.status {
+                    ToolStatus::Passed => "passed",
+                    ToolStatus::Failed => "failed",
+                    ToolStatus::Error => "error",
+                };
+                let data = output.output.or(result.data);
+                let record = Invoked {
+                    tool: name,
+                    status: status.to_string(),
+                    output_bytes: data.as_ref().map_or(0, |d| d.len() as u64),
+                    duration_ms,
+                    error: None,
+                    refusals,
+                };
+                let answer = WitResult {
+                    status: match result.status {
+                        ToolStatus::Passed => WitStatus::Passed,
+                        ToolStatus::Failed => WitStatus::Failed,
+                        ToolStatus::Error => WitStatus::Error,
+                    },
+                    summary: result.summary,
+                    data,
+                    data_path: result.data_path,
+                    truncated: result.truncated,
+                    metadata: result.metadata,
+                };
+                (record, Ok(answer))
+            }
+            Err(error) => {
+                let text = format!("error[{}]: {error}", error.code());
+                let record = Invoked {
+                    tool: name,
+                    status: "error".to_string(),
+                    output_bytes: 0,
+                    duration_ms,
+                    error: Some(ErrorRef {
+                        code: error.code().to_string(),
+                        message: error.to_string(),
+                    }),
+                    refusals,
+                };
+                (record, Err(text))
+            }
+        };
+        if let Some(grant) = self.tool_registry.as_mut() {
+            grant.record(record);
+        }
+        Ok(answer)
+    }
+}
+
+/// `murmur:tool/run` comes into the `capsule` world for the types `invoke` uses; its `run` is a
+/// tool's export, never the host's, so calling it traps.
+impl crate::bindings::capsule::murmur::tool::run::Host for HostState {
+    async fn run(&mut self, _input: WitInput) -> wasmtime::Result<WitResult> {
+        Err(wasmtime::Error::msg(
+            "murmur:tool/run is exported by tools, not provided by the host: call a tool with \
+             murmur:tool-registry/invoke",
+        ))
+    }
+}

@@ -1,0 +1,636 @@
+//! Capsule components: a capsule whose manifest has no `inference:` and names a component of
+//! `world capsule` runs that component's `murmur:capsule/run` once, as one session (SPEC §4,
+//! seed `murmur:capsule/run`).
+//!
+//! Which component: the capsule manifest's own `component:`/`build:`, else its one artifact
+//! entry of `runtime: capsule` with `path:`. A capsule with neither (and no `inference:`) is
+//! `E-RUN-013`, as staging says.
+//!
+//! What a caller can rely on:
+//!
+//! - **Staged before anything runs** ([`stage`]): the manifest and its local artifacts load
+//!   without errors; the component and the declared tools are built from source when stale,
+//!   compiled (or taken from the cache) and pre-linked; registry tools only as `murmur.lock`
+//!   pins them, unchanged since they were installed.
+//! - **Grants as tools get them.** The component sees the session workdir (preopened as `.`),
+//!   the declared read-only paths, the `MURMUR_*` identity and `capabilities.env.allow`,
+//!   outgoing HTTP under `capabilities.network.allow`, and runs under the capsule's limits (one
+//!   deadline for the whole run, the tools it calls included). It imports
+//!   `murmur:tool-registry/invoke` ([`crate::grants::tool_registry`]: the declared tools and
+//!   what it pulled, nothing else), `murmur:artifact-manager/manage`
+//!   ([`crate::grants::artifacts`]) and `murmur:message/send`; `murmur:shell/execute` is not
+//!   linked, so a component importing it fails to load.
+//! - **A session like an agent's.** `workdir/<session-id>/` with `trace.jsonl`: `session_start`,
+//!   `task_start` (source `capsule`), one `tool_call` per `invoke` and one `artifact_pulled` per
+//!   pull as they happen, an `a2a_send` per send, `task_end`, `session_end`. What the component
+//!   wrote to stdout and stderr is kept in `logs/capsule.log`. The report is a
+//!   [`SessionReport`] with one task: `ok` when `run` returned, `failed` (with the code of the
+//!   deadline, memory limit or trap) when it did not.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
+use murmur_manifest::{Diagnostic, Runtime};
+use murmur_registry::index::Registry;
+use murmur_registry::install;
+use murmur_registry::source::{LocalArtifact, ensure_components};
+use serde_json::Value;
+use wasmtime::Store;
+
+use crate::bindings::capsule::CapsulePre;
+use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
+use crate::error::RuntimeError;
+use crate::grants::artifacts::ArtifactManager;
+use crate::grants::env::{Identity, component_env};
+use crate::grants::message::{PeerSend, SendingTask};
+use crate::grants::tool_registry::{AllowedTool, Allowlist, CallTrace, ToolRegistryGrant};
+use crate::grants::{Grants, HostState, NetworkPolicy};
+use crate::session::staging::{StageError, installed_error};
+use crate::session::workdir::Workdir;
+use crate::session::{
+    ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
+};
+use crate::tool::{classify_failure, deadline_ticks};
+use crate::trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
+use crate::trace::{EventBody, Trace, TraceWriter};
+
+/// How a capsule component's session is run.
+pub struct CapsuleConfig {
+    /// Sessions get `<workdir_root>/<session-id>/`.
+    pub workdir_root: PathBuf,
+    /// Where `murmur:artifact-manager/manage.pull` resolves; `None` makes every pull an error.
+    pub registry: Option<Registry>,
+    /// The user's store of verified archives (`$MURMUR_HOME/artifacts`).
+    pub user_store: PathBuf,
+    /// Host environment lookups, for `capabilities.env.allow` and `${NAME}` in manifests.
+    pub host_env: HostEnv,
+}
+
+/// A capsule component compiled and pre-linked.
+pub struct LoadedCapsule {
+    name: String,
+    sha256: String,
+    pre: CapsulePre<HostState>,
+}
+
+impl LoadedCapsule {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The sha256 of the component's bytes, lowercase hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+}
+
+/// A declared tool, loaded.
+pub struct CapsuleTool {
+    pub name: String,
+    pub component: Arc<LoadedComponent>,
+    pub config: Option<Value>,
+}
+
+/// Everything a capsule component's session needs.
+pub struct StagedCapsule {
+    pub capsule: CapsuleManifest,
+    pub capsule_file: PathBuf,
+    pub capsule_dir: PathBuf,
+    pub component: LoadedCapsule,
+    pub tools: Vec<CapsuleTool>,
+    pub components: Vec<ComponentRef>,
+    /// Warnings found while staging.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Whether `capsule` runs as a capsule component: it has no `inference:`, and it names a
+/// component (its own `component:`/`build:`, or an artifact of `runtime: capsule` with `path:`).
+pub fn runs_component(capsule: &CapsuleManifest) -> bool {
+    capsule.inference.is_none()
+        && (capsule.component.is_some()
+            || capsule.build.is_some()
+            || capsule
+                .artifacts
+                .iter()
+                .any(|entry| entry.runtime == Runtime::Capsule && entry.path.is_some()))
+}
+
+fn invalid(code: &'static str, message: impl Into<String>, hint: impl Into<String>) -> StageError {
+    StageError::Invalid {
+        code,
+        message: message.into(),
+        hint: hint.into(),
+    }
+}
+
+/// Stages the capsule component of the capsule whose manifest is `capsule_file`.
+pub fn stage(
+    capsule_file: &Path,
+    engine: &Engine,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<StagedCapsule, StageError> {
+    let loaded = murmur_manifest::load_capsule(capsule_file, env);
+    let mut warnings = loaded.diagnostics.clone();
+    let Some(capsule) = loaded.manifest else {
+        return Err(StageError::Manifest(loaded.diagnostics));
+    };
+    let capsule_dir = capsule_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut problems = Vec::new();
+    for (_, artifact) in murmur_manifest::check_local_artifacts(&capsule, capsule_file, env) {
+        problems.extend(artifact.diagnostics);
+    }
+    if problems.iter().any(Diagnostic::is_error) {
+        return Err(StageError::Manifest(problems));
+    }
+    warnings.extend(problems);
+    if capsule.inference.is_some() {
+        return Err(invalid(
+            "E-RUN-013",
+            format!(
+                "capsule `{}` declares `inference:`: it is an agent capsule, not a capsule component",
+                capsule.name
+            ),
+            "run it as an agent capsule, or remove `inference:`",
+        ));
+    }
+
+    // The component: the capsule's own, else its one `runtime: capsule` entry with `path:`.
+    let own = capsule.component.is_some() || capsule.build.is_some();
+    let entries: Vec<&ArtifactEntry> = capsule
+        .artifacts
+        .iter()
+        .filter(|entry| entry.runtime == Runtime::Capsule && entry.path.is_some())
+        .collect();
+    let component_dir = match (own, entries.as_slice()) {
+        (true, _) => capsule_file.to_path_buf(),
+        (false, [entry]) => {
+            murmur_manifest::local_paths(
+                entry.path.as_deref().unwrap_or(Path::new(".")),
+                &capsule_dir,
+            )
+            .0
+        }
+        (false, []) => {
+            return Err(invalid(
+                "E-RUN-013",
+                format!(
+                    "capsule `{}` declares no `inference:` and no capsule component, so it has nothing to run",
+                    capsule.name
+                ),
+                "add an `inference:` block to run it as an agent capsule, or declare a capsule component (an artifact of `runtime: capsule` with `path:`)",
+            ));
+        }
+        (false, _) => {
+            return Err(invalid(
+                "E-RUN-013",
+                format!(
+                    "capsule `{}` declares {} capsule components; a capsule runs one",
+                    capsule.name,
+                    entries.len()
+                ),
+                "keep one artifact of `runtime: capsule`",
+            ));
+        }
+    };
+    let component_artifact = LocalArtifact::open(&component_dir, env)?;
+    if component_artifact.manifest.runtime != Runtime::Capsule {
+        return Err(invalid(
+            "E-MAN-017",
+            format!(
+                "the capsule component at {} is `runtime: {}`",
+                component_artifact.manifest_file.display(),
+                component_artifact.manifest.runtime
+            ),
+            "a capsule component's own murmur.yaml says `runtime: capsule` and names its `component:` or `build:`",
+        ));
+    }
+
+    // The declared tools: local ones built when stale, registry ones as the lock pins them.
+    let lock = if capsule
+        .artifacts
+        .iter()
+        .any(|entry| entry.path.is_none() && entry.runtime == Runtime::Tool)
+    {
+        install::read_lock(&capsule_dir).map_err(installed_error)?
+    } else {
+        Default::default()
+    };
+    let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
+    for entry in capsule
+        .artifacts
+        .iter()
+        .filter(|e| e.runtime == Runtime::Tool)
+    {
+        let dir = match &entry.path {
+            Some(path) => murmur_manifest::local_paths(path, &capsule_dir).0,
+            None => install::installed(&capsule_dir, &lock, &entry.name, &entry.version)
+                .map_err(installed_error)?,
+        };
+        opened.push((entry, LocalArtifact::open(&dir, env)?));
+    }
+    let mut local: Vec<&LocalArtifact> = vec![&component_artifact];
+    local.extend(
+        opened
+            .iter()
+            .filter(|(entry, _)| entry.path.is_some())
+            .map(|(_, artifact)| artifact),
+    );
+    ensure_components(&local)?;
+
+    let name = component_artifact.manifest.name.clone();
+    let bytes =
+        std::fs::read(component_artifact.component_path()).map_err(|error| RuntimeError::Load {
+            component: name.clone(),
+            reason: format!(
+                "reading {}: {error}",
+                component_artifact.component_path().display()
+            ),
+        })?;
+    let component = engine.load_capsule(&name, &bytes)?;
+    let mut components = vec![ComponentRef {
+        name: name.clone(),
+        version: component_artifact.manifest.version.clone(),
+        runtime: "capsule".to_string(),
+        sha256: component.sha256().to_string(),
+    }];
+    let mut tools = Vec::new();
+    for (entry, artifact) in &opened {
+        let loaded = engine.load_component(&entry.name, &artifact.component_path())?;
+        components.push(ComponentRef {
+            name: entry.name.clone(),
+            version: artifact.manifest.version.clone(),
+            runtime: "tool".to_string(),
+            sha256: loaded.sha256().to_string(),
+        });
+        tools.push(CapsuleTool {
+            name: entry.name.clone(),
+            component: Arc::new(loaded),
+            config: entry.config.clone(),
+        });
+    }
+    Ok(StagedCapsule {
+        capsule_file: capsule_file.to_path_buf(),
+        capsule_dir,
+        component,
+        tools,
+        components,
+        warnings,
+        capsule,
+    })
+}
+
+impl Engine {
+    /// Compiles (or loads from the cache) and pre-links a capsule component: it must export
+    /// `murmur:capsule/run` and import nothing the capsule linker lacks.
+    pub fn load_capsule(&self, name: &str, bytes: &[u8]) -> Result<LoadedCapsule, RuntimeError> {
+        let load_error = |reason: String| RuntimeError::Load {
+            component: name.to_string(),
+            reason,
+        };
+        let (component, sha256, _) = self.compile(name, bytes)?;
+        let instance_pre = self
+            .capsule_linker()
+            .instantiate_pre(&component)
+            .map_err(|error| load_error(error_chain(&error)))?;
+        let pre = CapsulePre::new(instance_pre).map_err(|error| {
+            load_error(format!(
+                "it does not export `murmur:capsule/run@0.1.0` as the capsule world requires: {}",
+                error_chain(&error)
+            ))
+        })?;
+        Ok(LoadedCapsule {
+            name: name.to_string(),
+            sha256,
+            pre,
+        })
+    }
+}
+
+/// What one run of a capsule component produced.
+struct CapsuleRun {
+    outcome: Result<(), RuntimeError>,
+    sends: Vec<PeerSend>,
+    tool_calls_trace_failed: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Calls `run` of `component` once, under `grants`, with its tool registry and artifact
+/// manager.
+async fn call_capsule(
+    engine: &Engine,
+    component: &LoadedCapsule,
+    grants: &Grants,
+    registry: ToolRegistryGrant,
+    manager: Arc<ArtifactManager>,
+) -> CapsuleRun {
+    let mut state = match grants.host_state() {
+        Ok(state) => state,
+        Err(error) => {
+            return CapsuleRun {
+                outcome: Err(error),
+                sends: Vec::new(),
+                tool_calls_trace_failed: false,
+                stdout: String::new(),
+                stderr: String::new(),
+            };
+        }
+    };
+    state.tool_registry = Some(registry);
+    state.artifacts = Some(manager);
+    let mut store = Store::new(engine.wasm(), state);
+    store.limiter(|state| &mut state.limiter);
+    store.set_epoch_deadline(deadline_ticks(grants.limits.deadline));
+    store.epoch_deadline_trap();
+    let timed = tokio::time::timeout(grants.limits.deadline + 2 * TICK, async {
+        let capsule = component.pre.instantiate_async(&mut store).await?;
+        capsule.murmur_capsule_run().call_run(&mut store).await
+    })
+    .await;
+    let state = store.data();
+    let outcome = match timed {
+        Err(_elapsed) => Err(RuntimeError::Deadline {
+            component: component.name().to_string(),
+            deadline: grants.limits.deadline,
+        }),
+        Ok(Err(error)) => Err(classify_failure(
+            component.name(),
+            grants.limits.deadline,
+            state,
+            &error,
+        )),
+        Ok(Ok(())) => Ok(()),
+    };
+    CapsuleRun {
+        outcome,
+        sends: state.message.sends.clone(),
+        tool_calls_trace_failed: state
+            .tool_registry
+            .as_ref()
+            .is_some_and(|grant| grant.trace_failed),
+        stdout: state.stdout.text(),
+        stderr: state.stderr.text(),
+    }
+}
+
+/// The grants of the capsule's components: the workdir, read-only paths, identity and
+/// `capabilities.env.allow`, the network allowlist, the limits.
+fn component_grants(
+    capsule: &CapsuleManifest,
+    workdir: &Path,
+    session_id: &str,
+    host_env: &HostEnv,
+    config: Option<&Value>,
+) -> Grants {
+    let mut grants = Grants::new(workdir);
+    if let Some(bytes) = capsule.capabilities.limits.memory_bytes {
+        grants.limits.memory_bytes = bytes;
+    }
+    if let Some(seconds) = capsule.capabilities.limits.deadline_seconds {
+        grants.limits.deadline = Duration::from_secs(seconds);
+    }
+    grants.read_only = capsule
+        .capabilities
+        .filesystem
+        .read_only
+        .iter()
+        .filter_map(|path| path.resolved.canonicalize().ok())
+        .collect();
+    let identity = Identity {
+        capsule_name: capsule.name.clone(),
+        capsule_version: capsule.version.clone(),
+        session_id: Some(session_id.to_string()),
+        capsule_url: None,
+    };
+    let lookup = |name: &str| host_env(name);
+    grants.env = component_env(&identity, config, &capsule.capabilities.env.allow, &lookup);
+    grants.network = NetworkPolicy::allow(capsule.capabilities.network.allow.clone());
+    grants
+}
+
+/// Runs the capsule component of `staged` once, as one session.
+pub async fn run(
+    engine: Arc<Engine>,
+    staged: Arc<StagedCapsule>,
+    config: &CapsuleConfig,
+    observer: Arc<dyn Observer>,
+) -> Result<SessionReport, SessionError> {
+    let started = Instant::now();
+    let session_id = new_id("ses_", 32);
+    let workdir =
+        Workdir::create(&config.workdir_root, &session_id).map_err(|error| SessionError {
+            code: "E-RUN-001",
+            message: format!(
+                "the session workdir under {} could not be created: {error}",
+                config.workdir_root.display()
+            ),
+            hint: "check that the workdir root is writable".to_string(),
+            workdir: None,
+        })?;
+    let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
+    let trace =
+        Trace::new(TraceWriter::create(&workdir.trace(), &session_id).map_err(trace_error)?);
+    let capsule = &staged.capsule;
+    let session_event = trace
+        .write(
+            None,
+            EventBody::SessionStart {
+                capsule: CapsuleRef {
+                    name: capsule.name.clone(),
+                    version: capsule.version.clone(),
+                },
+                murmur_version: env!("CARGO_PKG_VERSION").to_string(),
+                workdir: workdir.root.display().to_string(),
+                model: String::new(),
+                driver: String::new(),
+                credential_source: String::new(),
+                components: staged.components.clone(),
+                tools: staged.tools.iter().map(|tool| tool.name.clone()).collect(),
+                containment: super::containment(),
+                inference_choices: None,
+                max_session_tokens: None,
+            },
+        )
+        .map_err(trace_error)?;
+    let task_id = new_id("tsk_", 24);
+    let task_event = trace
+        .write(
+            Some(&session_event),
+            EventBody::TaskStart {
+                task_id: task_id.clone(),
+                context_id: None,
+                source: "capsule".to_string(),
+                input_chars: 0,
+            },
+        )
+        .map_err(trace_error)?;
+
+    let host_env = config.host_env.clone();
+    let grants_with = |artifact_config: Option<&Value>| {
+        component_grants(
+            capsule,
+            &workdir.root,
+            &session_id,
+            &host_env,
+            artifact_config,
+        )
+    };
+    let allowlist = Arc::new(Allowlist::default());
+    for tool in &staged.tools {
+        let mut grants = grants_with(tool.config.as_ref());
+        grants.sender = Some(SendingTask::new(
+            None,
+            SendingTask::OPERATOR.to_string(),
+            None,
+        ));
+        allowlist.allow(
+            &tool.name,
+            AllowedTool {
+                component: tool.component.clone(),
+                grants,
+            },
+        );
+    }
+    let lock = install::read_lock(&staged.capsule_dir).unwrap_or_default();
+    let mut tool_grants = grants_with(None);
+    tool_grants.sender = Some(SendingTask::new(
+        None,
+        SendingTask::OPERATOR.to_string(),
+        None,
+    ));
+    let manager = Arc::new(ArtifactManager {
+        engine: engine.clone(),
+        capsule_dir: staged.capsule_dir.clone(),
+        session_id: session_id.clone(),
+        registry: config.registry.clone(),
+        user_store: config.user_store.clone(),
+        host_env: config.host_env.clone(),
+        tool_grants,
+        allowlist: allowlist.clone(),
+        declared: ArtifactManager::declared(capsule, &staged.capsule_dir, &lock),
+        pulled: Default::default(),
+        trace: Some((trace.clone(), session_event.clone())),
+        trace_failed: AtomicBool::new(false),
+    });
+    let registry = ToolRegistryGrant {
+        engine: engine.clone(),
+        allowlist,
+        calls: Vec::new(),
+        trace: Some(CallTrace {
+            trace: trace.clone(),
+            parent: task_event.clone(),
+            task_id: task_id.clone(),
+        }),
+        trace_failed: false,
+    };
+    let mut grants = grants_with(None);
+    grants.sender = Some(SendingTask::new(
+        Some(task_id.clone()),
+        SendingTask::OPERATOR.to_string(),
+        None,
+    ));
+    observer.note(&format!(
+        "running capsule component `{}`",
+        staged.component.name()
+    ));
+    let run = call_capsule(
+        &engine,
+        &staged.component,
+        &grants,
+        registry,
+        manager.clone(),
+    )
+    .await;
+
+    if !run.stdout.is_empty() || !run.stderr.is_empty() {
+        let log = format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}\n",
+            run.stdout, run.stderr
+        );
+        std::fs::write(workdir.root.join("logs").join("capsule.log"), log).map_err(trace_error)?;
+    }
+    for send in &run.sends {
+        trace
+            .write(
+                Some(&task_event),
+                EventBody::A2aSend {
+                    peer: send.peer.clone(),
+                    task_id: Some(task_id.clone()),
+                    peer_task_id: send.peer_task_id.clone(),
+                    state: send.state.clone(),
+                    trust: send.trust.clone(),
+                    traceparent: send.traceparent.clone(),
+                    error: send.error.as_ref().map(|(code, message)| ErrorRef {
+                        code: code.clone(),
+                        message: message.clone(),
+                    }),
+                },
+            )
+            .map_err(trace_error)?;
+    }
+    if run.tool_calls_trace_failed || manager.trace_failed() {
+        return Err(trace_error(std::io::Error::other(
+            "a tool_call or artifact_pulled line could not be written",
+        )));
+    }
+    let error = run.outcome.err().map(|error| Failure {
+        code: error.code().to_string(),
+        message: error.to_string(),
+        hint: error.hint(),
+    });
+    let exit_status = if error.is_some() {
+        ExitStatus::Failed
+    } else {
+        ExitStatus::Ok
+    };
+    trace
+        .write(
+            Some(&task_event),
+            EventBody::TaskEnd {
+                task_id: task_id.clone(),
+                context_id: None,
+                exit_status: exit_status.as_str().to_string(),
+                turns: 0,
+                reopen_count: 0,
+                result_path: None,
+                error: error.as_ref().map(Failure::to_ref),
+            },
+        )
+        .map_err(trace_error)?;
+    let totals = trace.totals();
+    let duration_ms = started.elapsed().as_millis() as u64;
+    trace
+        .write(
+            Some(&session_event),
+            EventBody::SessionEnd {
+                exit_status: exit_status.as_str().to_string(),
+                duration_ms,
+                totals: totals.clone(),
+            },
+        )
+        .map_err(trace_error)?;
+    Ok(SessionReport {
+        session_id,
+        trace_path: workdir.trace(),
+        workdir: workdir.root.clone(),
+        exit_status,
+        tasks: vec![TaskReport {
+            task_id,
+            context_id: None,
+            exit_status,
+            turns: 0,
+            result_path: None,
+            result_text: None,
+            reopen_count: 0,
+            error,
+        }],
+        totals,
+        duration_ms,
+    })
+}

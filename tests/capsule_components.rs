@@ -1,0 +1,240 @@
+//! Capsule components through the real `mur` (SPEC §4, §11; seed `murmur:capsule/run`,
+//! `murmur:artifact-manager/manage`, `murmur:tool-registry/invoke`): a capsule without
+//! `inference:` runs its component's `run`; the component pulls `write-file` mid-session from a
+//! directory registry and invokes it; only allowlisted tools are callable; a tampered archive
+//! is refused before anything is written.
+//!
+//! The component is the fixture `tests/fixtures/capsule-puller`, which writes what it saw to
+//! `report.json` in its workdir.
+
+use std::path::{Path, PathBuf};
+
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::Value;
+
+fn mur(home: &Path) -> Mur {
+    Mur::new(env!("CARGO_BIN_EXE_mur")).env("MURMUR_HOME", home)
+}
+
+/// A directory registry holding the first-party `write-file`.
+fn registry(home: &Path, dir: &Path) {
+    let output = mur(home)
+        .args(["publish", "--json", "--registry"])
+        .arg(dir)
+        .arg(repo_root().join("artifacts/write-file"))
+        .run();
+    assert_eq!(output.code, 0, "{output:#?}");
+}
+
+/// A capsule with no `inference:` whose one artifact is the capsule-puller component.
+fn capsule(dir: &Path) -> PathBuf {
+    let fixture = repo_root().join("tests/fixtures/capsule-puller");
+    let text = format!(
+        r#"name: puller
+version: "0.1.0"
+artifacts:
+  - name: capsule-puller
+    version: "0.1.0"
+    runtime: capsule
+    path: "{}"
+"#,
+        fixture.display()
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
+    dir.to_path_buf()
+}
+
+fn run(home: &Path, dir: &Path, registry: &Path) -> MurOutput {
+    mur(home)
+        .args(["run", "--json", "--registry"])
+        .arg(registry)
+        .arg(dir)
+        .run()
+}
+
+/// The session's report, `report.json` and its trace's events.
+fn session(output: &MurOutput) -> (Value, PathBuf, Value, Vec<Value>) {
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let seen: Value =
+        serde_json::from_str(&std::fs::read_to_string(workdir.join("report.json")).unwrap())
+            .unwrap();
+    let events = std::fs::read_to_string(workdir.join("trace.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (report, workdir, seen, events)
+}
+
+fn registry_sha256(reg: &Path) -> String {
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(reg.join("index.json")).unwrap()).unwrap();
+    index["artifacts"]["write-file"]["0.1.0"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_capsule_component_pulls_a_tool_mid_session_and_invokes_it() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    registry(home.path(), reg.path());
+    let work = tempfile::tempdir().unwrap();
+    let dir = capsule(&work.path().join("capsule"));
+
+    let output = run(home.path(), &dir, reg.path());
+    let (report, workdir, seen, events) = session(&output);
+    assert!(
+        report["session_id"].as_str().unwrap().starts_with("ses_"),
+        "{report:#}"
+    );
+
+    // Absent before the pull, present after it, in list and diagnostics alike.
+    assert_eq!(
+        seen["list_before"],
+        serde_json::json!(["capsule-puller"]),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["list_after"],
+        serde_json::json!(["capsule-puller", "write-file"]),
+        "{seen:#}"
+    );
+    assert_eq!(seen["diagnostics"]["session_id"], report["session_id"]);
+    assert_eq!(
+        seen["diagnostics"]["installed"],
+        serde_json::json!(["capsule-puller", "write-file"])
+    );
+    let sha256 = registry_sha256(reg.path());
+    assert_eq!(seen["pull"]["ok"], true, "{seen:#}");
+    assert_eq!(seen["pull"]["info"]["sha256"], sha256.as_str());
+    assert_eq!(seen["pull"]["info"]["runtime"], "tool");
+
+    // The pulled tool was called, in the session workdir.
+    assert_eq!(seen["invoke"]["ok"], true, "{seen:#}");
+    assert_eq!(seen["invoke"]["status"], "passed", "{seen:#}");
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("pulled.md")).unwrap(),
+        "pulled and written"
+    );
+    assert_eq!(seen["describe"]["ok"], true, "{seen:#}");
+    assert_eq!(seen["describe"]["runtime"], "tool");
+    assert_eq!(seen["describe"]["has_input_schema"], true);
+    assert_eq!(seen["describe"]["manifest_names_it"], true);
+
+    // search, remove and an undeclared tool are errors, never calls.
+    assert!(seen["search_error"].as_str().is_some(), "{seen:#}");
+    assert!(seen["remove_error"].as_str().is_some(), "{seen:#}");
+    assert_eq!(seen["undeclared_invoke"]["ok"], false, "{seen:#}");
+    assert!(
+        seen["undeclared_invoke"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not an allowlisted tool"),
+        "{seen:#}"
+    );
+
+    // Installed in the project store and pinned in the lock with the registry's sha256.
+    let lock = murmur_manifest::Lock::load(&dir.join("murmur.lock"))
+        .unwrap()
+        .expect("murmur.lock is written");
+    let pin = lock.get("write-file").expect("write-file is pinned");
+    assert_eq!(pin.sha256, sha256);
+    assert_eq!(pin.version, "0.1.0");
+    assert!(
+        dir.join(".murmur/artifacts/write-file/0.1.0/murmur.yaml")
+            .is_file()
+    );
+
+    // The trace: the pull, the calls (the refused one too), and the session's frame.
+    let types: Vec<&str> = events
+        .iter()
+        .map(|event| event["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"session_start"), "{types:?}");
+    assert_eq!(types.last(), Some(&"session_end"), "{types:?}");
+    let pulled: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["event_type"] == "artifact_pulled")
+        .collect();
+    assert_eq!(pulled.len(), 1, "{types:?}");
+    assert_eq!(pulled[0]["name"], "write-file");
+    assert_eq!(pulled[0]["sha256"], sha256.as_str());
+    let calls: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|event| event["event_type"] == "tool_call")
+        .map(|event| {
+            (
+                event["tool_name"].as_str().unwrap(),
+                event["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(calls, [("write-file", "passed"), ("nope", "refused")]);
+
+    // A second session finds it pinned and installed: the pull changes nothing.
+    let again = run(home.path(), &dir, reg.path());
+    let (_, _, seen, _) = session(&again);
+    assert_eq!(seen["pull"]["ok"], true, "{seen:#}");
+    assert_eq!(seen["invoke"]["status"], "passed", "{seen:#}");
+}
+
+#[test]
+fn a_tampered_archive_is_refused_to_the_component_and_nothing_is_written() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    registry(home.path(), reg.path());
+    // Flip one byte of the published archive: its sha256 is no longer the index's.
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(reg.path().join("index.json")).unwrap())
+            .unwrap();
+    let url = index["artifacts"]["write-file"]["0.1.0"]["url"]
+        .as_str()
+        .unwrap();
+    let archive = reg.path().join(url);
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&archive, bytes).unwrap();
+
+    let work = tempfile::tempdir().unwrap();
+    let dir = capsule(&work.path().join("capsule"));
+    let output = run(home.path(), &dir, reg.path());
+    let (_, workdir, seen, events) = session(&output);
+
+    assert_eq!(seen["pull"]["ok"], false, "{seen:#}");
+    assert!(
+        seen["pull"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("E-REG-004"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["list_after"],
+        serde_json::json!(["capsule-puller"]),
+        "{seen:#}"
+    );
+    assert_eq!(seen["invoke"]["ok"], false, "{seen:#}");
+    assert!(!workdir.join("pulled.md").exists());
+    assert!(!dir.join("murmur.lock").exists(), "no lock is written");
+    assert!(!dir.join(".murmur").exists(), "nothing is installed");
+    assert!(
+        !home.path().join("artifacts").exists()
+            || std::fs::read_dir(home.path().join("artifacts"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "the user's store is not written"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|event| event["event_type"] != "artifact_pulled")
+    );
+}
