@@ -138,6 +138,15 @@ fn a_capsule_component_pulls_a_tool_mid_session_and_invokes_it() {
             .contains("not an allowlisted tool"),
         "{seen:#}"
     );
+    // Input its schema refuses is refused before the tool runs.
+    assert_eq!(seen["bad_input_invoke"]["ok"], false, "{seen:#}");
+    assert!(
+        seen["bad_input_invoke"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("error[E-RUN-009]"),
+        "{seen:#}"
+    );
 
     // Installed in the project store and pinned in the lock with the registry's sha256.
     let lock = murmur_manifest::Lock::load(&dir.join("murmur.lock"))
@@ -175,7 +184,14 @@ fn a_capsule_component_pulls_a_tool_mid_session_and_invokes_it() {
             )
         })
         .collect();
-    assert_eq!(calls, [("write-file", "passed"), ("nope", "refused")]);
+    assert_eq!(
+        calls,
+        [
+            ("write-file", "passed"),
+            ("nope", "refused"),
+            ("write-file", "refused")
+        ]
+    );
 
     // A second session finds it pinned and installed: the pull changes nothing.
     let again = run(home.path(), &dir, reg.path());
@@ -232,6 +248,43 @@ fn a_tampered_archive_is_refused_to_the_component_and_nothing_is_written() {
                 .is_none(),
         "the user's store is not written"
     );
+    assert!(
+        events
+            .iter()
+            .all(|event| event["event_type"] != "artifact_pulled")
+    );
+}
+
+/// A pull that conflicts with the lock's pin (other bytes for the same version) errs to the
+/// component before anything is written; the lock is left as it was.
+#[test]
+fn a_pull_against_the_locks_pin_is_refused_and_the_lock_is_kept() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    registry(home.path(), reg.path());
+    let work = tempfile::tempdir().unwrap();
+    let dir = capsule(&work.path().join("capsule"));
+    let pinned = format!(
+        "version: 1\nartifacts:\n  - {{ name: \"write-file\", version: \"0.1.0\", runtime: \"tool\", sha256: \"{}\", source: \"elsewhere\" }}\n",
+        "cd".repeat(32)
+    );
+    std::fs::write(dir.join("murmur.lock"), &pinned).unwrap();
+    let output = run(home.path(), &dir, reg.path());
+    let (_, workdir, seen, events) = session(&output);
+    assert_eq!(seen["pull"]["ok"], false, "{seen:#}");
+    assert!(
+        seen["pull"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("E-REG-005"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("murmur.lock")).unwrap(),
+        pinned
+    );
+    assert!(!dir.join(".murmur/artifacts/write-file").exists());
+    assert!(!workdir.join("pulled.md").exists());
     assert!(
         events
             .iter()

@@ -253,6 +253,9 @@ impl ArtifactManager {
                 AllowedTool {
                     component: Arc::new(component),
                     grants: self.tool_grants.clone(),
+                    input_schema: crate::grants::tool_registry::compile_input_schema(
+                        artifact.manifest.input_schema.as_ref(),
+                    ),
                 },
             );
         }

@@ -7,6 +7,8 @@
 //!   `runtime: tool` artifacts, plus the WASM tools the component pulled in this session
 //!   ([`super::artifacts`]), which join it as soon as their pull returns. Any other name is an
 //!   error naming the allowlisted tools, and nothing is called.
+//! - **Input is checked first.** When a tool declares an `input_schema`, `data` must be JSON
+//!   matching it; otherwise the call is refused (`error[E-RUN-009]: …`) and nothing runs.
 //! - **A tool runs as it would for an agent.** One fresh instance under the grants every tool of
 //!   the capsule gets (the session workdir, `capabilities.env.allow`, the network allowlist, the
 //!   limits), with its entry's `config:` as `MURMUR_ARTIFACT_CONFIG`. Its `tool-result` comes
@@ -35,6 +37,42 @@ pub struct AllowedTool {
     pub component: Arc<LoadedComponent>,
     /// The grants each call runs under.
     pub grants: Grants,
+    /// The tool's `input_schema`, compiled, when it declares one.
+    pub input_schema: Option<Arc<jsonschema::Validator>>,
+}
+
+impl AllowedTool {
+    /// Why `data` is not input this tool accepts, if it is not.
+    fn refuse_input(&self, name: &str, data: Option<&str>) -> Option<String> {
+        let validator = self.input_schema.as_ref()?;
+        let value: serde_json::Value = match data.map(serde_json::from_str) {
+            Some(Ok(value)) => value,
+            Some(Err(error)) => {
+                return Some(format!("the input of `{name}` is not JSON: {error}"));
+            }
+            None => serde_json::Value::Object(Default::default()),
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|error| error.to_string())
+            .collect();
+        (!problems.is_empty()).then(|| {
+            format!(
+                "the input does not match the input_schema of `{name}`: {}",
+                problems.join("; ")
+            )
+        })
+    }
+}
+
+/// Compiles a tool's declared `input_schema`; `None` when it declares none or it does not
+/// compile (staging refuses such a tool for agents; here the call goes unchecked).
+pub fn compile_input_schema(
+    schema: Option<&serde_json::Value>,
+) -> Option<Arc<jsonschema::Validator>> {
+    schema
+        .and_then(|schema| jsonschema::validator_for(schema).ok())
+        .map(Arc::new)
 }
 
 /// The tools a capsule component may call, by name. Shared with the artifact manager, which
@@ -159,6 +197,20 @@ impl Host for HostState {
             });
             return Ok(Err(text));
         };
+        if let Some(text) = tool.refuse_input(&name, input.data.as_deref()) {
+            grant.record(Invoked {
+                tool: name,
+                status: "refused".to_string(),
+                output_bytes: 0,
+                duration_ms: started.elapsed().as_millis() as u64,
+                error: Some(ErrorRef {
+                    code: "E-RUN-009".to_string(),
+                    message: text.clone(),
+                }),
+                refusals: Vec::new(),
+            });
+            return Ok(Err(format!("error[E-RUN-009]: {text}")));
+        }
         let engine = grant.engine.clone();
         let report = engine
             .call_tool(

@@ -92,6 +92,8 @@ pub struct CapsuleTool {
     pub name: String,
     pub component: Arc<LoadedComponent>,
     pub config: Option<Value>,
+    /// Its `input_schema`, compiled, when it declares one.
+    pub input_schema: Option<Arc<jsonschema::Validator>>,
 }
 
 /// Everything a capsule component's session needs.
@@ -272,6 +274,9 @@ pub fn stage(
             name: entry.name.clone(),
             component: Arc::new(loaded),
             config: entry.config.clone(),
+            input_schema: crate::grants::tool_registry::compile_input_schema(
+                artifact.manifest.input_schema.as_ref(),
+            ),
         });
     }
     Ok(StagedCapsule {
@@ -494,6 +499,7 @@ pub async fn run(
             AllowedTool {
                 component: tool.component.clone(),
                 grants,
+                input_schema: tool.input_schema.clone(),
             },
         );
     }
