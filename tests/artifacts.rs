@@ -91,16 +91,20 @@ turns:
 "#;
 
 #[test]
-fn build_packs_the_same_bytes_every_time() {
+fn build_packs_the_same_bytes_every_time_whatever_is_built_beside() {
     let home = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let read_file = repo_root().join("artifacts/read-file");
+    // Alone, then beside other artifacts (whose dependencies' features differ): a component's
+    // bytes never depend on what was built with it.
+    let beside = [repo_root().join("artifacts/driver-anthropic")];
     let mut shas = Vec::new();
-    for sub in ["a", "b"] {
+    for (sub, others) in [("a", &beside[..0]), ("b", &beside[..])] {
         let output = mur(home.path())
             .args(["build", "--json", "--out"])
             .arg(out.path().join(sub))
             .arg(&read_file)
+            .args(others)
             .run();
         assert_eq!(output.code, 0, "{output:#?}");
         let report = output.json();

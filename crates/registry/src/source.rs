@@ -6,7 +6,8 @@
 //!
 //! - `build: { cargo: { package: P } }` runs
 //!   `cargo build --release --target wasm32-wasip2 -p P` in the artifact directory and copies the
-//!   `.wasm` file cargo reports into place. Several artifacts built together share one cargo run.
+//!   `.wasm` file cargo reports into place. Each artifact is built by a cargo run of its own, so
+//!   its bytes never depend on what was built beside it (cargo unifies features within a run).
 //! - `build: { command: [program, args…] }` runs the command in the artifact directory; it must
 //!   write the component file itself.
 //!
@@ -207,13 +208,15 @@ pub fn build_components(artifacts: &[&LocalArtifact]) -> Result<(), BuildError> 
             }
         }
     }
-    if !cargo_builds.is_empty() {
-        cargo_build(&cargo_builds)?;
+    // One cargo run per artifact: cargo unifies the features of the packages one run builds, so
+    // building artifacts together would make one's bytes depend on the others.
+    for build in &cargo_builds {
+        cargo_build(std::slice::from_ref(build))?;
     }
     Ok(())
 }
 
-/// One cargo run for every cargo-built artifact, then each `.wasm` copied into place.
+/// One cargo run for the cargo-built artifacts given, then each `.wasm` copied into place.
 fn cargo_build(builds: &[(&LocalArtifact, &str)]) -> Result<(), BuildError> {
     let names = builds
         .iter()

@@ -1,7 +1,7 @@
 //! `mur build [DIR…] [--out DIR] [--no-pack] [--json]`: build artifacts' components from source,
 //! now, whatever their state, then pack each into `<out>/<name>-<version>.tar.gz`
 //! ([`murmur_registry::archive`]: the same inputs give the same bytes; the sha256 printed is the
-//! artifact's identity). Cargo-built artifacts share one cargo run; its progress shows on
+//! artifact's identity). Each cargo-built artifact gets a cargo run of its own; progress shows on
 //! stderr.
 
 use std::path::PathBuf;
