@@ -72,6 +72,14 @@ inference:
 }
 
 fn turn_overhead(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), "http://127.0.0.1:9", 50, true);
+    fifty_turns(c, "turn_overhead", "50_turn_session", &file);
+}
+
+/// Benchmarks 50-turn sessions of the capsule `file` (whose driver answers at once) as
+/// `group/name`, each session asserted to have run its 50 turns.
+fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -82,21 +90,19 @@ fn turn_overhead(c: &mut Criterion) {
         pooling: true,
     })
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = capsule(dir.path(), "http://127.0.0.1:9", 50, true);
-    let staged = Arc::new(session::stage(&file, &engine, &|_| None).expect("staging"));
+    let staged = Arc::new(session::stage(file, &engine, &|_| None).expect("staging"));
     let engine = Arc::new(engine);
     let config = SessionConfig {
-        workdir_root: dir.path().join("work"),
+        workdir_root: file.parent().unwrap().join("work"),
         tasks: vec![TaskInput::new("go", TaskSource::Cli)],
         stream: false,
         host_env: Arc::new(|_| None),
         control: None,
     };
-    let mut group = c.benchmark_group("turn_overhead");
+    let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(50));
     group.sample_size(20);
-    group.bench_function("50_turn_session", |b| {
+    group.bench_function(name, |b| {
         b.iter(|| {
             let report = runtime
                 .block_on(session::run(
@@ -283,44 +289,9 @@ control:
 }
 
 fn choices(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let engine = Engine::new(EngineConfig {
-        cache_dir: None,
-        pooling: true,
-    })
-    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = switching_capsule(dir.path());
-    let staged = Arc::new(session::stage(&file, &engine, &|_| None).expect("staging"));
-    let engine = Arc::new(engine);
-    let config = SessionConfig {
-        workdir_root: dir.path().join("work"),
-        tasks: vec![TaskInput::new("go", TaskSource::Cli)],
-        stream: false,
-        host_env: Arc::new(|_| None),
-        control: None,
-    };
-    let mut group = c.benchmark_group("choices");
-    group.throughput(Throughput::Elements(50));
-    group.sample_size(20);
-    group.bench_function("50_turn_session_switching_every_turn", |b| {
-        b.iter(|| {
-            let report = runtime
-                .block_on(session::run(
-                    engine.clone(),
-                    staged.clone(),
-                    &config,
-                    Arc::new(Silent),
-                ))
-                .unwrap();
-            assert_eq!(report.totals.turns, 50);
-        })
-    });
-    group.finish();
+    fifty_turns(c, "choices", "50_turn_session_switching_every_turn", &file);
 }
 
 fn main() {

@@ -26,6 +26,25 @@ pub fn failure_human(code: &str, message: &str, hint: &str) {
     eprintln!("error[{code}]: {message}\n  hint: {hint}");
 }
 
+/// A failure told both ways: on stderr for people, and (with `--json`) as
+/// `{"error": {code, severity, message, hint}}` on stdout. Returns `exit`.
+pub fn failure(
+    json: bool,
+    code: &str,
+    message: &str,
+    hint: &str,
+    exit: crate::Exit,
+) -> crate::Exit {
+    failure_human(code, message, hint);
+    if json {
+        println!(
+            "{:#}",
+            json!({ "error": failure_json(code, message, hint) })
+        );
+    }
+    exit
+}
+
 /// `n thing` / `n things`.
 pub fn plural(count: usize, word: &str) -> String {
     if count == 1 {

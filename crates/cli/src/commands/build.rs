@@ -45,14 +45,7 @@ pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, json: bool) -> Exit {
                     entry["sha256"] = json!(sha256);
                 }
                 Err((code, message, hint)) => {
-                    render::failure_human(code, &message, &hint);
-                    if json {
-                        println!(
-                            "{:#}",
-                            json!({ "error": render::failure_json(code, &message, &hint) })
-                        );
-                    }
-                    return Exit::Failed;
+                    return render::failure(json, code, &message, &hint, Exit::Failed);
                 }
             }
         }

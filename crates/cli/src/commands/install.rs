@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
-use murmur_runtime::{Engine, EngineConfig};
 use serde_json::json;
 
 use crate::{Exit, host_env, murmur_home, render};
@@ -60,7 +59,15 @@ pub fn run(args: InstallArgs) -> Exit {
     let registry = args.registry.clone().unwrap_or_else(default_registry);
     let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
         Ok(registry) => registry,
-        Err(error) => return refuse(args.json, error.code(), &error.to_string(), &error.hint()),
+        Err(error) => {
+            return render::failure(
+                args.json,
+                error.code(),
+                &error.to_string(),
+                &error.hint(),
+                Exit::BadInput,
+            );
+        }
     };
     let options = InstallOptions {
         registry,
@@ -98,10 +105,7 @@ pub fn run(args: InstallArgs) -> Exit {
         Err(error) => return failed(args.json, &error),
     };
     // Compile each installed component into the cache: the first run starts warm.
-    if let Ok(engine) = Engine::new(EngineConfig {
-        cache_dir: Some(murmur_home().join("cache").join("components")),
-        pooling: false,
-    }) {
+    if let Ok(engine) = crate::commands::run::cached_engine() {
         for artifact in &installed {
             let Ok(local) = murmur_registry::LocalArtifact::open(&artifact.dir, &host_env) else {
                 continue;
@@ -110,11 +114,12 @@ pub fn run(args: InstallArgs) -> Exit {
             if component.is_file()
                 && let Err(error) = engine.load_component(&artifact.name, &component)
             {
-                return refuse(
+                return render::failure(
                     args.json,
                     error.code(),
                     &format!("artifact `{}`: {error}", artifact.name),
                     &error.hint(),
+                    Exit::BadInput,
                 );
             }
         }
@@ -155,23 +160,5 @@ fn failed(json: bool, error: &InstallError) -> Exit {
         "E-REG-007" => Exit::Stopped,
         _ => Exit::Failed,
     };
-    render::failure_human(error.code(), &error.to_string(), &error.hint());
-    if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(error.code(), &error.to_string(), &error.hint()) })
-        );
-    }
-    exit
-}
-
-fn refuse(json: bool, code: &str, message: &str, hint: &str) -> Exit {
-    render::failure_human(code, message, hint);
-    if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(code, message, hint) })
-        );
-    }
-    Exit::BadInput
+    render::failure(json, error.code(), &error.to_string(), &error.hint(), exit)
 }

@@ -37,7 +37,7 @@ pub fn run(args: PublishArgs) -> Exit {
         .clone()
         .unwrap_or_else(|| PathBuf::from(default_registry()));
     if registry.to_string_lossy().contains("://") {
-        return refuse(
+        return render::failure(
             args.json,
             "E-REG-007",
             &format!(
@@ -45,6 +45,7 @@ pub fn run(args: PublishArgs) -> Exit {
                 registry.display()
             ),
             "pass --registry DIR",
+            Exit::BadInput,
         );
     }
     let mut artifacts = Vec::new();
@@ -63,7 +64,13 @@ pub fn run(args: PublishArgs) -> Exit {
         let packed = match archive::pack(artifact) {
             Ok(packed) => packed,
             Err(error) => {
-                return refuse(args.json, error.code(), &error.to_string(), &error.hint());
+                return render::failure(
+                    args.json,
+                    error.code(),
+                    &error.to_string(),
+                    &error.hint(),
+                    Exit::BadInput,
+                );
             }
         };
         let manifest = &artifact.manifest;
@@ -79,12 +86,18 @@ pub fn run(args: PublishArgs) -> Exit {
                 "sha256": entry.sha256, "bytes": packed.bytes.len(), "url": entry.url,
             })),
             Err(error) => {
-                let exit = refuse(args.json, error.code(), &error.to_string(), &error.hint());
-                return if error.code() == "E-REG-011" {
+                let exit = if error.code() == "E-REG-011" {
                     Exit::Failed
                 } else {
-                    exit
+                    Exit::BadInput
                 };
+                return render::failure(
+                    args.json,
+                    error.code(),
+                    &error.to_string(),
+                    &error.hint(),
+                    exit,
+                );
             }
         }
     }
@@ -106,15 +119,4 @@ pub fn run(args: PublishArgs) -> Exit {
         }
     }
     Exit::Ok
-}
-
-fn refuse(json: bool, code: &str, message: &str, hint: &str) -> Exit {
-    render::failure_human(code, message, hint);
-    if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(code, message, hint) })
-        );
-    }
-    Exit::BadInput
 }

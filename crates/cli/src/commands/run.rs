@@ -126,7 +126,7 @@ pub fn run(args: RunArgs) -> Exit {
         // A served capsule takes its tasks from the door.
         Err(_) if args.serve => Vec::new(),
         Err(message) => {
-            return fail(
+            return render::failure(
                 args.json,
                 "E-RUN-016",
                 &message,
@@ -135,36 +135,9 @@ pub fn run(args: RunArgs) -> Exit {
             );
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            return fail(
-                args.json,
-                "E-RUN-001",
-                &format!("the async runtime could not start: {error}"),
-                "check the process's thread limits",
-                Exit::Stopped,
-            );
-        }
-    };
-    let engine = match Engine::new(EngineConfig {
-        cache_dir: Some(murmur_home().join("cache").join("components")),
-        pooling: false,
-    }) {
-        Ok(engine) => engine,
-        Err(error) => {
-            return fail(
-                args.json,
-                error.code(),
-                &error.to_string(),
-                &error.hint(),
-                Exit::Stopped,
-            );
-        }
+    let (runtime, engine) = match runtime_and_engine(args.json) {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
     // The `config` source of credentials: the user's credentials file.
     let credentials_file = murmur_home().join("credentials.yaml");
@@ -248,7 +221,7 @@ pub fn run(args: RunArgs) -> Exit {
                 Exit::Failed
             }
         }
-        Err(error) => fail(
+        Err(error) => render::failure(
             args.json,
             error.code,
             &error.message,
@@ -261,7 +234,7 @@ pub fn run(args: RunArgs) -> Exit {
 /// Runs the capsule component of the capsule at `file` as one session.
 fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
     if args.serve {
-        return fail(
+        return render::failure(
             args.json,
             "E-RUN-013",
             "a capsule component cannot be served: it runs `murmur:capsule/run` once",
@@ -276,7 +249,7 @@ fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
     let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
         Ok(registry) => registry,
         Err(error) => {
-            return fail(
+            return render::failure(
                 args.json,
                 error.code(),
                 &error.to_string(),
@@ -285,36 +258,9 @@ fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
             );
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            return fail(
-                args.json,
-                "E-RUN-001",
-                &format!("the async runtime could not start: {error}"),
-                "check the process's thread limits",
-                Exit::Stopped,
-            );
-        }
-    };
-    let engine = match Engine::new(EngineConfig {
-        cache_dir: Some(murmur_home().join("cache").join("components")),
-        pooling: false,
-    }) {
-        Ok(engine) => engine,
-        Err(error) => {
-            return fail(
-                args.json,
-                error.code(),
-                &error.to_string(),
-                &error.hint(),
-                Exit::Stopped,
-            );
-        }
+    let (runtime, engine) = match runtime_and_engine(args.json) {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
     let staged = match capsule::stage(file, &engine, &host_env) {
         Ok(staged) => staged,
@@ -350,7 +296,7 @@ fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
                 Exit::Failed
             }
         }
-        Err(error) => fail(
+        Err(error) => render::failure(
             args.json,
             error.code,
             &error.message,
@@ -445,11 +391,11 @@ fn stage_failed(error: StageError, json: bool) -> Exit {
             code,
             message,
             hint,
-        } => fail(json, code, &message, &hint, Exit::BadInput),
+        } => render::failure(json, code, &message, &hint, Exit::BadInput),
         StageError::Build(error) => {
             crate::commands::build::report_error(&error, json, Exit::Failed)
         }
-        StageError::Component(error) => fail(
+        StageError::Component(error) => render::failure(
             json,
             error.code(),
             &error.to_string(),
@@ -459,13 +405,38 @@ fn stage_failed(error: StageError, json: bool) -> Exit {
     }
 }
 
-fn fail(json: bool, code: &str, message: &str, hint: &str, exit: Exit) -> Exit {
-    render::failure_human(code, message, hint);
-    if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(code, message, hint) })
-        );
-    }
-    exit
+/// The async runtime `mur` runs sessions on (two workers), and the engine with the user's
+/// compile cache (`$MURMUR_HOME/cache/components`); a failure is reported and its exit returned.
+fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime, Engine), Exit> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            render::failure(
+                json,
+                "E-RUN-001",
+                &format!("the async runtime could not start: {error}"),
+                "check the process's thread limits",
+                Exit::Stopped,
+            )
+        })?;
+    let engine = cached_engine().map_err(|error| {
+        render::failure(
+            json,
+            error.code(),
+            &error.to_string(),
+            &error.hint(),
+            Exit::Stopped,
+        )
+    })?;
+    Ok((runtime, engine))
+}
+
+/// The engine with the user's compile cache, as every `mur` command that loads components uses.
+pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
+    Engine::new(EngineConfig {
+        cache_dir: Some(murmur_home().join("cache").join("components")),
+        pooling: false,
+    })
 }

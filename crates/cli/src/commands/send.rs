@@ -20,7 +20,6 @@ use murmur_a2a::{
     Version, Wire,
 };
 use murmur_runtime::door::client::{PeerClient, PeerError};
-use serde_json::json;
 
 use crate::{Exit, render};
 
@@ -382,20 +381,9 @@ fn peer_failed(json: bool, url: &str, error: &PeerError) -> Exit {
             format!("check that {url} is an A2A JSON-RPC endpoint")
         }
     };
-    refuse_with(json, error.code(), &error.to_string(), &hint, Exit::Stopped)
+    render::failure(json, error.code(), &error.to_string(), &hint, Exit::Stopped)
 }
 
 fn refuse(json: bool, code: &str, message: &str, hint: &str) -> Exit {
-    refuse_with(json, code, message, hint, Exit::BadInput)
-}
-
-fn refuse_with(json: bool, code: &str, message: &str, hint: &str, exit: Exit) -> Exit {
-    render::failure_human(code, message, hint);
-    if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(code, message, hint) })
-        );
-    }
-    exit
+    render::failure(json, code, message, hint, Exit::BadInput)
 }

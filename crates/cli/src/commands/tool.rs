@@ -14,15 +14,15 @@ use std::sync::Arc;
 use murmur_manifest::Runtime;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_registry::source::{self, LocalArtifact};
+use murmur_runtime::RuntimeError;
 use murmur_runtime::grants::env::{Identity, component_env};
 use murmur_runtime::grants::message::SendingTask;
 use murmur_runtime::grants::{ChunkKind, Grants, NetworkPolicy};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
-use murmur_runtime::{Engine, EngineConfig, RuntimeError};
 use serde_json::json;
 
 use crate::commands::build::report_error;
-use crate::{Exit, host_env, murmur_home, render};
+use crate::{Exit, host_env, render};
 
 #[derive(clap::Args)]
 pub struct InvokeArgs {
@@ -108,10 +108,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     };
-    let engine = match Engine::new(EngineConfig {
-        cache_dir: Some(murmur_home().join("cache").join("components")),
-        pooling: false,
-    }) {
+    let engine = match crate::commands::run::cached_engine() {
         Ok(engine) => engine,
         Err(error) => return stopped(&error, args.json),
     };
