@@ -151,6 +151,7 @@ impl ToolRegistryGrant {
                 is_error: call.status != "passed",
                 state_effect: None,
                 resource_id: None,
+                input_path: None,
                 output_bytes: call.output_bytes,
                 duration_ms: call.duration_ms,
                 error: call.error.clone(),

@@ -460,6 +460,7 @@ pub async fn run(
                 containment: super::containment(),
                 inference_choices: None,
                 max_session_tokens: None,
+                system_prompt_sha256: String::new(),
             },
         )
         .map_err(trace_error)?;
@@ -472,6 +473,7 @@ pub async fn run(
                 context_id: None,
                 source: "capsule".to_string(),
                 input_chars: 0,
+                input_sha256: String::new(),
             },
         )
         .map_err(trace_error)?;

@@ -389,6 +389,7 @@ pub async fn run_fed(
                     .has_alternates()
                     .then(|| serde_json::Value::from(staged.choices.session_listing())),
                 max_session_tokens: staged.max_session_tokens,
+                system_prompt_sha256: crate::trace::sha256_hex(&staged.system_prompt),
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;

@@ -395,6 +395,7 @@ impl<'a> SessionContext<'a> {
                 context_id: Some(context_id.clone()),
                 source: input.source.as_str().to_string(),
                 input_chars: input.text.chars().count() as u64,
+                input_sha256: crate::trace::sha256_hex(&input.text),
             },
         )?;
         self.observer.note(&format!("task {task_id}"));
@@ -1444,6 +1445,7 @@ impl<'a> SessionContext<'a> {
             system_prompt: self.compaction_prompt(),
         });
         let refusals_before = self.spend.refusals();
+        let compaction_started = Instant::now();
         let dispatched = self
             .hooks
             .dispatch(event, &self.scope(run, turn, task_event))
@@ -1507,6 +1509,7 @@ impl<'a> SessionContext<'a> {
                 messages_after: run.history.len() as u32,
                 context_window: window,
                 threshold,
+                duration_ms: compaction_started.elapsed().as_millis() as u64,
             },
         )?;
         Ok(None)

@@ -123,6 +123,7 @@ impl ToolCallSite<'_> {
             is_error: true,
             state_effect: None,
             resource_id: None,
+            input_path: crate::trace::schema::input_path(self.input),
             output_bytes: text.len() as u64,
             duration_ms: started.elapsed().as_millis() as u64,
             error: Some(ErrorRef {
@@ -232,6 +233,7 @@ impl ToolCallSite<'_> {
                 is_error,
                 state_effect,
                 resource_id,
+                input_path: crate::trace::schema::input_path(self.input),
                 output_bytes: text.len() as u64,
                 duration_ms: report.duration.as_millis() as u64,
                 error,

@@ -103,6 +103,10 @@ pub enum EventBody {
         /// `inference.max_session_tokens`, when set.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         max_session_tokens: Option<u64>,
+        /// sha256 (hex) of the system prompt the agent loop sends; absent for a capsule
+        /// component. Two sessions with the same hash sent the same system prompt.
+        #[serde(skip_serializing_if = "String::is_empty", default)]
+        system_prompt_sha256: String,
     },
     TaskStart {
         task_id: String,
@@ -110,6 +114,9 @@ pub enum EventBody {
         /// `cli` (`--task`) or `task.md`.
         source: String,
         input_chars: u64,
+        /// sha256 (hex) of the task's input text, so two sessions' tasks compare by hash.
+        #[serde(skip_serializing_if = "String::is_empty", default)]
+        input_sha256: String,
     },
     Inference {
         /// Absent for a hook's call outside any task.
@@ -155,6 +162,10 @@ pub enum EventBody {
         state_effect: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         resource_id: Option<String>,
+        /// The call's path-like input field (see [`input_path`]), the redundancy detector's
+        /// fallback when the tool declared no `resource_id`.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        input_path: Option<String>,
         output_bytes: u64,
         duration_ms: u64,
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -300,6 +311,9 @@ pub enum EventBody {
         messages_after: u32,
         context_window: u64,
         threshold: f64,
+        /// How long the compaction hook took.
+        #[serde(default)]
+        duration_ms: u64,
     },
     /// A capsule component pulled an artifact mid-session (`murmur:artifact-manager/manage`):
     /// installed and pinned in `murmur.lock`.
@@ -328,6 +342,16 @@ pub enum EventBody {
         duration_ms: u64,
         totals: Totals,
     },
+}
+
+/// The input fields that name a path, in the order they are looked for.
+pub const PATH_FIELDS: [&str; 5] = ["path", "file", "file_path", "filepath", "filename"];
+
+/// The first [`PATH_FIELDS`] member of a tool call's input that holds a string.
+pub fn input_path(input: &Value) -> Option<String> {
+    PATH_FIELDS
+        .iter()
+        .find_map(|field| input.get(field)?.as_str().map(str::to_string))
 }
 
 impl EventBody {
