@@ -12,6 +12,9 @@
 //!   and a `switch-driver` call (the runtime's in-process tool, a `control_change` line), so
 //!   every turn marks `produced_by`, filters thinking for the receiving choice and switches;
 //!   against the plain 50-turn session of `turn_overhead`.
+//! - `otel_export`: the 50-turn session of `turn_overhead` with `observability.otel_endpoint`
+//!   set to a loopback OTLP/HTTP receiver: 103 spans built and sent, the flush at
+//!   `session_end` included; against `turn_overhead`.
 //! - peak RSS of a 50-turn `mur run` session, printed after the benchmarks.
 
 use std::path::{Path, PathBuf};
@@ -288,6 +291,23 @@ control:
     file
 }
 
+fn otel_export(c: &mut Criterion) {
+    let receiver = RecordingServer::start("");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), "http://127.0.0.1:9", 50, true);
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!(
+        "observability: {{ otel_endpoint: \"{}\" }}\n",
+        receiver.url()
+    ));
+    std::fs::write(&file, text).unwrap();
+    fifty_turns(c, "otel_export", "50_turn_session_exported", &file);
+    assert!(
+        !receiver.requests().is_empty(),
+        "the spans reached the receiver"
+    );
+}
+
 fn choices(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let file = switching_capsule(dir.path());
@@ -297,6 +317,7 @@ fn choices(c: &mut Criterion) {
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     turn_overhead(&mut criterion);
+    otel_export(&mut criterion);
     choices(&mut criterion);
     hooks(&mut criterion);
     start_to_first_request(&mut criterion);

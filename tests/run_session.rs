@@ -680,3 +680,270 @@ fn task_md_is_the_task_when_none_is_given_and_no_task_is_an_error() {
         "task.md"
     );
 }
+
+/// `capsule(…)` with the `skill-style` fixture declared by `path:` (at `skill_dir`).
+fn capsule_with_skill(dir: &Path, endpoint: &str, skill_dir: &Path) -> PathBuf {
+    let file = capsule(dir, "stylist", "driver-anthropic", endpoint, "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "inference:\n",
+        &format!(
+            "  - {{ name: skill-style, version: \"0.1.0\", runtime: skill, path: {} }}\ninference:\n",
+            skill_dir.display()
+        ),
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn a_skill_is_offered_as_a_tool_and_its_markdown_reaches_the_model_verbatim_and_fenced() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      text: "Checking the house style."
+      tool_calls: [ { id: call_s1, name: skill-style, input: {} } ]
+  - reply: { text: "Noted, in house style." }
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let skill_dir = repo_root().join("tests/fixtures/skill-style");
+    let file = capsule_with_skill(dir.path(), &emulator.url(), &skill_dir);
+    let (output, report) = run_json(&file, &["Note: call the plumber"]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert_eq!(report["exit_status"], "ok");
+    let markdown = std::fs::read_to_string(skill_dir.join("skill.md")).unwrap();
+
+    // Offered in the first request, with its manifest's description.
+    let requests = answered(&emulator);
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let tools = requests[0].body["tools"].as_array().expect("tools");
+    let offered = tools
+        .iter()
+        .find(|tool| tool["name"] == "skill-style")
+        .unwrap_or_else(|| panic!("the skill is not offered: {tools:#?}"));
+    assert_eq!(
+        offered["description"],
+        "How to write notes in the house style. Call it before writing a note."
+    );
+    assert_eq!(offered["input_schema"]["type"], "object");
+
+    // The next request carries the markdown, whole, inside the fence naming the skill.
+    let fenced = format!(
+        "<untrusted-content source=\"tool:skill-style\" call=\"call_s1\">\n{markdown}\n</untrusted-content>"
+    );
+    let escaped = serde_json::to_string(&fenced).unwrap();
+    let second = requests[1].body.to_string();
+    assert!(
+        second.contains(escaped.trim_matches('"')),
+        "the fenced markdown is not in: {second}"
+    );
+    assert!(
+        !second.contains("\"is_error\":true"),
+        "a skill's answer is not an error: {second}"
+    );
+
+    // One `skill_call` under the turn's `inference`, counted in the totals.
+    let events = trace(&report);
+    let calls = of_type(&events, "skill_call");
+    assert_eq!(calls.len(), 1, "{events:#?}");
+    let call = calls[0];
+    use sha2::Digest;
+    assert_eq!(
+        call["sha256"],
+        hex::encode(sha2::Sha256::digest(markdown.as_bytes()))
+    );
+    assert_eq!(call["skill"], "skill-style");
+    assert_eq!(call["version"], "0.1.0");
+    assert_eq!(call["call_id"], "call_s1");
+    assert_eq!(call["turn"], 1);
+    assert_eq!(call["output_bytes"], markdown.len() as u64);
+    let first_turn = of_type(&events, "inference")[0];
+    assert_eq!(call["parent_id"], first_turn["event_id"]);
+    assert!(of_type(&events, "tool_call").is_empty());
+    let totals = &of_type(&events, "session_end")[0]["totals"];
+    assert_eq!(totals["skill_calls"], 1);
+    assert_eq!(totals["tool_calls"], 0);
+
+    // Listed like the other tools: in `session_start.tools` and in MURMUR.md.
+    let start = of_type(&events, "session_start")[0];
+    assert!(
+        start["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("skill-style")),
+        "{start}"
+    );
+    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let murmur_md = std::fs::read_to_string(workdir.join("MURMUR.md")).unwrap();
+    assert!(
+        murmur_md.contains(
+            "- `skill-style`: How to write notes in the house style. Call it before writing a note."
+        ),
+        "{murmur_md}"
+    );
+}
+
+#[test]
+fn a_skill_whose_markdown_is_missing_fails_staging_with_e_man_023() {
+    let emulator = emulator("turns:\n  - reply: { text: done }\n");
+    let dir = tempfile::tempdir().unwrap();
+    let skill_dir = dir.path().join("skill-style");
+    std::fs::create_dir(&skill_dir).unwrap();
+    std::fs::copy(
+        repo_root().join("tests/fixtures/skill-style/murmur.yaml"),
+        skill_dir.join("murmur.yaml"),
+    )
+    .unwrap();
+    let file = capsule_with_skill(dir.path(), &emulator.url(), &skill_dir);
+    let output = run(&file, &["go"], &["--json"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    let printed = output.json();
+    let diagnostic = &printed["diagnostics"][0];
+    assert_eq!(diagnostic["code"], "E-MAN-023", "{printed:#}");
+    assert!(
+        diagnostic["message"].as_str().unwrap().contains("skill.md"),
+        "{printed:#}"
+    );
+    assert!(
+        diagnostic["hint"]
+            .as_str()
+            .is_some_and(|hint| !hint.is_empty()),
+        "{printed:#}"
+    );
+    assert!(emulator.requests().is_empty(), "nothing ran");
+}
+
+#[test]
+fn a_hooks_deny_at_the_tool_call_decision_point_refuses_a_skill_call() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply: { tool_calls: [ { id: call_s1, name: skill-style, input: {} } ] }
+  - reply: { text: "Fine, no style." }
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    std::fs::create_dir(&gate).unwrap();
+    std::fs::write(
+        gate.join("murmur.yaml"),
+        format!(
+            "name: gate\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: {}\nbinding: on-tool-call\ncommit_policy: deny\n",
+            repo_root()
+                .join("tests/fixtures/hook-probe/component.wasm")
+                .display()
+        ),
+    )
+    .unwrap();
+    let skill_dir = repo_root().join("tests/fixtures/skill-style");
+    let file = capsule_with_skill(dir.path(), &emulator.url(), &skill_dir);
+    let config = r#"{"respond": {"on-tool-call": {"arm": "deny", "value": "no style today", "at": "decision"}}}"#;
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "inference:\n",
+        &format!(
+            "  - {{ name: gate, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read] }}\ninference:\n",
+            gate.display()
+        ),
+    );
+    std::fs::write(&file, text).unwrap();
+    let (output, report) = run_json(&file, &["go"]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let second = answered(&emulator)[1].body.to_string();
+    assert!(
+        second.contains("denied by hook `gate`: no style today"),
+        "{second}"
+    );
+    assert!(!second.contains("House style"), "{second}");
+    let events = trace(&report);
+    let denied = of_type(&events, "call_denied");
+    assert_eq!(denied.len(), 1, "{events:#?}");
+    assert_eq!(denied[0]["kind"], "skill");
+    assert_eq!(denied[0]["target"], "skill-style");
+    assert!(of_type(&events, "skill_call").is_empty());
+    assert_eq!(
+        of_type(&events, "session_end")[0]["totals"]["skill_calls"],
+        0
+    );
+}
+
+#[test]
+fn a_skill_installed_from_a_registry_is_offered_and_answered_like_a_local_one() {
+    let home = tempfile::tempdir().unwrap();
+    let registry = tempfile::tempdir().unwrap();
+    let mur = || Mur::new(env!("CARGO_BIN_EXE_mur")).env("MURMUR_HOME", home.path());
+    let skill_dir = repo_root().join("tests/fixtures/skill-style");
+    // Packed and published through the registry library: `mur publish` asks every artifact for
+    // a component to build, which a skill has not.
+    let artifact = murmur_registry::source::LocalArtifact::open(&skill_dir, &|_| None).unwrap();
+    let packed = murmur_registry::archive::pack(&artifact).unwrap();
+    murmur_registry::index::publish(
+        registry.path(),
+        "skill-style",
+        "0.1.0",
+        "skill",
+        &packed.bytes,
+    )
+    .unwrap();
+
+    let emulator = emulator(
+        r#"
+turns:
+  - reply: { tool_calls: [ { id: call_s1, name: skill-style, input: {} } ] }
+  - reply: { text: "Styled." }
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        "installed-skill",
+        "driver-anthropic",
+        &emulator.url(),
+        "",
+    );
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "inference:\n",
+        "  - { name: skill-style, version: \"0.1.0\", runtime: skill }\ninference:\n",
+    );
+    std::fs::write(&file, text).unwrap();
+    let installed = mur()
+        .args(["install", "--json", "--registry"])
+        .arg(registry.path())
+        .arg(dir.path())
+        .run();
+    assert_eq!(installed.code, 0, "{installed:#?}");
+    assert!(
+        std::fs::read_to_string(dir.path().join("murmur.lock"))
+            .unwrap()
+            .contains("skill-style")
+    );
+
+    let (output, report) = run_json(&file, &["go"]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let markdown = std::fs::read_to_string(skill_dir.join("skill.md")).unwrap();
+    let requests = answered(&emulator);
+    assert!(
+        requests[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool["name"] == "skill-style")
+    );
+    let escaped = serde_json::to_string(&markdown).unwrap();
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains(escaped.trim_matches('"')),
+        "{}",
+        requests[1].body
+    );
+    let events = trace(&report);
+    let calls = of_type(&events, "skill_call");
+    assert_eq!(calls.len(), 1, "{events:#?}");
+    use sha2::Digest;
+    assert_eq!(
+        calls[0]["sha256"],
+        hex::encode(sha2::Sha256::digest(markdown.as_bytes()))
+    );
+}

@@ -6,7 +6,7 @@
 //! failed); 2 bad input (arguments, an unloadable manifest, invalid tool input); 3 the runtime
 //! stopped a component (deadline, memory limit, trap, load failure, refused data-path), or
 //! `mur send`/`mur control` reached no agent or control plane; 4 `mur send`: the task waits
-//! for input.
+//! for input. `mur trace`: 2 when no trace is found or it cannot be read.
 
 mod commands;
 mod render;
@@ -66,6 +66,12 @@ enum Command {
         #[command(subcommand)]
         command: commands::control::ControlCommand,
     },
+    /// Read a session's trace back: turn by turn (show), its cost (report), or what changed
+    /// between two sessions (diff).
+    Trace {
+        #[command(subcommand)]
+        command: commands::trace::TraceCommand,
+    },
     /// Work with tool artifacts.
     Tool {
         #[command(subcommand)]
@@ -109,6 +115,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Send(args) => commands::send::run(args),
         Command::Control { command } => commands::control::run(command),
+        Command::Trace { command } => commands::trace::run(command),
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),

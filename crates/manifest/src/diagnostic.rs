@@ -253,6 +253,7 @@ codes! {
     E_RUN_018 = "E-RUN-018": "a call was not made: it would have passed `inference.max_session_tokens`";
     E_RUN_019 = "E-RUN-019": "the user's credentials file (`$MURMUR_HOME/credentials.yaml`) cannot be read, or is not a mapping of names to strings";
     W_RUN_020 = "W-RUN-020": "the user's credentials file can be read by its group or by others";
+    E_RUN_021 = "E-RUN-021": "a declared tool or skill has the name of a runtime tool the capsule offers (`shell`, `switch-driver`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
     E_REG_002 = "E-REG-002": "an artifact archive is malformed or unsafe (a path out of it, a link, a special file, no manifest)";
@@ -267,6 +268,9 @@ codes! {
     E_REG_011 = "E-REG-011": "publishing would replace a version already in the registry with other bytes";
 
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
+    E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";
+    E_TRC_003 = "E-TRC-003": "a trace cannot be read or is malformed: a line that is not a trace event, no event, or no `session_start` (`mur trace`)";
+    W_TRC_004 = "W-TRC-004": "spans could not be exported to `observability.otel_endpoint`; the session went on";
 
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";

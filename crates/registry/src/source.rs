@@ -133,8 +133,13 @@ impl LocalArtifact {
         self.manifest.component_path(&self.dir)
     }
 
-    /// Whether the component exists and no file of the artifact directory is newer.
+    /// Whether the component exists and no file of the artifact directory is newer (a skill,
+    /// which has no component, always is).
     pub fn is_fresh(&self) -> bool {
+        // A skill is its markdown: there is nothing to build.
+        if self.manifest.runtime == murmur_manifest::Runtime::Skill {
+            return true;
+        }
         let component = self.component_path();
         let Ok(built) = std::fs::metadata(&component).and_then(|m| m.modified()) else {
             return false;
@@ -191,10 +196,14 @@ pub fn ensure_components(artifacts: &[&LocalArtifact]) -> Result<Vec<BuildOutcom
         .collect())
 }
 
-/// Builds every artifact of `artifacts` from source, whatever its state.
+/// Builds every artifact of `artifacts` from source, whatever its state (a skill has nothing
+/// to build).
 pub fn build_components(artifacts: &[&LocalArtifact]) -> Result<(), BuildError> {
     let mut cargo_builds: Vec<(&LocalArtifact, &str)> = Vec::new();
     for artifact in artifacts {
+        if artifact.manifest.runtime == murmur_manifest::Runtime::Skill {
+            continue;
+        }
         match &artifact.manifest.build {
             Some(Build::Cargo { package }) => cargo_builds.push((artifact, package)),
             Some(Build::Command(command)) => run_command(artifact, command)?,

@@ -140,7 +140,11 @@ async fn message_send_needs_a_sending_tool_and_the_peer_in_the_allowlist() {
 
     // A tool, but the peer is not allowed (another port of the same host is).
     let mut grants = Grants::new(workdir.path());
-    grants.sender = Some(SendingTask::new(None, SendingTask::OPERATOR.into(), None));
+    grants.sender = Some(SendingTask::new(
+        None,
+        SendingTask::OPERATOR.into(),
+        murmur_runtime::trace::context::SpanRef::fresh(),
+    ));
     grants.network = NetworkPolicy::allow(vec![NetworkRule::parse("127.0.0.1:1").unwrap()]);
     let report = engine.call_tool(&probe, &grants, &send).await;
     let expected = format!("network policy: '{peer}' not in capabilities.network.allow");

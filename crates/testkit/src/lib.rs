@@ -12,6 +12,7 @@ pub mod a2a_schema;
 pub mod door;
 pub mod emulator;
 mod mur;
+pub mod otlp;
 mod recording;
 
 pub use emulator::{Emulator, Script};

@@ -6,3 +6,4 @@ pub mod publish;
 pub mod run;
 pub mod send;
 pub mod tool;
+pub mod trace;

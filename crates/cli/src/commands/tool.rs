@@ -260,7 +260,7 @@ fn grants_for(
         grants.sender = Some(SendingTask::new(
             None,
             SendingTask::OPERATOR.to_string(),
-            None,
+            murmur_runtime::trace::context::SpanRef::fresh(),
         ));
     }
     grants.chunks = Some(Arc::new(|kind, text: &str| match kind {

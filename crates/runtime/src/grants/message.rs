@@ -14,9 +14,9 @@
 //!   `completed`.
 //! - **Origin and trust are stamped, not chosen.** Every request carries
 //!   `x-murmur-task-origin: peer`, the sending task's trust class as `x-murmur-task-trust`, and
-//!   a W3C `traceparent` whose trace id is the sending task's (the one its own `traceparent`
-//!   carried, else one minted for the task) with a fresh span id. The `message` record has no
-//!   field for any of them.
+//!   a W3C `traceparent` naming the sending task's span (in the trace the task arrived with,
+//!   else its session's: [`crate::trace::context`]), so the peer's task nests under it. The
+//!   `message` record has no field for any of them.
 //! - **Every send is recorded**, sent or refused, as a [`PeerSend`]; the session writes each as
 //!   an `a2a_send` trace event.
 
@@ -29,6 +29,7 @@ use crate::bindings::host::murmur::message::send::{
 };
 use crate::door::client::{PeerClient, PeerError};
 use crate::grants::{HostState, NetworkPolicy};
+use crate::trace::context::SpanRef;
 
 /// The task a tool runs for: what its sends are stamped with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,53 +38,27 @@ pub struct SendingTask {
     pub task_id: Option<String>,
     /// The task's trust class: the one it arrived with, `operator` for a task given locally.
     pub trust: String,
-    /// 32 lowercase hex digits, never all zero.
-    pub trace_id: String,
+    /// The task's span: a send's `traceparent` names it as the parent (see
+    /// [`crate::trace::context`]).
+    pub span: SpanRef,
 }
 
 impl SendingTask {
     /// A task given by the operator (`--task`, `task.md`, `mur tool invoke`).
     pub const OPERATOR: &str = "operator";
 
-    /// The sending identity of a task: its trust class, and the trace id of `traceparent` when
-    /// it arrived with a valid one (so a peer's spans nest under the whole chain), else a new
-    /// one.
-    pub fn new(task_id: Option<String>, trust: String, traceparent: Option<&str>) -> SendingTask {
-        let trace_id = traceparent
-            .and_then(trace_id_of)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    pub fn new(task_id: Option<String>, trust: String, span: SpanRef) -> SendingTask {
         SendingTask {
             task_id,
             trust,
-            trace_id,
+            span,
         }
     }
 
-    /// A `traceparent` for one request: this task's trace, a fresh span, sampled.
+    /// The `traceparent` of a send: the task's trace, the task's span as the parent.
     pub fn traceparent(&self) -> String {
-        let span = uuid::Uuid::new_v4().simple().to_string();
-        format!("00-{}-{}-01", self.trace_id, &span[..16])
+        self.span.traceparent()
     }
-}
-
-/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), when it is valid.
-pub fn trace_id_of(traceparent: &str) -> Option<String> {
-    let parts: Vec<&str> = traceparent.trim().split('-').collect();
-    let hex = |s: &str, len: usize| {
-        s.len() == len
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let valid = parts.len() >= 4
-        && hex(parts[0], 2)
-        && parts[0] != "ff"
-        && (parts[0] != "00" || parts.len() == 4)
-        && hex(parts[1], 32)
-        && parts[1].bytes().any(|b| b != b'0')
-        && hex(parts[2], 16)
-        && parts[2].bytes().any(|b| b != b'0')
-        && hex(parts[3], 2);
-    valid.then(|| parts[1].to_string())
 }
 
 /// One send, as the trace records it.
@@ -229,44 +204,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_valid_traceparent_gives_its_trace_id_and_an_invalid_one_none() {
-        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        assert_eq!(
-            trace_id_of(good).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    fn a_send_names_the_sending_tasks_span_as_its_parent() {
+        let incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let span = SpanRef::task("ses_1", "evt_task", Some(incoming));
+        let task = SendingTask::new(Some("tsk_1".into()), "peer".into(), span.clone());
+        let sent = SpanRef::from_traceparent(&task.traceparent()).unwrap();
+        assert_eq!(sent.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(sent, span);
+        assert_ne!(
+            sent.span_id, "00f067aa0ba902b7",
+            "the caller's span is not ours"
         );
-        for bad in [
-            "",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
-        ] {
-            assert_eq!(trace_id_of(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn a_task_keeps_the_trace_it_arrived_with_and_each_send_gets_its_own_span() {
-        let task = SendingTask::new(
-            Some("tsk_1".into()),
-            "peer".into(),
-            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
-        );
-        let first = task.traceparent();
-        let second = task.traceparent();
-        assert_eq!(
-            trace_id_of(&first).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-        assert_ne!(first, second);
-        let fresh = SendingTask::new(None, SendingTask::OPERATOR.into(), Some("garbage"));
-        assert_eq!(
-            trace_id_of(&fresh.traceparent()),
-            Some(fresh.trace_id.clone())
-        );
-        assert_ne!(fresh.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
     }
 }

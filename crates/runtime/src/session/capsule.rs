@@ -54,6 +54,7 @@ use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
 };
 use crate::tool::{classify_failure, deadline_ticks};
+use crate::trace::context::SpanRef;
 use crate::trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
 use crate::trace::{EventBody, Trace, TraceWriter};
 
@@ -439,8 +440,11 @@ pub async fn run(
             workdir: None,
         })?;
     let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
-    let trace =
-        Trace::new(TraceWriter::create(&workdir.trace(), &session_id).map_err(trace_error)?);
+    let trace = Trace::new(super::exported(
+        TraceWriter::create(&workdir.trace(), &session_id).map_err(trace_error)?,
+        &staged.capsule,
+        &workdir,
+    ));
     let capsule = &staged.capsule;
     let session_event = trace
         .write(
@@ -494,7 +498,7 @@ pub async fn run(
         grants.sender = Some(SendingTask::new(
             None,
             SendingTask::OPERATOR.to_string(),
-            None,
+            SpanRef::task(&session_id, &task_event, None),
         ));
         allowlist.allow(
             &tool.name,
@@ -510,7 +514,7 @@ pub async fn run(
     tool_grants.sender = Some(SendingTask::new(
         None,
         SendingTask::OPERATOR.to_string(),
-        None,
+        SpanRef::task(&session_id, &task_event, None),
     ));
     let manager = Arc::new(ArtifactManager {
         engine: engine.clone(),
@@ -541,7 +545,7 @@ pub async fn run(
     grants.sender = Some(SendingTask::new(
         Some(task_id.clone()),
         SendingTask::OPERATOR.to_string(),
-        None,
+        SpanRef::task(&session_id, &task_event, None),
     ));
     observer.note(&format!(
         "running capsule component `{}`",

@@ -272,6 +272,35 @@ impl SessionError {
 }
 
 /// How shell children are contained on this host, as `session_start` reports it.
+/// `writer`, with the OTLP export `observability.otel_endpoint` asks for. An export that
+/// cannot start is told (`W-TRC-004`) and left out: observability never stops a session.
+fn exported(
+    writer: TraceWriter,
+    capsule: &murmur_manifest::capsule::CapsuleManifest,
+    workdir: &Workdir,
+) -> TraceWriter {
+    let Some(endpoint) = &capsule.observability.otel_endpoint else {
+        return writer;
+    };
+    let service = crate::trace::otel::ServiceInfo {
+        capsule_name: capsule.name.clone(),
+        capsule_version: capsule.version.clone(),
+    };
+    match crate::trace::otel::OtelExport::start(
+        endpoint,
+        &service,
+        &workdir.root.join("logs").join("otel.log"),
+    ) {
+        Ok(export) => writer.with_export(export),
+        Err(reason) => {
+            eprintln!(
+                "warning[W-TRC-004]: spans will not be exported: {reason}\n  hint: fix `observability.otel_endpoint`; the session runs without export"
+            );
+            writer
+        }
+    }
+}
+
 fn containment() -> serde_json::Value {
     match crate::grants::shell::landlock_abi() {
         Some(abi) => serde_json::json!({"landlock": "enforced", "landlock_abi": abi}),
@@ -361,10 +390,12 @@ pub async fn run_fed(
         .await
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
-    let trace = Trace::new(
+    let trace = Trace::new(exported(
         TraceWriter::create(&workdir.trace(), &session_id)
             .map_err(|error| SessionError::trace(&workdir, error))?,
-    );
+        &staged.capsule,
+        &workdir,
+    ));
     workdir
         .write_murmur_md(&staged)
         .map_err(|error| SessionError::trace(&workdir, error))?;
@@ -382,7 +413,7 @@ pub async fn run_fed(
                 driver: staged.driver.name.clone(),
                 credential_source: staged.driver.credential_source.as_str().to_string(),
                 components: staged.components.clone(),
-                tools: staged.tools.iter().map(|t| t.spec.clone().name).collect(),
+                tools: staged.declared_tool_names(),
                 containment: containment(),
                 inference_choices: staged
                     .choices

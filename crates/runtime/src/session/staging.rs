@@ -20,6 +20,12 @@
 //! - A primary whose credential is found nowhere refuses the launch (E-RUN-012); an alternate's
 //!   does not: the choice is staged unavailable and W-RUN-003 names it and the credential.
 //! - Every tool's `input_schema` compiles, so the model's input can be validated before a call.
+//! - Every skill (`runtime: skill`, by `path:` or installed, resolved like a tool) has its
+//!   markdown read once, here: the file its manifest names (`skill:`, default `skill.md`) must be
+//!   UTF-8 text inside the artifact's own directory (E-MAN-023 otherwise). The model is offered
+//!   it as a tool taking no input, and a call returns that text unchanged.
+//! - No declared tool or skill takes the name of a runtime tool the capsule offers (`shell`
+//!   when `capabilities.shell.allow` names a binary, `switch-driver` when granted): E-RUN-021.
 //! - The system prompt is the `[Capsule]` block, a pure function of the capsule's name and
 //!   version, then the capsule's own prompt.
 
@@ -83,6 +89,18 @@ pub struct StagedTool {
     pub config: Option<Value>,
 }
 
+/// A staged skill: markdown the model may ask for, handed back verbatim.
+pub struct StagedSkill {
+    /// How the model is offered it: the artifact's name and description, no input.
+    pub spec: ToolSpec,
+    /// The artifact's version.
+    pub version: String,
+    /// The markdown, as read at staging.
+    pub text: String,
+    /// sha256 (hex) of `text`.
+    pub sha256: String,
+}
+
 /// A staged driver artifact: what every choice on it shares.
 pub struct StagedDriver {
     pub name: String,
@@ -125,6 +143,8 @@ pub struct Staged {
     /// `inference.max_session_tokens`: the spend ceiling over every gateway of a session.
     pub max_session_tokens: Option<u64>,
     pub tools: Vec<StagedTool>,
+    /// The capsule's skills, in manifest order.
+    pub skills: Vec<StagedSkill>,
     /// The primary choice's model.
     pub model: String,
     /// The primary choice's output cap.
@@ -145,6 +165,21 @@ impl Staged {
         std::iter::once(&self.driver)
             .chain(&self.alternate_drivers)
             .find(|driver| driver.name == name)
+    }
+
+    /// The staged skill named `name`.
+    pub fn skill_named(&self, name: &str) -> Option<&StagedSkill> {
+        self.skills.iter().find(|skill| skill.spec.name == name)
+    }
+
+    /// The names of the declared tools, then the skills: what `session_start.tools` lists.
+    pub fn declared_tool_names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|tool| &tool.spec.name)
+            .chain(self.skills.iter().map(|skill| &skill.spec.name))
+            .cloned()
+            .collect()
     }
 }
 
@@ -263,13 +298,16 @@ pub fn stage_with(
     for entry in &capsule.artifacts {
         if !matches!(
             entry.runtime,
-            Runtime::Tool | Runtime::Driver | Runtime::Hook
+            Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill
         ) {
             continue;
         }
         let dir = match &entry.path {
             Some(path) => {
-                local.push(opened.len());
+                // A skill has no component to build.
+                if entry.runtime != Runtime::Skill {
+                    local.push(opened.len());
+                }
                 murmur_manifest::local_paths(path, &capsule_dir).0
             }
             None => install::installed(&capsule_dir, &lock, &entry.name, &entry.version)
@@ -304,9 +342,12 @@ pub fn stage_with(
     let secrets = SecretStore::default();
     let mut drivers: Vec<StagedDriver> = Vec::new();
     let mut tools = Vec::new();
+    let mut skills = Vec::new();
     let mut hooks = Vec::new();
     for (entry, artifact) in &opened {
-        if entry.runtime == Runtime::Hook {
+        if entry.runtime == Runtime::Skill {
+            skills.push(stage_skill(entry, artifact)?);
+        } else if entry.runtime == Runtime::Hook {
             let (component, warning) = load_hook(
                 engine,
                 &entry.name,
@@ -371,6 +412,11 @@ pub fn stage_with(
         ));
     };
     let driver = drivers.remove(primary_at);
+    let tool_specs = tools.iter().map(|tool| &tool.spec);
+    let declared = tool_specs.chain(skills.iter().map(|skill| &skill.spec));
+    if let Some(clash) = runtime_tool_clash(&capsule, declared.map(|spec| spec.name.as_str())) {
+        return Err(clash);
+    }
     if let Some(name) = &driver.unresolved_credential {
         return Err(StageError::invalid(
             "E-RUN-012",
@@ -460,6 +506,7 @@ pub fn stage_with(
         choices,
         secrets,
         tools,
+        skills,
         hooks,
         system_prompt,
         components,
@@ -628,6 +675,102 @@ fn stage_tool(
     })
 }
 
+/// The description a skill is offered with when its manifest has none.
+fn default_skill_description(name: &str) -> String {
+    format!("Returns the skill `{name}`: instructions to follow.")
+}
+
+/// The input every skill is offered with: an object, nothing required.
+fn skill_input_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+fn stage_skill(entry: &ArtifactEntry, artifact: &LocalArtifact) -> Result<StagedSkill, StageError> {
+    let manifest = &artifact.manifest;
+    let text = read_skill(
+        &entry.name,
+        &artifact.dir,
+        &manifest.skill_path(&artifact.dir),
+    )?;
+    let description = manifest
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|description| !description.is_empty())
+        .map_or_else(|| default_skill_description(&entry.name), str::to_string);
+    Ok(StagedSkill {
+        spec: ToolSpec {
+            name: entry.name.clone(),
+            description,
+            input_schema: skill_input_schema(),
+        },
+        version: manifest.version.clone(),
+        sha256: crate::trace::sha256_hex(&text),
+        text,
+    })
+}
+
+/// The markdown of skill `name` at `file`, which must be UTF-8 text inside the artifact's
+/// directory `dir` (a `skill:` such as `../../secret` or a link out of it is refused, so an
+/// installed artifact cannot hand the model a host file).
+fn read_skill(name: &str, dir: &Path, file: &Path) -> Result<String, StageError> {
+    let refused = |why: String| {
+        StageError::invalid(
+            "E-MAN-023",
+            format!("the markdown of skill `{name}` ({}) {why}", file.display()),
+            "put the skill's text in a UTF-8 file inside its artifact directory (`skill:` in its \
+             murmur.yaml, default skill.md)",
+        )
+    };
+    let cannot_read = |error: std::io::Error| refused(format!("cannot be read: {error}"));
+    let root = dir.canonicalize().map_err(cannot_read)?;
+    let resolved = file.canonicalize().map_err(cannot_read)?;
+    if !resolved.starts_with(&root) {
+        return Err(refused(format!(
+            "is outside the artifact's directory {}",
+            dir.display()
+        )));
+    }
+    let bytes = std::fs::read(&resolved).map_err(cannot_read)?;
+    String::from_utf8(bytes).map_err(|_| refused("is not UTF-8 text".to_string()))
+}
+
+/// E-RUN-021 when a declared tool or skill in `declared` has the name of a runtime tool the
+/// capsule offers: the model would be offered two tools of one name, and only the runtime's
+/// would ever answer.
+fn runtime_tool_clash<'a>(
+    capsule: &CapsuleManifest,
+    mut declared: impl Iterator<Item = &'a str>,
+) -> Option<StageError> {
+    let mut offered = Vec::new();
+    if !capsule.capabilities.shell.allow.is_empty() {
+        offered.push((
+            crate::session::task::SHELL_TOOL,
+            "`capabilities.shell.allow` names a binary",
+        ));
+    }
+    if capsule
+        .control
+        .agent_settings
+        .contains(&murmur_manifest::capsule::Setting::InferenceDriver)
+    {
+        offered.push((
+            crate::session::task::SWITCH_DRIVER_TOOL,
+            "`control.agent_settings` grants `inference.driver`",
+        ));
+    }
+    declared.find_map(|name| {
+        let (runtime_tool, why) = offered.iter().find(|(tool, _)| *tool == name)?;
+        Some(StageError::invalid(
+            "E-RUN-021",
+            format!(
+                "artifact `{name}` has the name of the runtime's `{runtime_tool}` tool, which this capsule offers because {why}"
+            ),
+            format!("rename the artifact: `{runtime_tool}` is the runtime's tool here"),
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,5 +782,86 @@ mod tests {
         assert_ne!(a, capsule_block("hello", "0.1.1"));
         assert!(a.starts_with("[Capsule]\n"));
         assert!(!a.contains('/'), "names no host path: {a}");
+    }
+
+    fn code_of(error: StageError) -> &'static str {
+        match error {
+            StageError::Invalid { code, .. } => code,
+            other => panic!("not an Invalid stage error: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_skill_is_read_whole_from_inside_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("skill.md"), "# Style\n\nWrite plainly.\n").unwrap();
+        let text = read_skill("style", dir.path(), &dir.path().join("skill.md")).unwrap();
+        assert_eq!(text, "# Style\n\nWrite plainly.\n");
+    }
+
+    #[test]
+    fn a_missing_outside_or_binary_skill_file_is_e_man_023() {
+        let outer = tempfile::tempdir().unwrap();
+        let dir = outer.path().join("style");
+        std::fs::create_dir(&dir).unwrap();
+        let missing = read_skill("style", &dir, &dir.join("skill.md")).unwrap_err();
+        assert!(missing.to_string().contains("cannot be read"), "{missing}");
+        assert_eq!(code_of(missing), "E-MAN-023");
+
+        std::fs::write(outer.path().join("secret.md"), "host file").unwrap();
+        let outside = read_skill("style", &dir, &dir.join("../secret.md")).unwrap_err();
+        assert!(outside.to_string().contains("outside"), "{outside}");
+        assert_eq!(code_of(outside), "E-MAN-023");
+
+        std::fs::write(dir.join("skill.md"), [0xff, 0xfe, 0x00]).unwrap();
+        let binary = read_skill("style", &dir, &dir.join("skill.md")).unwrap_err();
+        assert!(binary.to_string().contains("UTF-8"), "{binary}");
+        assert_eq!(code_of(binary), "E-MAN-023");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_skill_file_linking_out_of_its_directory_is_refused() {
+        let outer = tempfile::tempdir().unwrap();
+        let dir = outer.path().join("style");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(outer.path().join("secret.md"), "host file").unwrap();
+        std::os::unix::fs::symlink(outer.path().join("secret.md"), dir.join("skill.md")).unwrap();
+        let error = read_skill("style", &dir, &dir.join("skill.md")).unwrap_err();
+        assert_eq!(code_of(error), "E-MAN-023");
+    }
+
+    fn capsule(extra: &str) -> CapsuleManifest {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("murmur.yaml");
+        std::fs::write(&file, format!("name: c\nversion: \"0.1.0\"\n{extra}")).unwrap();
+        let loaded = murmur_manifest::load_capsule(&file, &|_| None);
+        loaded.manifest.expect("the test capsule loads")
+    }
+
+    #[test]
+    fn a_tool_or_skill_named_like_an_offered_runtime_tool_is_e_run_021() {
+        let plain = capsule("");
+        assert!(runtime_tool_clash(&plain, ["shell", "switch-driver"].into_iter()).is_none());
+
+        let with_shell = capsule("capabilities:\n  shell: { allow: [git] }\n");
+        assert!(runtime_tool_clash(&with_shell, ["style"].into_iter()).is_none());
+        let clash = runtime_tool_clash(&with_shell, ["style", "shell"].into_iter()).unwrap();
+        assert!(clash.to_string().contains("`shell`"), "{clash}");
+        assert_eq!(code_of(clash), "E-RUN-021");
+
+        let with_switch = capsule("control:\n  agent_settings: [ inference.driver ]\n");
+        let clash = runtime_tool_clash(&with_switch, ["switch-driver"].into_iter()).unwrap();
+        assert_eq!(code_of(clash), "E-RUN-021");
+    }
+
+    #[test]
+    fn a_skill_without_a_description_is_offered_with_one() {
+        assert_eq!(
+            default_skill_description("style"),
+            "Returns the skill `style`: instructions to follow."
+        );
+        assert_eq!(skill_input_schema()["type"], "object");
+        assert!(skill_input_schema().get("required").is_none());
     }
 }

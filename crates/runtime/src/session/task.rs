@@ -25,7 +25,8 @@ use crate::inference::response::{Answer, StopReason, read_answer};
 use crate::inference::spend::SpendMeter;
 use crate::inference::tokens::{self, MessageCounts};
 use crate::session::control::{ControlState, Principal};
-use crate::session::tools::{SessionTool, ToolCallSite, fence};
+use crate::session::staging::StagedSkill;
+use crate::session::tools::{SessionTool, ToolCallSite, fence, skill_answer};
 use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, StopRequest, StopSignal, TaskInput,
@@ -33,6 +34,7 @@ use crate::session::{
 };
 use crate::tool::ToolInput;
 use crate::trace::Trace;
+use crate::trace::context::SpanRef;
 use crate::trace::schema::{ErrorRef, EventBody, Sent};
 
 /// What every task of one session shares.
@@ -219,7 +221,12 @@ impl<'a> SessionContext<'a> {
             hook.grants
                 .contains(&murmur_manifest::capsule::HookGrant::Conversation)
         });
-        let mut specs: Vec<ToolSpec> = staged.tools.iter().map(|t| t.spec.clone()).collect();
+        let mut specs: Vec<ToolSpec> = staged
+            .tools
+            .iter()
+            .map(|t| t.spec.clone())
+            .chain(staged.skills.iter().map(|skill| skill.spec.clone()))
+            .collect();
         if let Some(shell) = &shell {
             specs.push(shell.spec.clone());
         }
@@ -416,10 +423,14 @@ impl<'a> SessionContext<'a> {
                     .received
                     .as_ref()
                     .map_or_else(|| SendingTask::OPERATOR.to_string(), |r| r.trust.clone()),
-                input
-                    .received
-                    .as_ref()
-                    .and_then(|r| r.traceparent.as_deref()),
+                SpanRef::task(
+                    &self.session_id,
+                    &task_event,
+                    input
+                        .received
+                        .as_ref()
+                        .and_then(|r| r.traceparent.as_deref()),
+                ),
             ),
         };
         let prior = self.prior_history(&context_id);
@@ -1005,7 +1016,10 @@ impl<'a> SessionContext<'a> {
         Ok(())
     }
 
-    /// One tool call: the decision point, the call (unless denied), the observation.
+    /// One tool call, dispatched in the order SPEC §6 gives: the `shell` tool (when
+    /// allowlisted), a skill, the runtime's `switch-driver`, a WASM tool (an undeclared name is
+    /// an error result). For a WASM tool: the decision point, the call (unless denied), the
+    /// observation.
     async fn tool_call(
         &self,
         run: &mut TaskRun,
@@ -1020,6 +1034,11 @@ impl<'a> SessionContext<'a> {
         {
             return self
                 .shell_call(shell, run, turn, inference_event, call_id, input)
+                .await;
+        }
+        if let Some(skill) = self.staged.skill_named(name) {
+            return self
+                .skill_call(skill, run, turn, inference_event, call_id, input)
                 .await;
         }
         if name == SWITCH_DRIVER_TOOL && self.switch_tool.is_some() {
@@ -1125,6 +1144,87 @@ impl<'a> SessionContext<'a> {
             .tool_result(call_id, name, &message.text(), message_is_error(&message));
         let mut stored = StoredMessage::new(message);
         stored.source_id = Some(format!("tool:{name}"));
+        run.history.push(stored);
+        let scope = self.scope(run, turn, inference_event);
+        self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        Ok(())
+    }
+
+    /// One call of a skill, answered in-process. To the hooks it is a tool call: the
+    /// `on-tool-call` decision point (a `deny` is a `call_denied` event of kind `skill` and an
+    /// error result), then the observation. Otherwise the skill's markdown, read at staging, goes
+    /// back verbatim in the fence with a `skill_call` event. The model's input is not read: a
+    /// skill takes none.
+    async fn skill_call(
+        &self,
+        skill: &StagedSkill,
+        run: &mut TaskRun,
+        turn: u32,
+        inference_event: &str,
+        call_id: &str,
+        input: &Value,
+    ) -> std::io::Result<()> {
+        let name = skill.spec.name.as_str();
+        self.observer.note(&format!("skill {name}"));
+        let started = Instant::now();
+        let event = |outcome: Option<ToolCallOutcome>| {
+            HookEvent::ToolCall(ToolCallEvent {
+                session_id: self.session_id.clone(),
+                task_id: run.task_id.clone(),
+                turn,
+                call_id: call_id.to_string(),
+                tool_name: name.to_string(),
+                input: input.to_string(),
+                outcome,
+            })
+        };
+        let scope = self.scope(run, turn, inference_event);
+        let (message, outcome) = match self.hooks.decide(event(None), &scope).await? {
+            Some(denial) => {
+                let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
+                self.trace(
+                    inference_event,
+                    EventBody::CallDenied {
+                        task_id: run.task_id.clone(),
+                        turn,
+                        kind: "skill".to_string(),
+                        call_id: call_id.to_string(),
+                        target: name.to_string(),
+                        hook: denial.hook,
+                        reason: denial.reason,
+                    },
+                )?;
+                let message = Message::Tool {
+                    tool_call_id: call_id.to_string(),
+                    is_error: true,
+                    content: vec![Block::Text {
+                        text: fence(name, call_id, &text),
+                    }],
+                };
+                let outcome = ToolCallOutcome {
+                    status: None,
+                    output: text.clone(),
+                    error: Some(text),
+                    duration_ms: 0,
+                };
+                (message, outcome)
+            }
+            None => {
+                let answer = skill_answer(skill, &run.task_id, turn, call_id);
+                self.trace(inference_event, answer.event)?;
+                let outcome = ToolCallOutcome {
+                    status: Some(ToolStatus::Passed),
+                    output: answer.message.text(),
+                    error: None,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                };
+                (answer.message, outcome)
+            }
+        };
+        self.observer
+            .tool_result(call_id, name, &message.text(), message_is_error(&message));
+        let mut stored = StoredMessage::new(message);
+        stored.source_id = Some(format!("skill:{name}"));
         run.history.push(stored);
         let scope = self.scope(run, turn, inference_event);
         self.hooks.dispatch(event(Some(outcome)), &scope).await?;

@@ -1,5 +1,8 @@
 //! Tool dispatch inside the agent loop: look the tool up, validate the model's input against
 //! its schema, call it under the capsule's grants, and hand the model a fenced result.
+//!
+//! A skill is answered here too ([`skill_answer`]): its markdown, read at staging, goes back
+//! verbatim inside the same fence, never as an error, whatever input the model sent.
 
 use std::time::Instant;
 
@@ -9,7 +12,7 @@ use crate::engine::Engine;
 use crate::grants::Grants;
 use crate::grants::message::SendingTask;
 use crate::inference::neutral::{Block, Message};
-use crate::session::staging::StagedTool;
+use crate::session::staging::{StagedSkill, StagedTool};
 use crate::tool::{StateEffect, ToolInput, ToolStatus};
 use crate::trace::schema::{ErrorRef, EventBody};
 
@@ -244,6 +247,36 @@ impl ToolCallSite<'_> {
     }
 }
 
+/// The answer to call `call_id` of `skill` in turn `turn` of task `task_id`: its markdown,
+/// verbatim inside the fence naming the skill, `is_error: false`, and the `skill_call` event.
+pub(crate) fn skill_answer(
+    skill: &StagedSkill,
+    task_id: &str,
+    turn: u32,
+    call_id: &str,
+) -> Dispatched {
+    let name = &skill.spec.name;
+    Dispatched {
+        message: Message::Tool {
+            tool_call_id: call_id.to_string(),
+            is_error: false,
+            content: vec![Block::Text {
+                text: fence(name, call_id, &skill.text),
+            }],
+        },
+        event: EventBody::SkillCall {
+            task_id: task_id.to_string(),
+            turn,
+            call_id: call_id.to_string(),
+            skill: name.clone(),
+            version: skill.version.clone(),
+            sha256: skill.sha256.clone(),
+            output_bytes: skill.text.len() as u64,
+        },
+        sends: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +293,52 @@ mod tests {
         );
         assert!(fenced.ends_with("\n</untrusted-content>"));
         assert_eq!(fenced.matches(FENCE_CLOSE).count(), 1);
+    }
+
+    #[test]
+    fn a_skill_answer_is_its_markdown_verbatim_in_the_fence_and_never_an_error() {
+        let text = "# Style\n\nWrite plainly.\n";
+        let skill = StagedSkill {
+            spec: crate::inference::request::ToolSpec {
+                name: "style".to_string(),
+                description: "How to write.".to_string(),
+                input_schema: serde_json::json!({"type": "object", "properties": {}}),
+            },
+            version: "0.1.0".to_string(),
+            text: text.to_string(),
+            sha256: crate::trace::sha256_hex(text),
+        };
+        let answer = skill_answer(&skill, "tsk_1", 2, "call_s");
+        let Message::Tool {
+            tool_call_id,
+            is_error,
+            content,
+        } = &answer.message
+        else {
+            panic!("not a tool message: {:?}", answer.message);
+        };
+        assert_eq!(tool_call_id, "call_s");
+        assert!(!is_error);
+        assert_eq!(
+            content,
+            &vec![Block::Text {
+                text: fence("style", "call_s", text)
+            }]
+        );
+        assert!(fence("style", "call_s", text).contains(text));
+        assert_eq!(
+            answer.event,
+            EventBody::SkillCall {
+                task_id: "tsk_1".to_string(),
+                turn: 2,
+                call_id: "call_s".to_string(),
+                skill: "style".to_string(),
+                version: "0.1.0".to_string(),
+                sha256: crate::trace::sha256_hex(text),
+                output_bytes: text.len() as u64,
+            }
+        );
+        assert_eq!(answer.event.event_type(), "skill_call");
+        assert!(answer.sends.is_empty());
     }
 }

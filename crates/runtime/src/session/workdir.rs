@@ -84,17 +84,19 @@ pub fn murmur_md(staged: &Staged) -> String {
          session.\n\n## Tools\n\n",
     );
     if staged.tools.is_empty()
+        && staged.skills.is_empty()
         && capsule.capabilities.shell.allow.is_empty()
         && capsule.control.agent_settings.is_empty()
     {
         text.push_str("None.\n");
     }
-    for tool in &staged.tools {
-        text.push_str(&format!(
-            "- `{}`: {}\n",
-            tool.spec.name,
-            tool.spec.description.trim()
-        ));
+    for spec in staged
+        .tools
+        .iter()
+        .map(|tool| &tool.spec)
+        .chain(staged.skills.iter().map(|skill| &skill.spec))
+    {
+        text.push_str(&format!("- `{}`: {}\n", spec.name, spec.description.trim()));
     }
     let shell = &capsule.capabilities.shell.allow;
     if !shell.is_empty() {

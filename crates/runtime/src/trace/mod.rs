@@ -13,6 +13,9 @@
 //! - A write that fails is an error to the caller: the session ends rather than going on
 //!   unobserved.
 
+pub mod analysis;
+pub mod context;
+pub mod otel;
 pub mod schema;
 mod writer;
 

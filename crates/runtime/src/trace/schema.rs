@@ -52,7 +52,8 @@ pub struct Sent {
     pub continuation_id: Option<String>,
 }
 
-/// Sums over a session's `inference` and `tool_call` lines.
+/// Sums over a session's `task_start`, `inference`, `tool_call`, `shell` and `skill_call`
+/// lines.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub tasks: u32,
@@ -61,6 +62,9 @@ pub struct Totals {
     /// Calls of the model's `shell` tool.
     #[serde(default)]
     pub shell_calls: u32,
+    /// Calls of skills (`skill_call` lines).
+    #[serde(default)]
+    pub skill_calls: u32,
     pub input_tokens_estimated: u64,
     pub output_tokens_estimated: u64,
     /// Sums of the reported numbers; absent when no call reported one.
@@ -78,6 +82,7 @@ pub struct Totals {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event_type", rename_all = "snake_case")]
 pub enum EventBody {
+    /// The session began: what it runs and how it is contained. The root of the tree.
     SessionStart {
         capsule: CapsuleRef,
         murmur_version: String,
@@ -108,6 +113,7 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "String::is_empty", default)]
         system_prompt_sha256: String,
     },
+    /// A task began (its parent: `session_start`).
     TaskStart {
         task_id: String,
         context_id: Option<String>,
@@ -118,6 +124,8 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "String::is_empty", default)]
         input_sha256: String,
     },
+    /// One call of a driver: a turn of the agent loop (parent: `task_start`), or a hook's
+    /// `run-inference` call. Written when the call ended.
     Inference {
         /// Absent for a hook's call outside any task.
         task_id: Option<String>,
@@ -150,6 +158,8 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
     },
+    /// One call of a tool component (parent: the `inference` that asked for it, or the capsule
+    /// component's `task_start`). Written when the call ended or was refused.
     ToolCall {
         task_id: String,
         turn: u32,
@@ -173,6 +183,22 @@ pub enum EventBody {
         /// Requests a grant refused during the call.
         #[serde(skip_serializing_if = "Vec::is_empty", default)]
         refusals: Vec<String>,
+    },
+    /// A call of a skill (parent: the `inference` that asked for it): its markdown was handed
+    /// to the model verbatim. Written when the result was handed over; a call a hook denied
+    /// is a `call_denied` instead.
+    SkillCall {
+        task_id: String,
+        turn: u32,
+        call_id: String,
+        /// The skill artifact's name.
+        skill: String,
+        /// The skill artifact's version.
+        version: String,
+        /// sha256 (hex) of the markdown handed over.
+        sha256: String,
+        /// Bytes of the markdown handed over (before the fence).
+        output_bytes: u64,
     },
     /// A call of the model's `shell` tool: what ran (or was refused) and how it ended.
     Shell {
@@ -260,10 +286,10 @@ pub enum EventBody {
     CallDenied {
         task_id: String,
         turn: u32,
-        /// `tool` or `shell`.
+        /// `tool`, `skill` or `shell`.
         kind: String,
         call_id: String,
-        /// The tool's name, or the binary.
+        /// The tool's or skill's name, or the binary.
         target: String,
         hook: String,
         reason: String,
@@ -325,6 +351,7 @@ pub enum EventBody {
         /// The registry it came from, as `murmur.lock` records it.
         source: String,
     },
+    /// A task ended (parent: its `task_start`).
     TaskEnd {
         task_id: String,
         context_id: Option<String>,
@@ -337,6 +364,7 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
     },
+    /// The session ended, with the sums of its lines. Always the last line.
     SessionEnd {
         exit_status: String,
         duration_ms: u64,
@@ -362,6 +390,7 @@ impl EventBody {
             EventBody::TaskStart { .. } => "task_start",
             EventBody::Inference { .. } => "inference",
             EventBody::ToolCall { .. } => "tool_call",
+            EventBody::SkillCall { .. } => "skill_call",
             EventBody::Shell { .. } => "shell",
             EventBody::A2aTaskReceived { .. } => "a2a_task_received",
             EventBody::A2aSend { .. } => "a2a_send",

@@ -2,6 +2,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::trace::otel::OtelExport;
 use crate::trace::schema::{Event, EventBody, Totals};
 
 /// A session's trace, shared by everything that writes to it (the agent loop, hooks' calls,
@@ -43,6 +44,8 @@ pub struct TraceWriter {
     file: std::fs::File,
     session_id: String,
     totals: Totals,
+    /// The OTLP export each written event is handed to, when the capsule asks for one.
+    export: Option<OtelExport>,
 }
 
 fn add(total: &mut Option<u64>, value: Option<u64>) {
@@ -63,7 +66,14 @@ impl TraceWriter {
             file,
             session_id: session_id.to_string(),
             totals: Totals::default(),
+            export: None,
         })
+    }
+
+    /// Hands every event written from now on to `export` as well.
+    pub fn with_export(mut self, export: OtelExport) -> TraceWriter {
+        self.export = Some(export);
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -102,6 +112,7 @@ impl TraceWriter {
             }
             EventBody::ToolCall { .. } => self.totals.tool_calls += 1,
             EventBody::Shell { .. } => self.totals.shell_calls += 1,
+            EventBody::SkillCall { .. } => self.totals.skill_calls += 1,
             _ => {}
         }
         let event = Event {
@@ -118,6 +129,9 @@ impl TraceWriter {
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.file.flush()?;
+        if let Some(export) = &mut self.export {
+            export.record(&event);
+        }
         Ok(event.event_id)
     }
 }
@@ -176,5 +190,42 @@ mod tests {
         let raw: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
         assert_eq!(raw["event_type"], "inference");
         assert!(raw.get("input_tokens_actual").is_none());
+    }
+
+    #[test]
+    fn skill_calls_are_counted_in_the_totals_and_written_as_skill_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let mut writer = TraceWriter::create(&path, "ses_x").unwrap();
+        let turn = writer.write(None, inference(10, None)).unwrap();
+        writer
+            .write(
+                Some(&turn),
+                EventBody::SkillCall {
+                    task_id: "tsk_1".into(),
+                    turn: 1,
+                    call_id: "call_s".into(),
+                    skill: "style".into(),
+                    version: "0.1.0".into(),
+                    sha256: "ab".repeat(32),
+                    output_bytes: 12,
+                },
+            )
+            .unwrap();
+        assert_eq!(writer.totals().skill_calls, 1);
+        assert_eq!(writer.totals().tool_calls, 0);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let raw: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(raw["event_type"], "skill_call");
+        assert_eq!(raw["skill"], "style");
+        assert_eq!(raw["output_bytes"], 12);
+        assert_eq!(raw["parent_id"], turn.as_str());
+        // A trace written before skills existed still reads, with no skill calls.
+        let old: Totals = serde_json::from_value(serde_json::json!({
+            "tasks": 1, "turns": 1, "tool_calls": 0,
+            "input_tokens_estimated": 1, "output_tokens_estimated": 1
+        }))
+        .unwrap();
+        assert_eq!(old.skill_calls, 0);
     }
 }

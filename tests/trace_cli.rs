@@ -1,0 +1,512 @@
+//! `mur trace show|report|diff` on the traces of real sessions: the real `mur` binary runs a
+//! capsule with the first-party driver, `read-file` and `write-file` against the provider
+//! emulator, then reads its trace back (SPEC §12, §13; seed: `state_effect`/`resource_id`).
+
+use std::path::{Path, PathBuf};
+
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::Value;
+
+const KEY: &str = "sk-emulator-0001";
+
+/// A capsule on driver-anthropic against `endpoint`, with read-file and write-file. Its
+/// sessions go to `workdir/` beside the manifest (the default of `mur run` and `mur trace`).
+fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
+    let root = repo_root();
+    let text = format!(
+        r#"name: notes
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read_file} }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool, path: {write_file} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+  system_prompt: "You keep notes."
+  max_turns: 10
+"#,
+        driver = root.join("artifacts/driver-anthropic").display(),
+        read_file = root.join("artifacts/read-file").display(),
+        write_file = root.join("artifacts/write-file").display(),
+    );
+    let file = dir.join("murmur.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// Writes the note, reads it twice, rewrites it, reads it again, and answers.
+const READ_TWICE_WRITE_READ: &str = r#"
+turns:
+  - reply:
+      text: "Writing the note."
+      tool_calls: [ { id: call_w1, name: write-file, input: { path: notes.md, content: "buy milk" } } ]
+      usage: { input: 100, output: 10, cache_read: 50, cache_write: 20 }
+  - reply:
+      tool_calls: [ { id: call_r1, name: read-file, input: { path: notes.md } } ]
+  - reply:
+      tool_calls: [ { id: call_r2, name: read-file, input: { path: notes.md } } ]
+  - reply:
+      tool_calls: [ { id: call_w2, name: write-file, input: { path: notes.md, content: "buy bread" } } ]
+  - reply:
+      tool_calls: [ { id: call_r3, name: read-file, input: { path: notes.md } } ]
+  - reply:
+      text: "The note says: buy bread."
+"#;
+
+/// Writes the note and answers.
+const WRITE_ONCE: &str = r#"
+turns:
+  - reply:
+      tool_calls: [ { id: call_w1, name: write-file, input: { path: notes.md, content: "buy bread" } } ]
+  - reply:
+      text: "Saved."
+"#;
+
+/// Runs one session of a capsule in `dir` (made on first use) under `script`; returns the
+/// session id.
+fn run_session(dir: &Path, script: &str, task: &str) -> String {
+    let emulator = Emulator::builder(Script::from_yaml(script).expect("script"))
+        .api_key(KEY)
+        .start()
+        .expect("emulator");
+    capsule(dir, &emulator.url());
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--task", task])
+        .arg(dir)
+        .run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    output.json()["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_string()
+}
+
+/// `mur trace ARGS…` run in `dir`.
+fn trace(dir: &Path, args: &[&str]) -> MurOutput {
+    Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .current_dir(dir)
+        .arg("trace")
+        .args(args)
+        .run()
+}
+
+fn trace_json(dir: &Path, args: &[&str]) -> Value {
+    let output = trace(dir, args);
+    assert_eq!(output.code, 0, "{output:#?}");
+    output.json()
+}
+
+/// Every call row of a `show --json`, in order.
+fn calls(show: &Value) -> Vec<&Value> {
+    show["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|task| task["turns"].as_array().unwrap())
+        .flat_map(|turn| turn["calls"].as_array().unwrap())
+        .collect()
+}
+
+#[test]
+fn show_flags_the_repeated_read_and_not_the_read_after_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = run_session(dir.path(), READ_TWICE_WRITE_READ, "Note: buy milk");
+
+    // No argument: the newest session under ./workdir.
+    let show = trace_json(dir.path(), &["show", "--json"]);
+    assert_eq!(show["session"]["session_id"], session.as_str());
+    assert!(
+        show["trace_path"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{session}/trace.jsonl"))
+    );
+    assert_eq!(show["session"]["exit_status"], "ok");
+    assert_eq!(show["session"]["ended"], true);
+
+    // Exactly the second read is redundant: it repeats the first, by read-file's resource_id.
+    let redundant = show["redundant_calls"].as_array().unwrap();
+    assert_eq!(redundant.len(), 1, "{redundant:#?}");
+    assert_eq!(redundant[0]["call_id"], "call_r2");
+    assert_eq!(redundant[0]["turn"], 3);
+    assert_eq!(redundant[0]["tool_name"], "read-file");
+    assert_eq!(redundant[0]["key"], "file:notes.md");
+    assert_eq!(redundant[0]["key_kind"], "resource_id");
+    assert_eq!(redundant[0]["repeats"]["call_id"], "call_r1");
+    assert_eq!(redundant[0]["repeats"]["turn"], 2);
+
+    // Six turns, each with the tool it called; the calls carry what the tools declared.
+    let task = &show["tasks"][0];
+    assert_eq!(task["exit_status"], "ok");
+    assert_eq!(task["source"], "cli");
+    let turns = task["turns"].as_array().unwrap();
+    let tools: Vec<Vec<&str>> = turns
+        .iter()
+        .map(|turn| {
+            turn["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        vec![
+            vec!["write-file"],
+            vec!["read-file"],
+            vec!["read-file"],
+            vec!["write-file"],
+            vec!["read-file"],
+            vec![],
+        ]
+    );
+    assert_eq!(turns[5]["decision"], "finish");
+    assert_eq!(turns[0]["input_tokens_actual"], 100);
+    assert_eq!(turns[0]["cached_tokens_actual"], 50);
+    assert_eq!(turns[0]["cache_write_tokens_actual"], 20);
+    // The emulator's other replies report no cache figures: absent, not 0.
+    assert_eq!(turns[1]["cached_tokens_actual"], Value::Null);
+    let calls = calls(&show);
+    let summary: Vec<(&str, &str, bool)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["call_id"].as_str().unwrap(),
+                c["state_effect"].as_str().unwrap(),
+                c["redundant"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("call_w1", "mutate", false),
+            ("call_r1", "read", false),
+            ("call_r2", "read", true),
+            ("call_w2", "mutate", false),
+            ("call_r3", "read", false),
+        ]
+    );
+    assert!(calls.iter().all(|c| c["status"] == "passed"));
+    assert!(calls.iter().all(|c| c["resource_id"] == "file:notes.md"));
+    assert_eq!(show["totals_from"], "session_end");
+    assert_eq!(show["totals"]["tool_calls"], 5);
+}
+
+#[test]
+fn show_prints_the_turns_and_the_redundant_calls_as_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = run_session(dir.path(), READ_TWICE_WRITE_READ, "Note: buy milk");
+    let session_dir = dir.path().join("workdir").join(&session);
+    // By session id, by the session's directory, and by the trace file: the same view.
+    let by_id = trace(dir.path(), &["show", &session]);
+    assert_eq!(by_id.code, 0, "{by_id:#?}");
+    let by_dir = trace(Path::new("/"), &["show", session_dir.to_str().unwrap()]);
+    let by_file = trace(
+        Path::new("/"),
+        &["show", session_dir.join("trace.jsonl").to_str().unwrap()],
+    );
+    assert_eq!(by_dir.stdout, by_id.stdout);
+    assert_eq!(by_file.stdout, by_id.stdout);
+    // A prefix of the id is enough when it names one session.
+    let by_prefix = trace(dir.path(), &["show", &session[..12]]);
+    assert_eq!(by_prefix.stdout, by_id.stdout);
+
+    let text = by_id.stdout;
+    assert!(text.contains(&format!("session {session}")), "{text}");
+    assert!(text.contains("capsule notes 0.1.0"), "{text}");
+    // The turns table: a header, then one row a turn, columns aligned.
+    let header = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("turn  choice"))
+        .unwrap_or_else(|| panic!("no turn table:\n{text}"));
+    for column in [
+        "model", "decision", "tools", "in est", "in act", "cache rd", "stop",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let decision_at = header.find("decision").unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != header)
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty() && !line.trim_start().starts_with("calls"))
+        .collect();
+    assert_eq!(rows.len(), 6, "{text}");
+    assert!(rows[0][decision_at..].starts_with("call_tools"), "{text}");
+    assert!(rows[5][decision_at..].starts_with("finish"), "{text}");
+    assert!(rows[1].contains("read-file"), "{text}");
+    // The calls table marks the redundant read and names the read it repeats.
+    let redundant_row = text
+        .lines()
+        .find(|line| line.contains("call_r2") && line.contains("redundant"))
+        .unwrap_or_else(|| panic!("no redundant call row:\n{text}"));
+    assert!(
+        redundant_row.contains("repeats turn 2 call_r1"),
+        "{redundant_row}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|line| line.contains("call_r3") && line.contains("redundant")),
+        "{text}"
+    );
+    // The redundant section.
+    assert!(text.contains("redundant calls: 1"), "{text}");
+    let section: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("redundant calls"))
+        .collect();
+    assert!(section.iter().any(|line| line.contains("call_r2")
+        && line.contains("file:notes.md")
+        && line.contains("resource_id")));
+    assert!(text.contains("totals (from session_end)"), "{text}");
+}
+
+#[test]
+fn report_gives_tokens_and_cache_per_choice_and_calls_per_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    run_session(dir.path(), READ_TWICE_WRITE_READ, "Note: buy milk");
+    let report = trace_json(dir.path(), &["report", "--json"]);
+    let choices = report["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 1, "{choices:#?}");
+    let primary = &choices[0];
+    assert_eq!(primary["choice"], "primary");
+    assert_eq!(primary["driver"], "driver-anthropic");
+    assert_eq!(primary["calls"], 6);
+    // Anthropic's input excludes the cache: 50 read of 100 + 50 + 20 prompt tokens, over the
+    // one call that reported a cache figure.
+    assert_eq!(primary["input_includes_cached"], false);
+    assert_eq!(primary["cache_ratio_calls"], 1);
+    let ratio = primary["cache_hit_ratio"].as_f64().unwrap();
+    assert!((ratio - 50.0 / 170.0).abs() < 1e-9, "{ratio}");
+    assert_eq!(primary["cached_tokens_actual"], 50);
+    assert_eq!(
+        primary["input_tokens_actual"],
+        report["totals"]["input_tokens_actual"]
+    );
+
+    let tool = |name: &str| {
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tool_name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {report:#}"))
+            .clone()
+    };
+    let read_file = tool("read-file");
+    assert_eq!(read_file["calls"], 3);
+    assert_eq!(read_file["passed"], 3);
+    assert_eq!(read_file["redundant_reads"], 1);
+    assert!(read_file["output_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(tool("write-file")["calls"], 2);
+    assert_eq!(report["hooks"], Value::Array(Vec::new()));
+    assert_eq!(report["redundant_reads"], 1);
+
+    let text = trace(dir.path(), &["report"]).stdout;
+    assert!(text.contains("cache hit"), "{text}");
+    assert!(text.contains("29.4%"), "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.trim_start().starts_with("read-file")),
+        "{text}"
+    );
+}
+
+#[test]
+fn diff_tells_two_sessions_apart_by_task_input_and_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = run_session(dir.path(), READ_TWICE_WRITE_READ, "Note: buy milk");
+    let second = run_session(dir.path(), WRITE_ONCE, "Note: buy bread");
+
+    // With no argument, show picks the newer session.
+    let newest = trace_json(dir.path(), &["show", "--json"]);
+    assert_eq!(newest["session"]["session_id"], second.as_str());
+
+    let diff = trace_json(dir.path(), &["diff", &first, &second, "--json"]);
+    assert_eq!(diff["a"]["session_id"], first.as_str());
+    assert_eq!(diff["b"]["session_id"], second.as_str());
+    assert_eq!(diff["warnings"], Value::Array(Vec::new()));
+    assert_eq!(diff["capsule"]["changed"], false);
+    assert_eq!(diff["system_prompt_sha256"]["changed"], false);
+    assert_eq!(diff["model"]["changed"], false);
+    assert_eq!(diff["tools_added"], Value::Array(Vec::new()));
+    let task = &diff["tasks"][0];
+    assert_eq!(task["input_changed"], true);
+    assert_ne!(task["a"]["input_sha256"], task["b"]["input_sha256"]);
+    assert_eq!(task["turns"]["a"], 6);
+    assert_eq!(task["turns"]["b"], 2);
+    assert_eq!(task["turns"]["delta"], -4);
+    assert_eq!(task["tool_sequence_changed"], true);
+    assert_eq!(
+        task["b"]["tool_sequence"],
+        serde_json::json!(["write-file"])
+    );
+    assert!(
+        task["tokens"]["input_tokens_estimated"]["delta"]
+            .as_i64()
+            .unwrap()
+            < 0
+    );
+    assert_eq!(task["exit_status"]["changed"], false);
+    assert_eq!(diff["exit_status"]["changed"], false);
+    assert_eq!(diff["tool_calls"]["delta"], -4);
+
+    // The same session against itself: nothing changed.
+    let same = trace_json(dir.path(), &["diff", &first, &first, "--json"]);
+    assert_eq!(same["tasks"][0]["input_changed"], false);
+    assert_eq!(same["tasks"][0]["turns"]["delta"], 0);
+
+    let text = trace(dir.path(), &["diff", &first, &second]).stdout;
+    let input_row = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("input"))
+        .unwrap_or_else(|| panic!("no input row:\n{text}"));
+    assert!(input_row.ends_with("changed"), "{input_row}");
+    let turns_rows: Vec<&str> = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("turns"))
+        .collect();
+    assert!(turns_rows.iter().any(|row| row.ends_with("-4")), "{text}");
+}
+
+#[test]
+fn diff_of_two_capsules_warns_and_still_compares() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = run_session(dir.path(), WRITE_ONCE, "Note: buy bread");
+    // The same session under another capsule name.
+    let trace_file = dir.path().join("workdir").join(&first).join("trace.jsonl");
+    let renamed = std::fs::read_to_string(&trace_file)
+        .unwrap()
+        .replace("\"name\":\"notes\"", "\"name\":\"letters\"");
+    let other = dir.path().join("other.jsonl");
+    std::fs::write(&other, renamed).unwrap();
+    let output = trace(
+        dir.path(),
+        &["diff", &first, other.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(output.code, 0, "{output:#?}");
+    let diff = output.json();
+    assert_eq!(diff["capsule"]["changed"], true);
+    let warnings = diff["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains("`notes` and `letters`")
+    );
+    assert_eq!(diff["tasks"][0]["input_changed"], false);
+    let text = trace(dir.path(), &["diff", &first, other.to_str().unwrap()]).stdout;
+    assert!(
+        text.contains("warning: the sessions ran two capsules"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unknown_session_is_bad_input_with_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("workdir")).unwrap();
+    let output = trace(
+        dir.path(),
+        &["show", "ses_0000000000000000000000000000dead"],
+    );
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(output.stderr.contains("error[E-TRC-002]"), "{output:#?}");
+    assert!(
+        output
+            .stderr
+            .contains("no session `ses_0000000000000000000000000000dead`"),
+        "{output:#?}"
+    );
+    assert!(output.stderr.contains("hint:"), "{output:#?}");
+    assert!(output.stdout.is_empty(), "{output:#?}");
+
+    let output = trace(dir.path(), &["report", "ses_nope", "--json"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert_eq!(output.json()["error"]["code"], "E-TRC-002");
+
+    // No session at all under the root.
+    let output = trace(dir.path(), &["show"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(output.stderr.contains("no session under"), "{output:#?}");
+    let output = trace(dir.path(), &["show", "--workdir", "nowhere"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(output.stderr.contains("E-TRC-002"), "{output:#?}");
+
+    // diff names the one it cannot find.
+    let output = trace(dir.path(), &["diff", "ses_a", "ses_b"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(output.stderr.contains("no session `ses_a`"), "{output:#?}");
+}
+
+#[test]
+fn a_malformed_trace_is_bad_input_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("workdir").join("ses_0123");
+    std::fs::create_dir_all(&session).unwrap();
+    let start = r#"{"session_id":"ses_0123","timestamp":1700000000000,"event_id":"evt_1","parent_id":null,"event_type":"session_start","capsule":{"name":"notes","version":"0.1.0"},"murmur_version":"0.1.0","workdir":"/w","components":[],"tools":[],"containment":null}"#;
+    let file = session.join("trace.jsonl");
+    std::fs::write(
+        &file,
+        format!("{start}\n{{\"event_type\": \"task_start\",\n"),
+    )
+    .unwrap();
+
+    let output = trace(dir.path(), &["show", "ses_0123"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(output.stderr.contains("error[E-TRC-003]"), "{output:#?}");
+    assert!(
+        output.stderr.contains("trace.jsonl:2: not JSON"),
+        "{output:#?}"
+    );
+
+    std::fs::write(
+        &file,
+        format!("{start}\n{}\n", start.replace("session_start", "séance")),
+    )
+    .unwrap();
+    let output = trace(dir.path(), &["report", file.to_str().unwrap(), "--json"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    let error = &output.json()["error"];
+    assert_eq!(error["code"], "E-TRC-003");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("trace.jsonl:2: unknown event type `séance`"),
+        "{error}"
+    );
+
+    // An empty trace, and one with no session_start.
+    std::fs::write(&file, "").unwrap();
+    let output = trace(dir.path(), &["show", "ses_0123"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert!(output.stderr.contains("is empty"), "{output:#?}");
+
+    // A trace cut before session_end still shows, and says so.
+    std::fs::write(&file, format!("{start}\n")).unwrap();
+    let output = trace(dir.path(), &["show"]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(
+        output
+            .stdout
+            .contains("no session_end: the session died or is still running"),
+        "{output:#?}"
+    );
+    assert!(
+        output.stdout.contains("summed from the events"),
+        "{output:#?}"
+    );
+}
