@@ -544,3 +544,40 @@ fn without_an_endpoint_nothing_is_exported() {
     assert_eq!(receiver.connections(), 0);
     assert!(!output.stderr.contains("W-TRC-004"));
 }
+
+#[test]
+fn the_receivers_headers_come_from_the_standard_environment_variable() {
+    let emulator = emulator("turns:\n  - reply: { text: \"Signed.\" }\n");
+    let receiver = RecordingServer::start("");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        "signed",
+        (&emulator.url(), &receiver.url()),
+        "",
+        "inference:\n  model: test-model\n  driver: { artifact: driver-anthropic }",
+    );
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=k-123")
+        .arg("run")
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .args(["--task", "Hello."])
+        .run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    let requests = receiver.requests();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        assert!(
+            request
+                .headers
+                .iter()
+                .any(|(name, value)| name == "x-collector-key" && value == "k-123"),
+            "{:?}",
+            request.headers
+        );
+    }
+    assert_eq!(named(&spans(&requests), "capsule.session").len(), 1);
+}

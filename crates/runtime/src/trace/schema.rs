@@ -99,7 +99,9 @@ pub enum EventBody {
         credential_source: String,
         components: Vec<ComponentRef>,
         tools: Vec<String>,
-        /// How shell children are contained (Landlock enforced, or unavailable and why).
+        /// How shell children are contained (Landlock enforced, or unavailable and why); null
+        /// in traces written before it was recorded.
+        #[serde(default)]
         containment: Value,
         /// Every driver choice with its credential source and limits; only when alternates
         /// exist.
