@@ -550,7 +550,7 @@ fn the_receivers_headers_come_from_the_standard_environment_variable() {
     let emulator = emulator("turns:\n  - reply: { text: \"Signed.\" }\n");
     let receiver = RecordingServer::start("");
     let dir = tempfile::tempdir().unwrap();
-    let file = capsule(
+    capsule(
         dir.path(),
         "signed",
         (&emulator.url(), &receiver.url()),
