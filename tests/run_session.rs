@@ -498,6 +498,10 @@ turns:
         third.contains("there is no tool named `no-such-tool`"),
         "{third}"
     );
+    assert!(
+        third.contains("the tools are: read-file, write-file, probe"),
+        "the refusal lists what was offered: {third}"
+    );
     let events = trace(&report);
     let calls = of_type(&events, "tool_call");
     assert_eq!(calls[0]["status"], "refused");

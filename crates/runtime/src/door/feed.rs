@@ -165,7 +165,7 @@ fn card(staged: &Staged, url: &str) -> AgentCard {
         ..AgentCapabilities::default()
     };
     let mut tags = vec!["murmur".to_string()];
-    tags.extend(staged.tools.iter().map(|tool| tool.spec.name.clone()));
+    tags.extend(staged.declared_tool_names());
     card.skills = vec![AgentSkill {
         id: capsule.name.clone(),
         name: capsule.name.clone(),

@@ -1062,6 +1062,7 @@ impl<'a> SessionContext<'a> {
             engine: &self.engine,
             staged: &self.staged.tools,
             tools: &self.tools,
+            offered: &self.specs,
             task_id: &run.task_id,
             turn,
             call_id,

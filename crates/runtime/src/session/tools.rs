@@ -49,6 +49,9 @@ pub(crate) struct ToolCallSite<'a> {
     pub engine: &'a Engine,
     pub staged: &'a [StagedTool],
     pub tools: &'a [SessionTool],
+    /// Every tool offered to the model (WASM tools, skills, runtime tools): what an unknown
+    /// name's refusal lists.
+    pub offered: &'a [crate::inference::request::ToolSpec],
     pub task_id: &'a str,
     pub turn: u32,
     pub call_id: &'a str,
@@ -70,7 +73,7 @@ impl ToolCallSite<'_> {
             .iter()
             .find(|tool| self.staged[tool.index].spec.name == self.name)
         else {
-            let names: Vec<&str> = self.staged.iter().map(|t| t.spec.name.as_str()).collect();
+            let names: Vec<&str> = self.offered.iter().map(|t| t.name.as_str()).collect();
             let known = if names.is_empty() {
                 "there are no tools".to_string()
             } else {

@@ -153,7 +153,7 @@ struct OpenSpan {
 
 /// One session's export: turns events into spans and queues them.
 pub struct OtelExport {
-    processor: BatchSpanProcessor,
+    processor: Box<dyn SpanProcessor>,
     log: Arc<FailureLog>,
     scope: InstrumentationScope,
     capsule_name: String,
@@ -290,7 +290,20 @@ impl OtelExport {
                 ])
                 .build(),
         );
-        Ok(OtelExport {
+        Ok(OtelExport::with_processor(
+            Box::new(processor),
+            log,
+            service,
+        ))
+    }
+
+    /// An export handing its spans to `processor`.
+    fn with_processor(
+        processor: Box<dyn SpanProcessor>,
+        log: Arc<FailureLog>,
+        service: &ServiceInfo,
+    ) -> OtelExport {
+        OtelExport {
             processor,
             log,
             scope: InstrumentationScope::builder("murmur")
@@ -303,7 +316,7 @@ impl OtelExport {
             received: HashMap::new(),
             contexts: HashMap::new(),
             shut_down: false,
-        })
+        }
     }
 
     /// How many export requests failed so far.
@@ -807,6 +820,333 @@ impl Drop for OtelExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::context::session_trace_id;
+    use crate::trace::schema::{CapsuleRef, ErrorRef, Sent, Totals};
+    use std::sync::Mutex;
+
+    /// A processor that keeps what it is handed.
+    #[derive(Debug, Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<SpanData>>>);
+
+    impl SpanProcessor for Kept {
+        fn on_start(&self, _: &mut opentelemetry_sdk::trace::Span, _: &opentelemetry::Context) {}
+        fn on_end(&self, span: SpanData) {
+            self.0.lock().unwrap().push(span);
+        }
+        fn force_flush(&self) -> OTelSdkResult {
+            Ok(())
+        }
+        fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
+            Ok(())
+        }
+    }
+
+    /// An export into a [`Kept`], and a way to write events into it as the writer would.
+    struct Session {
+        export: OtelExport,
+        kept: Kept,
+        clock: u64,
+        _log: tempfile::TempDir,
+    }
+
+    const SESSION: &str = "ses_test";
+
+    impl Session {
+        fn new() -> Session {
+            let kept = Kept::default();
+            let log = tempfile::tempdir().unwrap();
+            let failures = Arc::new(FailureLog {
+                url: "http://127.0.0.1:1/v1/traces".into(),
+                path: log.path().join("otel.log"),
+                told: AtomicBool::new(false),
+                failures: AtomicU64::new(0),
+            });
+            let service = ServiceInfo {
+                capsule_name: "unit".into(),
+                capsule_version: "1.0.0".into(),
+            };
+            Session {
+                export: OtelExport::with_processor(Box::new(kept.clone()), failures, &service),
+                kept,
+                clock: 1_000_000,
+                _log: log,
+            }
+        }
+
+        /// Writes `body` under `parent` and returns its event id.
+        fn write(&mut self, parent: Option<&str>, body: EventBody) -> String {
+            self.clock += 10;
+            let event_id = format!("evt_{}", self.clock);
+            self.export.record(&Event {
+                session_id: SESSION.into(),
+                timestamp: self.clock,
+                event_id: event_id.clone(),
+                parent_id: parent.map(str::to_string),
+                body,
+            });
+            event_id
+        }
+
+        fn spans(&self) -> Vec<SpanData> {
+            self.kept.0.lock().unwrap().clone()
+        }
+
+        fn span(&self, event_id: &str) -> SpanData {
+            let id = SpanId::from_hex(&event_span_id(event_id)).unwrap();
+            self.spans()
+                .into_iter()
+                .find(|span| span.span_context.span_id() == id)
+                .unwrap_or_else(|| panic!("no span for {event_id}"))
+        }
+    }
+
+    fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a AttributeValue> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| &kv.value)
+    }
+
+    fn session_start() -> EventBody {
+        EventBody::SessionStart {
+            capsule: CapsuleRef {
+                name: "unit".into(),
+                version: "1.0.0".into(),
+            },
+            murmur_version: "0".into(),
+            workdir: "/w".into(),
+            model: "m".into(),
+            driver: "driver-openai-chat".into(),
+            credential_source: "environment".into(),
+            components: Vec::new(),
+            tools: Vec::new(),
+            containment: Value::Null,
+            inference_choices: None,
+            max_session_tokens: None,
+            system_prompt_sha256: String::new(),
+        }
+    }
+
+    fn task_start(task_id: &str) -> EventBody {
+        EventBody::TaskStart {
+            task_id: task_id.into(),
+            context_id: Some("ctx_1".into()),
+            source: "cli".into(),
+            input_chars: 5,
+            input_sha256: String::new(),
+        }
+    }
+
+    fn inference(task_id: Option<&str>, origin: &str, reported: Option<u64>) -> EventBody {
+        EventBody::Inference {
+            task_id: task_id.map(str::to_string),
+            turn: 1,
+            origin: origin.into(),
+            choice: "primary".into(),
+            driver: "driver-openai-chat".into(),
+            model: "m".into(),
+            prompt_cache_key: "k".into(),
+            sent: Sent {
+                messages: 1,
+                full_resend: true,
+                continuation_id: None,
+            },
+            input_tokens_estimated: 40,
+            output_tokens_estimated: 4,
+            input_tokens_actual: reported,
+            output_tokens_actual: None,
+            cached_tokens_actual: reported.map(|_| 0),
+            cache_write_tokens_actual: None,
+            stop_reason: "end_turn".into(),
+            decision: "finish".into(),
+            tool_name: None,
+            tool_calls: 0,
+            duration_ms: 7,
+            error: None,
+        }
+    }
+
+    fn task_end(task_id: &str, exit_status: &str) -> EventBody {
+        EventBody::TaskEnd {
+            task_id: task_id.into(),
+            context_id: Some("ctx_1".into()),
+            exit_status: exit_status.into(),
+            turns: 1,
+            reopen_count: 0,
+            result_path: None,
+            error: (exit_status != "ok").then(|| ErrorRef {
+                code: "E-RUN-015".into(),
+                message: "out of turns".into(),
+            }),
+        }
+    }
+
+    fn session_end() -> EventBody {
+        EventBody::SessionEnd {
+            exit_status: "ok".into(),
+            duration_ms: 100,
+            totals: Totals::default(),
+        }
+    }
+
+    #[test]
+    fn calls_hang_under_their_task_and_other_events_ride_on_its_span() {
+        let mut session = Session::new();
+        let start = session.write(None, session_start());
+        let task = session.write(Some(&start), task_start("tsk_1"));
+        let turn = session.write(Some(&task), inference(Some("tsk_1"), "agent", Some(30)));
+        let denied = EventBody::CallDenied {
+            task_id: "tsk_1".into(),
+            turn: 1,
+            kind: "tool".into(),
+            call_id: "c1".into(),
+            target: "write-file".into(),
+            hook: "policy".into(),
+            reason: "no".into(),
+        };
+        session.write(Some(&turn), denied);
+        assert!(
+            session.spans().len() == 1,
+            "a task's span waits for its end; the call went at once"
+        );
+        session.write(Some(&task), task_end("tsk_1", "ok"));
+        session.write(Some(&start), session_end());
+
+        let trace_id = TraceId::from_hex(&session_trace_id(SESSION)).unwrap();
+        assert!(
+            session
+                .spans()
+                .iter()
+                .all(|span| span.span_context.trace_id() == trace_id)
+        );
+        let session_span = session.span(&start);
+        let task_span = session.span(&task);
+        let turn_span = session.span(&turn);
+        assert_eq!(session_span.parent_span_id, SpanId::INVALID);
+        assert_eq!(
+            task_span.parent_span_id,
+            session_span.span_context.span_id()
+        );
+        assert_eq!(turn_span.parent_span_id, task_span.span_context.span_id());
+        assert_eq!(turn_span.end_time, system_time(1_000_030));
+        assert_eq!(turn_span.start_time, system_time(1_000_023));
+        assert_eq!(
+            attribute(&turn_span, "gen_ai.usage.input_tokens"),
+            Some(&AttributeValue::I64(30))
+        );
+        assert_eq!(
+            attribute(&turn_span, "gen_ai.usage.cache_read.input_tokens"),
+            Some(&AttributeValue::I64(0)),
+            "a reported 0 is a reading"
+        );
+        assert_eq!(
+            attribute(&turn_span, "gen_ai.usage.cache_creation.input_tokens"),
+            None
+        );
+        assert_eq!(
+            attribute(&turn_span, "gen_ai.conversation.id"),
+            Some(&AttributeValue::from("ctx_1"))
+        );
+        let events: Vec<&str> = task_span.events.iter().map(|e| e.name.as_ref()).collect();
+        assert_eq!(events, ["call_denied"]);
+        assert_eq!(task_span.status, Status::Unset);
+    }
+
+    #[test]
+    fn unreported_usage_is_absent_and_a_failed_task_is_an_error() {
+        let mut session = Session::new();
+        let start = session.write(None, session_start());
+        let task = session.write(Some(&start), task_start("tsk_1"));
+        let turn = session.write(Some(&task), inference(Some("tsk_1"), "agent", None));
+        session.write(Some(&task), task_end("tsk_1", "max_turns_reached"));
+        let turn_span = session.span(&turn);
+        for key in [
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.cache_read.input_tokens",
+        ] {
+            assert_eq!(attribute(&turn_span, key), None, "{key}");
+        }
+        assert_eq!(
+            attribute(&turn_span, "murmur.usage.input_tokens_estimated"),
+            Some(&AttributeValue::I64(40))
+        );
+        let task_span = session.span(&task);
+        assert_eq!(task_span.status, Status::error("out of turns"));
+        assert_eq!(
+            attribute(&task_span, "error.type"),
+            Some(&AttributeValue::from("E-RUN-015"))
+        );
+    }
+
+    #[test]
+    fn a_task_with_a_traceparent_continues_the_callers_trace() {
+        let mut session = Session::new();
+        let start = session.write(None, session_start());
+        session.write(
+            Some(&start),
+            EventBody::A2aTaskReceived {
+                task_id: "tsk_1".into(),
+                context_id: "ctx_1".into(),
+                method: "SendMessage".into(),
+                origin: "peer".into(),
+                trust: "operator".into(),
+                traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+            },
+        );
+        let task = session.write(Some(&start), task_start("tsk_1"));
+        let turn = session.write(Some(&task), inference(Some("tsk_1"), "agent", None));
+        session.write(Some(&task), task_end("tsk_1", "ok"));
+        session.write(Some(&start), session_end());
+        let caller = TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap();
+        let task_span = session.span(&task);
+        assert_eq!(task_span.span_context.trace_id(), caller);
+        assert_eq!(
+            task_span.parent_span_id,
+            SpanId::from_hex("b7ad6b7169203331").unwrap()
+        );
+        assert!(task_span.parent_span_is_remote);
+        assert_eq!(task_span.span_kind, SpanKind::Server);
+        let session_span = session.span(&start);
+        assert_eq!(task_span.links.len(), 1);
+        assert_eq!(
+            task_span.links[0].span_context.span_id(),
+            session_span.span_context.span_id()
+        );
+        assert_eq!(
+            attribute(&task_span, "murmur.a2a.origin"),
+            Some(&AttributeValue::from("peer"))
+        );
+        assert_eq!(session.span(&turn).span_context.trace_id(), caller);
+        assert_ne!(session_span.span_context.trace_id(), caller);
+    }
+
+    #[test]
+    fn a_hook_call_outside_a_task_and_a_task_the_session_outlived() {
+        let mut session = Session::new();
+        let start = session.write(None, session_start());
+        let hook_call = session.write(Some(&start), inference(None, "hook:summarizer", None));
+        let task = session.write(Some(&start), task_start("tsk_1"));
+        session.write(Some(&start), session_end());
+        let session_span = session.span(&start);
+        assert_eq!(
+            session.span(&hook_call).parent_span_id,
+            session_span.span_context.span_id()
+        );
+        assert_eq!(
+            session.span(&task).status,
+            Status::error("the session ended first")
+        );
+        // After session_end the export is over: later events make no span.
+        let late = session.write(Some(&start), inference(None, "hook:late", None));
+        assert!(
+            session
+                .spans()
+                .iter()
+                .all(|span| span.span_context.span_id()
+                    != SpanId::from_hex(&event_span_id(&late)).unwrap())
+        );
+    }
 
     #[test]
     fn a_base_endpoint_gets_the_traces_path_and_a_full_one_is_kept() {
