@@ -358,6 +358,43 @@ fn a_session_exports_its_span_tree_with_gen_ai_attributes() {
         received.len(),
         2 + inferences.len() + tool_calls.len() + shell.len() + compactions.len()
     );
+
+    // `mur trace export` sends the very same spans from the file.
+    let again = RecordingServer::start("");
+    let exported = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .arg("trace")
+        .arg("export")
+        .arg(report["trace_path"].as_str().unwrap())
+        .args(["--endpoint", &again.url(), "--json"])
+        .run();
+    assert_eq!(exported.code, 0, "{exported:#?}");
+    assert_eq!(exported.json()["spans"], json!(received.len()));
+    assert_eq!(comparable(&spans(&again.requests())), comparable(&received));
+}
+
+/// Spans as a set a second export must equal: everything but the order of arrival.
+fn comparable(spans: &[ReceivedSpan]) -> Vec<String> {
+    let mut all: Vec<String> = spans
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} {} {} {}..{} {:?} {:?} {:?} {:?} {:?}",
+                s.trace_id,
+                s.span_id,
+                s.parent_span_id,
+                s.name,
+                s.start_unix_nano,
+                s.end_unix_nano,
+                s.attributes,
+                s.events,
+                s.links,
+                s.status,
+                s.resource
+            )
+        })
+        .collect();
+    all.sort();
+    all
 }
 
 const QUEUE: &str = "lifecycle: { task_acceptance: queue }\ninference:\n  model: test-model\n  driver: { artifact: driver-anthropic }";
@@ -517,6 +554,104 @@ fn an_export_that_fails_is_logged_and_the_session_still_succeeds() {
     // The trace is whole all the same.
     let events = trace_at(Path::new(report["trace_path"].as_str().unwrap()));
     assert_eq!(events.last().unwrap()["event_type"], "session_end");
+
+    // Nothing is lost: once a receiver listens, `mur trace export` sends the session's spans.
+    let export = |endpoint: &str| {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .arg("trace")
+            .arg("export")
+            .arg(&workdir)
+            .args(["--endpoint", endpoint])
+            .run()
+    };
+    let receiver = RecordingServer::start("");
+    let sent = export(&receiver.url());
+    assert_eq!(sent.code, 0, "{sent:#?}");
+    let received = spans(&receiver.requests());
+    let session_id = report["session_id"].as_str().unwrap();
+    assert!(
+        sent.stdout
+            .contains(&format!("exported 3 spans of session {session_id}")),
+        "{}",
+        sent.stdout
+    );
+    assert_eq!(received.len(), 3, "session, task, one inference");
+    assert!(
+        received
+            .iter()
+            .all(|s| s.trace_id == derived(session_id, 16))
+    );
+
+    // Still nothing listening: exit 3, E-TRC-006, the trace untouched.
+    let refused = export(&format!("http://{closed}"));
+    assert_eq!(refused.code, 3, "{refused:#?}");
+    assert!(
+        refused.stderr.contains("error[E-TRC-006]"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        !refused.stderr.contains("W-TRC-004"),
+        "told once, as the error"
+    );
+    // Not a URL: exit 2, E-TRC-005.
+    let bad = export("collector:4318");
+    assert_eq!(bad.code, 2, "{bad:#?}");
+    assert!(bad.stderr.contains("error[E-TRC-005]"), "{}", bad.stderr);
+    assert_eq!(
+        trace_at(Path::new(report["trace_path"].as_str().unwrap())),
+        events
+    );
+}
+
+#[test]
+fn an_unfinished_trace_is_exported_with_its_open_spans_ended_as_errors() {
+    let emulator = emulator("turns:\n  - reply: { text: \"Cut short.\" }\n");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        "cut",
+        (&emulator.url(), "http://127.0.0.1:1"),
+        "",
+        "inference:\n  model: test-model\n  driver: { artifact: driver-anthropic }",
+    );
+    let (output, report) = run(&file, "Hello.");
+    assert_eq!(output.code, 0, "{output:#?}");
+    // The session as it would be left by a crash before its task ended.
+    let path = PathBuf::from(report["trace_path"].as_str().unwrap());
+    let lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.contains("\"task_end\"") && !line.contains("\"session_end\""))
+        .map(str::to_string)
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let receiver = RecordingServer::start("");
+    let sent = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .arg("trace")
+        .arg("export")
+        .arg(&path)
+        .args(["--endpoint", &receiver.url()])
+        .run();
+    assert_eq!(sent.code, 0, "{sent:#?}");
+    let received = spans(&receiver.requests());
+    let events = trace_at(&path);
+    let last = events.last().unwrap()["timestamp"].as_u64().unwrap();
+    for name in ["capsule.session", "capsule.task"] {
+        let span = named(&received, name)[0];
+        assert_eq!(span.status.0, 2, "{name} is an error: {:?}", span.status);
+        assert!(
+            span.status.1.contains("the trace ends before"),
+            "{:?}",
+            span.status
+        );
+        assert_eq!(
+            span.end_unix_nano / 1_000_000,
+            last,
+            "{name} ends at the last event"
+        );
+    }
+    assert_eq!(named(&received, "capsule.inference")[0].status.0, 0);
 }
 
 #[test]

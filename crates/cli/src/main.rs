@@ -5,8 +5,9 @@
 //! 0 success; 1 the work ran and failed (errors found, a tool reported `failed`/`error`, a build
 //! failed); 2 bad input (arguments, an unloadable manifest, invalid tool input); 3 the runtime
 //! stopped a component (deadline, memory limit, trap, load failure, refused data-path), or
-//! `mur send`/`mur control` reached no agent or control plane; 4 `mur send`: the task waits
-//! for input. `mur trace`: 2 when no trace is found or it cannot be read.
+//! `mur send`/`mur control` reached no agent or control plane, or `mur trace export` no OTLP
+//! receiver; 4 `mur send`: the task waits for input. `mur trace`: 2 when no trace is found or
+//! it cannot be read.
 
 mod commands;
 mod render;
@@ -66,8 +67,8 @@ enum Command {
         #[command(subcommand)]
         command: commands::control::ControlCommand,
     },
-    /// Read a session's trace back: turn by turn (show), its cost (report), or what changed
-    /// between two sessions (diff).
+    /// Read a session's trace back: turn by turn (show), its cost (report), what changed
+    /// between two sessions (diff), or send its spans to an OTLP receiver (export).
     Trace {
         #[command(subcommand)]
         command: commands::trace::TraceCommand,

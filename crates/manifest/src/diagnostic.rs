@@ -271,6 +271,8 @@ codes! {
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";
     E_TRC_003 = "E-TRC-003": "a trace cannot be read or is malformed: a line that is not a trace event, no event, or no `session_start` (`mur trace`)";
     W_TRC_004 = "W-TRC-004": "spans could not be exported to `observability.otel_endpoint`; the session went on";
+    E_TRC_005 = "E-TRC-005": "an OTLP endpoint is not an http or https URL (`mur trace export --endpoint`)";
+    E_TRC_006 = "E-TRC-006": "the OTLP receiver did not take every span (`mur trace export`)";
 
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";

@@ -13,10 +13,14 @@
 //! - `report`: tokens and the cache hit ratio per driver choice; calls, outcomes, time and
 //!   output per tool; each hook's calls, compactions, dispatch errors, denials and reopens.
 //! - `diff A B`: what changed from session A to B.
+//! - `export --endpoint URL`: the session's spans sent to an OTLP/HTTP receiver, exactly as
+//!   the session's own export makes them (`murmur_runtime::trace::otel`): again after a failed
+//!   export, or for a session run without one.
 //! - `--json`: the view as JSON, with `trace_path` (`a_trace_path`/`b_trace_path` for a diff)
 //!   first; field names as [`murmur_runtime::trace::analysis`] defines them.
-//! - Exit: 0 shown; 2 no trace found (`E-TRC-002`) or a trace that cannot be read
-//!   (`E-TRC-003`, naming the file and line).
+//! - Exit: 0 shown (or exported); 3 the receiver did not take every span (`E-TRC-006`); 2 an
+//!   endpoint that is not an http(s) URL (`E-TRC-005`), no trace found (`E-TRC-002`) or a trace
+//!   that cannot be read (`E-TRC-003`, naming the file and line).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,7 @@ use murmur_runtime::trace::analysis::{
     self, CallRow, Change, Diff, HookCall, LoadError, NumberChange, Report, SessionSummary, Show,
     TaskView, Tokens, TokensChange, TotalsFrom,
 };
+use murmur_runtime::trace::otel::{OtelExport, ServiceInfo};
 use murmur_runtime::trace::{Event, EventBody, Totals};
 use serde::Serialize;
 use serde_json::Value;
@@ -46,6 +51,18 @@ pub enum TraceCommand {
         /// A trace.jsonl, a session's directory, or a session id under ROOT. Default: the
         /// newest session under ROOT.
         session: Option<String>,
+        #[command(flatten)]
+        options: Options,
+    },
+    /// Send a session's spans to an OTLP/HTTP receiver: again after a failed export, or for the
+    /// first time.
+    Export {
+        /// A trace.jsonl, a session's directory, or a session id under ROOT. Default: the
+        /// newest session under ROOT.
+        session: Option<String>,
+        /// The receiver: a base URL such as `http://127.0.0.1:4318`, or its `/v1/traces` URL.
+        #[arg(long, value_name = "URL")]
+        endpoint: String,
         #[command(flatten)]
         options: Options,
     },
@@ -94,6 +111,8 @@ impl Failure {
 
 const NOT_FOUND: &str = "E-TRC-002";
 const UNREADABLE: &str = "E-TRC-003";
+const BAD_ENDPOINT: &str = "E-TRC-005";
+const NOT_EXPORTED: &str = "E-TRC-006";
 
 pub fn run(command: TraceCommand) -> Exit {
     match command {
@@ -125,6 +144,14 @@ pub fn run(command: TraceCommand) -> Exit {
                 Err(failure) => failure.report(options.json),
             }
         }
+        TraceCommand::Export {
+            session,
+            endpoint,
+            options,
+        } => match resolve_and_load(session.as_deref(), &options.root()) {
+            Ok((path, events)) => export(&path, &events, &endpoint, options.json),
+            Err(failure) => failure.report(options.json),
+        },
         TraceCommand::Diff { a, b, options } => {
             let root = options.root();
             let loaded = resolve_and_load(Some(&a), &root)
@@ -146,6 +173,71 @@ pub fn run(command: TraceCommand) -> Exit {
             }
         }
     }
+}
+
+/// Sends the spans of the trace at `path` to `endpoint`, as the session's own export would have
+/// (the same ids: a receiver that got some of them before sees the same spans again). A span
+/// the trace never closed goes out as an error ending at the trace's last event.
+fn export(path: &Path, events: &[Event], endpoint: &str, json: bool) -> Exit {
+    let Some((session_id, capsule)) = events.iter().find_map(|event| match &event.body {
+        EventBody::SessionStart { capsule, .. } => Some((&event.session_id, capsule)),
+        _ => None,
+    }) else {
+        return load_failure(&LoadError::NoSessionStart {
+            path: path.to_path_buf(),
+        })
+        .report(json);
+    };
+    let service = ServiceInfo {
+        capsule_name: capsule.name.clone(),
+        capsule_version: capsule.version.clone(),
+    };
+    let failure_log = path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("logs")
+        .join("otel.log");
+    let mut export = match OtelExport::start(endpoint, &service, &failure_log) {
+        Ok(export) => export.quiet(),
+        Err(reason) => {
+            return render::failure(
+                json,
+                BAD_ENDPOINT,
+                &reason,
+                "give the receiver's URL, such as `http://127.0.0.1:4318`",
+                Exit::BadInput,
+            );
+        }
+    };
+    for event in events {
+        export.record(event);
+    }
+    export.finish();
+    let url = export.url().to_string();
+    if let Some(error) = export.first_failure() {
+        return render::failure(
+            json,
+            NOT_EXPORTED,
+            &format!("the spans of session {session_id} did not all reach {url}: {error}"),
+            "check that an OTLP/HTTP receiver listens there, then export again: the span ids come from the trace, so the receiver gets the same spans",
+            Exit::Stopped,
+        );
+    }
+    let spans = export.spans_sent();
+    if json {
+        println!(
+            "{:#}",
+            serde_json::json!({
+                "trace_path": path,
+                "session_id": session_id,
+                "endpoint": url,
+                "spans": spans,
+            })
+        );
+    } else {
+        println!("exported {spans} spans of session {session_id} to {url}");
+    }
+    Exit::Ok
 }
 
 /// Prints `view` as one JSON object, `paths` first.

@@ -24,6 +24,10 @@
 //!   thread; a failed or refused export is written to `<workdir>/logs/otel.log` and, the first
 //!   time, to stderr as `W-TRC-004`. At `session_end` the queue is flushed, waiting at most
 //!   [`EXPORT_TIMEOUT`] for each request.
+//! - **The same file, the same spans.** Fed a finished `trace.jsonl` again (`mur trace
+//!   export`), an export sends exactly the spans the session's own did. What a trace leaves
+//!   open (no `task_end`, no `session_end`) is ended at its last event as an error by
+//!   [`OtelExport::finish`], which also runs when an export is dropped.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -80,13 +84,19 @@ pub struct ServiceInfo {
 struct FailureLog {
     url: String,
     path: PathBuf,
+    /// Whether stderr was told already (set from the start for a quiet export).
     told: AtomicBool,
     failures: AtomicU64,
+    first: std::sync::Mutex<Option<String>>,
 }
 
 impl FailureLog {
     fn record(&self, what: &str) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+        self.first
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .get_or_insert_with(|| what.to_string());
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
@@ -106,7 +116,7 @@ impl FailureLog {
                 Err(error) => format!("{} could not be written: {error}", self.path.display()),
             };
             eprintln!(
-                "warning[W-TRC-004]: OTLP export to {} failed: {what}; the session goes on\n  hint: check that an OTLP/HTTP receiver listens there ({where_logged})",
+                "warning[W-TRC-004]: OTLP export to {} failed: {what}; the session goes on\n  hint: check that an OTLP/HTTP receiver listens there ({where_logged}); `mur trace export` sends a session's spans again",
                 self.url
             );
         }
@@ -166,6 +176,9 @@ pub struct OtelExport {
     received: HashMap<String, (Option<String>, Vec<KeyValue>)>,
     /// The context id of each open task, by its `task_start` event id.
     contexts: HashMap<String, String>,
+    /// The timestamp of the latest event: where [`OtelExport::finish`] ends open spans.
+    last_at: SystemTime,
+    spans_sent: u64,
     shut_down: bool,
 }
 
@@ -243,6 +256,14 @@ impl OtelExport {
         service: &ServiceInfo,
         failure_log: &Path,
     ) -> Result<OtelExport, String> {
+        let usable = url::Url::parse(endpoint).is_ok_and(|parsed| {
+            matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some()
+        });
+        if !usable {
+            return Err(format!(
+                "`{endpoint}` is not an http or https URL of an OTLP/HTTP receiver"
+            ));
+        }
         let url = traces_url(endpoint);
         // The blocking client runs its own runtime; it must be made outside any async one.
         let client = std::thread::scope(|scope| {
@@ -269,6 +290,7 @@ impl OtelExport {
             path: failure_log.to_path_buf(),
             told: AtomicBool::new(false),
             failures: AtomicU64::new(0),
+            first: std::sync::Mutex::new(None),
         });
         let exporter = LoggedExporter {
             inner,
@@ -315,8 +337,35 @@ impl OtelExport {
             owners: HashMap::new(),
             received: HashMap::new(),
             contexts: HashMap::new(),
+            last_at: UNIX_EPOCH,
+            spans_sent: 0,
             shut_down: false,
         }
+    }
+
+    /// Tells nothing on stderr: the caller reports [`OtelExport::first_failure`] itself.
+    pub fn quiet(self) -> OtelExport {
+        self.log.told.store(true, Ordering::Relaxed);
+        self
+    }
+
+    /// How many spans were handed to the exporter.
+    pub fn spans_sent(&self) -> u64 {
+        self.spans_sent
+    }
+
+    /// Why the first failed request failed, if one did.
+    pub fn first_failure(&self) -> Option<String> {
+        self.log
+            .first
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// The traces URL spans go to.
+    pub fn url(&self) -> &str {
+        &self.log.url
     }
 
     /// How many export requests failed so far.
@@ -330,6 +379,7 @@ impl OtelExport {
             return;
         }
         let at = system_time(event.timestamp);
+        self.last_at = self.last_at.max(at);
         let owner = event
             .parent_id
             .as_ref()
@@ -767,7 +817,8 @@ impl OtelExport {
         );
     }
 
-    fn send(&self, open: OpenSpan, end: SystemTime, status: Status) {
+    fn send(&mut self, open: OpenSpan, end: SystemTime, status: Status) {
+        self.spans_sent += 1;
         let (parent_span_id, parent_span_is_remote) = match &open.parent {
             Some((parent, remote)) => (
                 SpanId::from_hex(&parent.span_id).unwrap_or(SpanId::INVALID),
@@ -796,6 +847,34 @@ impl OtelExport {
         });
     }
 
+    /// Ends what is still open at the latest event (tasks, then the session; each an error:
+    /// the trace stops before their end), then [`OtelExport::shutdown`]. For a trace without
+    /// `session_end`: a session that died, or one read while it runs.
+    pub fn finish(&mut self) {
+        if self.shut_down {
+            return;
+        }
+        let at = self.last_at;
+        let open: Vec<String> = self.tasks.keys().cloned().collect();
+        for task_event in open {
+            if let Some(task) = self.tasks.remove(&task_event) {
+                self.send(
+                    task,
+                    at,
+                    Status::error("the trace ends before the task did"),
+                );
+            }
+        }
+        if let Some(session) = self.session.take() {
+            self.send(
+                session,
+                at,
+                Status::error("the trace ends before the session did"),
+            );
+        }
+        self.shutdown();
+    }
+
     /// Sends what is queued and stops the export; later events are not exported.
     pub fn shutdown(&mut self) {
         if self.shut_down {
@@ -813,7 +892,7 @@ impl OtelExport {
 
 impl Drop for OtelExport {
     fn drop(&mut self) {
-        self.shutdown();
+        self.finish();
     }
 }
 
@@ -860,6 +939,7 @@ mod tests {
                 path: log.path().join("otel.log"),
                 told: AtomicBool::new(false),
                 failures: AtomicU64::new(0),
+                first: Mutex::new(None),
             });
             let service = ServiceInfo {
                 capsule_name: "unit".into(),
