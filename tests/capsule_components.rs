@@ -192,6 +192,14 @@ fn a_capsule_component_pulls_a_tool_mid_session_and_invokes_it() {
             ("write-file", "refused")
         ]
     );
+    // The component's call is traced with what the tool declared, as an agent's would be.
+    let written = events
+        .iter()
+        .find(|event| event["event_type"] == "tool_call" && event["status"] == "passed")
+        .unwrap();
+    assert_eq!(written["state_effect"], "mutate", "{written}");
+    assert_eq!(written["resource_id"], "file:pulled.md", "{written}");
+    assert_eq!(written["input_path"], "pulled.md", "{written}");
 
     // A second session finds it pinned and installed: the pull changes nothing.
     let again = run(home.path(), &dir, reg.path());

@@ -73,6 +73,16 @@ pub enum StateEffect {
     Mutate,
 }
 
+impl StateEffect {
+    /// The value as the contract spells it (and the trace records it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateEffect::Read => "read",
+            StateEffect::Mutate => "mutate",
+        }
+    }
+}
+
 /// A tool's result, read under the contract's rules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolOutput {

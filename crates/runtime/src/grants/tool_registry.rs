@@ -116,6 +116,11 @@ pub struct Invoked {
     pub error: Option<ErrorRef>,
     /// Requests a grant refused during the call.
     pub refusals: Vec<String>,
+    /// What the tool declared of the resource it addressed (`read`/`mutate`, its id).
+    pub state_effect: Option<String>,
+    pub resource_id: Option<String>,
+    /// The input's path-like field: the redundancy detector's fallback.
+    pub input_path: Option<String>,
 }
 
 /// The per-call state of the tool-registry grant of a capsule component's store.
@@ -149,9 +154,9 @@ impl ToolRegistryGrant {
                 tool_name: call.tool.clone(),
                 status: call.status.clone(),
                 is_error: call.status != "passed",
-                state_effect: None,
-                resource_id: None,
-                input_path: None,
+                state_effect: call.state_effect.clone(),
+                resource_id: call.resource_id.clone(),
+                input_path: call.input_path.clone(),
                 output_bytes: call.output_bytes,
                 duration_ms: call.duration_ms,
                 error: call.error.clone(),
@@ -172,6 +177,11 @@ impl Host for HostState {
         input: WitInput,
     ) -> wasmtime::Result<Result<WitResult, String>> {
         let started = Instant::now();
+        let input_path = input
+            .data
+            .as_deref()
+            .and_then(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .and_then(|value| crate::trace::schema::input_path(&value));
         let Some(grant) = self.tool_registry.as_mut() else {
             return Ok(Err(
                 "murmur:tool-registry/invoke is available to capsule components only".to_string(),
@@ -195,6 +205,9 @@ impl Host for HostState {
                     message: text.clone(),
                 }),
                 refusals: Vec::new(),
+                state_effect: None,
+                resource_id: None,
+                input_path: input_path.clone(),
             });
             return Ok(Err(text));
         };
@@ -209,6 +222,9 @@ impl Host for HostState {
                     message: text.clone(),
                 }),
                 refusals: Vec::new(),
+                state_effect: None,
+                resource_id: None,
+                input_path: input_path.clone(),
             });
             return Ok(Err(format!("error[E-RUN-009]: {text}")));
         }
@@ -245,6 +261,11 @@ impl Host for HostState {
                     duration_ms,
                     error: None,
                     refusals,
+                    state_effect: output
+                        .state_effect
+                        .map(|effect| effect.as_str().to_string()),
+                    resource_id: output.resource_id,
+                    input_path,
                 };
                 let answer = WitResult {
                     status: match result.status {
@@ -272,6 +293,9 @@ impl Host for HostState {
                         message: error.to_string(),
                     }),
                     refusals,
+                    state_effect: None,
+                    resource_id: None,
+                    input_path,
                 };
                 (record, Err(text))
             }

@@ -13,7 +13,7 @@ use crate::grants::Grants;
 use crate::grants::message::SendingTask;
 use crate::inference::neutral::{Block, Message};
 use crate::session::staging::{StagedSkill, StagedTool};
-use crate::tool::{StateEffect, ToolInput, ToolStatus};
+use crate::tool::{ToolInput, ToolStatus};
 use crate::trace::schema::{ErrorRef, EventBody};
 
 /// The opening of the fence around every tool result.
@@ -199,10 +199,9 @@ impl ToolCallSite<'_> {
                         ToolStatus::Error => "error",
                     },
                     status != ToolStatus::Passed,
-                    output.state_effect.map(|effect| match effect {
-                        StateEffect::Read => "read".to_string(),
-                        StateEffect::Mutate => "mutate".to_string(),
-                    }),
+                    output
+                        .state_effect
+                        .map(|effect| effect.as_str().to_string()),
                     output.resource_id,
                     None,
                 )
