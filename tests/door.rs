@@ -91,6 +91,16 @@ fn trace(served_dir: &Path) -> Vec<Value> {
 #[test]
 fn the_agent_card_is_served_in_both_versions() {
     let capsule = capsule("turns: []\n", QUEUE);
+    // With a skill beside the tools: the card's tags name everything the agent is offered.
+    let manifest = capsule.dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "\ninference:",
+        &format!(
+            "\n  - {{ name: skill-style, version: \"0.1.0\", runtime: skill, path: {} }}\ninference:",
+            repo_root().join("tests/fixtures/skill-style").display()
+        ),
+    );
+    std::fs::write(&manifest, text).unwrap();
     let served = capsule.serve();
     let (status, v1) = served.get("/.well-known/agent-card.json", &[]);
     assert_eq!(status, 200);
@@ -98,6 +108,10 @@ fn the_agent_card_is_served_in_both_versions() {
     assert_eq!(v1["name"], "doorman");
     assert_eq!(v1["version"], "0.2.0");
     assert_eq!(v1["capabilities"]["streaming"], true);
+    assert_eq!(
+        v1["skills"][0]["tags"],
+        json!(["murmur", "read-file", "probe", "skill-style"])
+    );
     assert_eq!(
         v1["supportedInterfaces"][0]["url"],
         format!("{}/", served.url)

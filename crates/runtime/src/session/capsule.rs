@@ -135,23 +135,7 @@ pub fn stage(
     engine: &Engine,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<StagedCapsule, StageError> {
-    let loaded = murmur_manifest::load_capsule(capsule_file, env);
-    let mut warnings = loaded.diagnostics.clone();
-    let Some(capsule) = loaded.manifest else {
-        return Err(StageError::Manifest(loaded.diagnostics));
-    };
-    let capsule_dir = capsule_file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut problems = Vec::new();
-    for (_, artifact) in murmur_manifest::check_local_artifacts(&capsule, capsule_file, env) {
-        problems.extend(artifact.diagnostics);
-    }
-    if problems.iter().any(Diagnostic::is_error) {
-        return Err(StageError::Manifest(problems));
-    }
-    warnings.extend(problems);
+    let (capsule, capsule_dir, warnings) = super::staging::load_checked(capsule_file, env)?;
     if capsule.inference.is_some() {
         return Err(invalid(
             "E-RUN-013",

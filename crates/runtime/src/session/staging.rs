@@ -220,13 +220,12 @@ pub fn stage(
     )
 }
 
-/// Stages the capsule whose manifest is `capsule_file`.
-pub fn stage_with(
+/// The capsule manifest at `capsule_file`, loaded and checked with its local artifacts' own
+/// manifests: the manifest, its directory, and the warnings found. Any error stops here.
+pub(crate) fn load_checked(
     capsule_file: &Path,
-    engine: &Engine,
-    lookups: &Lookups<'_>,
-) -> Result<Staged, StageError> {
-    let env = lookups.env;
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(CapsuleManifest, PathBuf, Vec<Diagnostic>), StageError> {
     let loaded = murmur_manifest::load_capsule(capsule_file, env);
     let mut warnings = loaded.diagnostics.clone();
     let Some(capsule) = loaded.manifest else {
@@ -244,6 +243,17 @@ pub fn stage_with(
         return Err(StageError::Manifest(problems));
     }
     warnings.extend(problems);
+    Ok((capsule, capsule_dir, warnings))
+}
+
+/// Stages the capsule whose manifest is `capsule_file`.
+pub fn stage_with(
+    capsule_file: &Path,
+    engine: &Engine,
+    lookups: &Lookups<'_>,
+) -> Result<Staged, StageError> {
+    let env = lookups.env;
+    let (capsule, capsule_dir, mut warnings) = load_checked(capsule_file, env)?;
 
     let path_var = env("PATH").unwrap_or_default();
     for binary in &capsule.capabilities.shell.allow {

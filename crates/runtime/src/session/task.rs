@@ -15,7 +15,7 @@ use crate::hooks::events::{
     TaskEndEvent, TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list,
     to_wit,
 };
-use crate::hooks::{HookServices, HookSet, Scope};
+use crate::hooks::{Denial, HookServices, HookSet, Scope};
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::choices::{DriverChoice, wire_view};
 use crate::inference::continuation::{Continuation, Plan};
@@ -1082,35 +1082,15 @@ impl<'a> SessionContext<'a> {
             Err(_) => None,
         };
         let (message, outcome) = match (admitted, denial) {
-            (Ok(_), Some(denial)) => {
-                let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
-                self.trace(
-                    inference_event,
-                    EventBody::CallDenied {
-                        task_id: run.task_id.clone(),
-                        turn,
-                        kind: "tool".to_string(),
-                        call_id: call_id.to_string(),
-                        target: name.to_string(),
-                        hook: denial.hook.clone(),
-                        reason: denial.reason.clone(),
-                    },
-                )?;
-                let message = Message::Tool {
-                    tool_call_id: call_id.to_string(),
-                    is_error: true,
-                    content: vec![Block::Text {
-                        text: fence(name, call_id, &text),
-                    }],
-                };
-                let outcome = ToolCallOutcome {
-                    status: None,
-                    output: text.clone(),
-                    error: Some(text),
-                    duration_ms: 0,
-                };
-                (message, outcome)
-            }
+            (Ok(_), Some(denial)) => self.denied_call(
+                &run.task_id,
+                turn,
+                inference_event,
+                call_id,
+                "tool",
+                name,
+                denial,
+            )?,
             (admitted, _) => {
                 let dispatched = match admitted {
                     Ok(tool) => site.call(tool).await,
@@ -1141,14 +1121,18 @@ impl<'a> SessionContext<'a> {
                 (dispatched.message, outcome)
             }
         };
-        self.observer
-            .tool_result(call_id, name, &message.text(), message_is_error(&message));
-        let mut stored = StoredMessage::new(message);
-        stored.source_id = Some(format!("tool:{name}"));
-        run.history.push(stored);
-        let scope = self.scope(run, turn, inference_event);
-        self.hooks.dispatch(event(Some(outcome)), &scope).await?;
-        Ok(())
+        let observation = event(Some(outcome));
+        self.hand_back(
+            run,
+            turn,
+            inference_event,
+            call_id,
+            name,
+            "tool",
+            message,
+            observation,
+        )
+        .await
     }
 
     /// One call of a skill, answered in-process. To the hooks it is a tool call: the
@@ -1181,35 +1165,15 @@ impl<'a> SessionContext<'a> {
         };
         let scope = self.scope(run, turn, inference_event);
         let (message, outcome) = match self.hooks.decide(event(None), &scope).await? {
-            Some(denial) => {
-                let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
-                self.trace(
-                    inference_event,
-                    EventBody::CallDenied {
-                        task_id: run.task_id.clone(),
-                        turn,
-                        kind: "skill".to_string(),
-                        call_id: call_id.to_string(),
-                        target: name.to_string(),
-                        hook: denial.hook,
-                        reason: denial.reason,
-                    },
-                )?;
-                let message = Message::Tool {
-                    tool_call_id: call_id.to_string(),
-                    is_error: true,
-                    content: vec![Block::Text {
-                        text: fence(name, call_id, &text),
-                    }],
-                };
-                let outcome = ToolCallOutcome {
-                    status: None,
-                    output: text.clone(),
-                    error: Some(text),
-                    duration_ms: 0,
-                };
-                (message, outcome)
-            }
+            Some(denial) => self.denied_call(
+                &run.task_id,
+                turn,
+                inference_event,
+                call_id,
+                "skill",
+                name,
+                denial,
+            )?,
             None => {
                 let answer = skill_answer(skill, &run.task_id, turn, call_id);
                 self.trace(inference_event, answer.event)?;
@@ -1222,13 +1186,83 @@ impl<'a> SessionContext<'a> {
                 (answer.message, outcome)
             }
         };
+        let observation = event(Some(outcome));
+        self.hand_back(
+            run,
+            turn,
+            inference_event,
+            call_id,
+            name,
+            "skill",
+            message,
+            observation,
+        )
+        .await
+    }
+
+    /// A call a hook's `deny` refused: the `call_denied` event (`kind` `tool` or `skill`), and
+    /// the fenced error result the model gets with the outcome the hooks observe.
+    #[allow(clippy::too_many_arguments)]
+    fn denied_call(
+        &self,
+        task_id: &str,
+        turn: u32,
+        inference_event: &str,
+        call_id: &str,
+        kind: &str,
+        name: &str,
+        denial: Denial,
+    ) -> std::io::Result<(Message, ToolCallOutcome)> {
+        let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
+        self.trace(
+            inference_event,
+            EventBody::CallDenied {
+                task_id: task_id.to_string(),
+                turn,
+                kind: kind.to_string(),
+                call_id: call_id.to_string(),
+                target: name.to_string(),
+                hook: denial.hook,
+                reason: denial.reason,
+            },
+        )?;
+        let message = Message::Tool {
+            tool_call_id: call_id.to_string(),
+            is_error: true,
+            content: vec![Block::Text {
+                text: fence(name, call_id, &text),
+            }],
+        };
+        let outcome = ToolCallOutcome {
+            status: None,
+            output: text.clone(),
+            error: Some(text),
+            duration_ms: 0,
+        };
+        Ok((message, outcome))
+    }
+
+    /// A call's result handed back: shown to the observer, added to the history (sourced
+    /// `<source>:<name>`), then `observation` dispatched to the hooks.
+    #[allow(clippy::too_many_arguments)]
+    async fn hand_back(
+        &self,
+        run: &mut TaskRun,
+        turn: u32,
+        inference_event: &str,
+        call_id: &str,
+        name: &str,
+        source: &str,
+        message: Message,
+        observation: HookEvent,
+    ) -> std::io::Result<()> {
         self.observer
             .tool_result(call_id, name, &message.text(), message_is_error(&message));
         let mut stored = StoredMessage::new(message);
-        stored.source_id = Some(format!("skill:{name}"));
+        stored.source_id = Some(format!("{source}:{name}"));
         run.history.push(stored);
         let scope = self.scope(run, turn, inference_event);
-        self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        self.hooks.dispatch(observation, &scope).await?;
         Ok(())
     }
 
