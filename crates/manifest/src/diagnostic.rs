@@ -254,6 +254,7 @@ codes! {
     E_RUN_019 = "E-RUN-019": "the user's credentials file (`$MURMUR_HOME/credentials.yaml`) cannot be read, or is not a mapping of names to strings";
     W_RUN_020 = "W-RUN-020": "the user's credentials file can be read by its group or by others";
     E_RUN_021 = "E-RUN-021": "a declared tool or skill has the name of a runtime tool the capsule offers (`shell`, `switch-driver`)";
+    E_RUN_022 = "E-RUN-022": "the runtime could not write or read its own file in the session workdir (`out/result.txt`, a context's `history.json`, a log): a link or a directory was planted there, or the disk is full";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
     E_REG_002 = "E-REG-002": "an artifact archive is malformed or unsafe (a path out of it, a link, a special file, no manifest)";
@@ -273,6 +274,7 @@ codes! {
     W_TRC_004 = "W-TRC-004": "spans could not be exported to `observability.otel_endpoint`; the session went on";
     E_TRC_005 = "E-TRC-005": "an OTLP endpoint is not an http or https URL (`mur trace export --endpoint`)";
     E_TRC_006 = "E-TRC-006": "the OTLP receiver did not take every span (`mur trace export`)";
+    W_TRC_007 = "W-TRC-007": "a trace ends in a cut line (the disk filled or the process died mid-write); it was read up to its last whole line";
 
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";

@@ -19,6 +19,7 @@
 //!
 //! The runtime does not print: progress and results go back to the caller as values.
 
+pub mod beneath;
 mod bindings;
 pub mod door;
 pub mod engine;

@@ -17,13 +17,13 @@
 //! - A deadline, a memory limit and a trap are three different errors, and every request a grant
 //!   refused during the call is reported, whatever the call's end.
 
-use std::io::Read;
-use std::path::{Component, Path};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use wasmtime::Store;
 
+use crate::beneath::{BeneathDir, BeneathError};
 use crate::bindings;
 use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
 use crate::error::RuntimeError;
@@ -285,68 +285,23 @@ pub fn read_data_path(workdir: &Path, data_path: &str) -> Result<String, String>
     if decoded.contains('\0') {
         return Err("it holds a NUL byte".to_string());
     }
-    let mut current = workdir.to_path_buf();
-    let mut walked = false;
-    for part in Path::new(decoded.as_ref()).components() {
-        match part {
-            Component::CurDir => continue,
-            Component::RootDir | Component::Prefix(_) => {
-                return Err("it is absolute; name a path relative to the session workdir".into());
+    let dir = BeneathDir::open(workdir)
+        .map_err(|error| format!("the workdir cannot be opened: {error}"))?;
+    let bytes = dir
+        .read(Path::new(decoded.as_ref()), DATA_PATH_MAX_BYTES)
+        .map_err(|error| match error {
+            BeneathError::BadPath { reason, .. } => reason.to_string(),
+            BeneathError::Symlink { .. } => "it passes through a symlink".to_string(),
+            BeneathError::NotRegular { kind, .. } => format!("it is {kind}, not a regular file"),
+            BeneathError::Linked { .. } => "it has other hard links".to_string(),
+            BeneathError::TooLarge { limit, .. } => {
+                format!("it is over the {limit} byte limit")
             }
-            Component::ParentDir => return Err("it climbs with `..`".to_string()),
-            Component::Normal(name) => {
-                current.push(name);
-                walked = true;
-                let metadata = std::fs::symlink_metadata(&current).map_err(|error| {
-                    if error.kind() == std::io::ErrorKind::NotFound {
-                        "it does not exist".to_string()
-                    } else {
-                        format!("it cannot be inspected: {error}")
-                    }
-                })?;
-                if metadata.file_type().is_symlink() {
-                    return Err("it passes through a symlink".to_string());
-                }
-            }
-        }
-    }
-    if !walked {
-        return Err("it names the workdir itself, not a file".to_string());
-    }
-    let file = open_no_follow(&current).map_err(|error| format!("it cannot be opened: {error}"))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| format!("it cannot be inspected: {error}"))?;
-    if !metadata.is_file() {
-        return Err("it is not a regular file".to_string());
-    }
-    if metadata.len() > DATA_PATH_MAX_BYTES {
-        return Err(format!(
-            "it is {} bytes, over the {} byte limit",
-            metadata.len(),
-            DATA_PATH_MAX_BYTES
-        ));
-    }
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(DATA_PATH_MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("it cannot be read: {error}"))?;
-    if bytes.len() as u64 > DATA_PATH_MAX_BYTES {
-        return Err(format!(
-            "it grew past the {} byte limit while being read",
-            DATA_PATH_MAX_BYTES
-        ));
-    }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Opens `path` for reading, failing if its last component is a symlink.
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+            BeneathError::NotFound { .. } => "it does not exist".to_string(),
+            BeneathError::Io { source, .. } => format!("it cannot be read: {source}"),
+        })?;
+    Ok(String::from_utf8(bytes)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned()))
 }
 
 #[cfg(test)]

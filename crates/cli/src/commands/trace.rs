@@ -111,6 +111,7 @@ impl Failure {
 
 const NOT_FOUND: &str = "E-TRC-002";
 const UNREADABLE: &str = "E-TRC-003";
+const CUT: &str = "W-TRC-007";
 const BAD_ENDPOINT: &str = "E-TRC-005";
 const NOT_EXPORTED: &str = "E-TRC-006";
 
@@ -192,12 +193,23 @@ fn export(path: &Path, events: &[Event], endpoint: &str, json: bool) -> Exit {
         capsule_name: capsule.name.clone(),
         capsule_version: capsule.version.clone(),
     };
-    let failure_log = path
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("logs")
-        .join("otel.log");
-    let mut export = match OtelExport::start(endpoint, &service, &failure_log) {
+    let session_dir = path.parent().unwrap_or(Path::new("."));
+    let workdir = match murmur_runtime::beneath::BeneathDir::open(session_dir) {
+        Ok(dir) => std::sync::Arc::new(dir),
+        Err(error) => {
+            return render::failure(
+                json,
+                UNREADABLE,
+                &format!(
+                    "the session directory {} cannot be opened: {error}",
+                    session_dir.display()
+                ),
+                "name a session directory you can read and write",
+                Exit::BadInput,
+            );
+        }
+    };
+    let mut export = match OtelExport::start(endpoint, &service, workdir) {
         Ok(export) => export.quiet(),
         Err(reason) => {
             return render::failure(
@@ -262,8 +274,16 @@ fn resolve_and_load(given: Option<&str>, root: &Path) -> Result<(PathBuf, Vec<Ev
     let path = resolve(given, root)?;
     // Printed and in `--json` as an absolute path, whichever way it was named.
     let path = std::fs::canonicalize(&path).unwrap_or(path);
-    let events = analysis::load(&path).map_err(|error| load_failure(&error))?;
-    Ok((path, events))
+    let loaded = analysis::load(&path).map_err(|error| load_failure(&error))?;
+    if let Some(cut) = loaded.cut {
+        eprintln!(
+            "warning[{CUT}]: {}:{}: the trace ends in a cut line ({} bytes); it was read up to its last whole line\n  hint: the disk filled or the process died while writing it: the session's last event is missing",
+            path.display(),
+            cut.line,
+            cut.bytes
+        );
+    }
+    Ok((path, loaded.events))
 }
 
 fn load_failure(error: &LoadError) -> Failure {
@@ -1202,7 +1222,7 @@ mod tests {
                 text.push_str(&garbage);
             }
             let parsed = analysis::parse(text.as_bytes(), Path::new("trace.jsonl"));
-            if let Ok(events) = parsed {
+            if let Ok(analysis::Loaded { events, .. }) = parsed {
                 let shown = analysis::show(&events);
                 let reported = analysis::report(&events);
                 let diffed = analysis::diff(&events, &events);

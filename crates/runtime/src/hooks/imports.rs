@@ -12,7 +12,6 @@
 //! - `history(none)` is the current task's conversation; `history(some(ctx))` a context of this
 //!   session, as it was last saved.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,7 +44,9 @@ pub(crate) struct HookServices {
     pub spend: Arc<crate::inference::spend::SpendMeter>,
     /// Set once the trace exists (after `on-stage`).
     pub trace: std::sync::OnceLock<Trace>,
-    pub workdir: PathBuf,
+    /// The session workdir: the host reads contexts' histories from it for
+    /// `conversation/read`, and writes hook logs into it.
+    pub workdir: Arc<crate::beneath::BeneathDir>,
     pub session_id: String,
 }
 
@@ -247,19 +248,19 @@ impl murmur::conversation::read::Host for HostState {
             return Ok(Err("no conversation is in progress".to_string()));
         };
         let safe = wanted.starts_with("ctx_") && wanted[4..].chars().all(|c| c.is_ascii_hexdigit());
-        let path = hook
-            .services
-            .workdir
-            .join("contexts")
-            .join(wanted)
+        let path = std::path::Path::new("contexts")
+            .join(&wanted)
             .join("history.json");
-        if !safe || !path.is_file() {
+        if !safe || !hook.services.workdir.is_file(&path) {
             return Ok(Err(format!("this session has no context `{wanted}`")));
         }
-        let read = std::fs::read_to_string(&path)
+        let read = hook
+            .services
+            .workdir
+            .read(&path, crate::session::workdir::HISTORY_MAX_BYTES)
             .map_err(|error| error.to_string())
-            .and_then(|text| {
-                serde_json::from_str::<Vec<StoredMessage>>(&text).map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                serde_json::from_slice::<Vec<StoredMessage>>(&bytes).map_err(|e| e.to_string())
             });
         Ok(read.map(|history| history.iter().map(to_wit).collect()))
     }

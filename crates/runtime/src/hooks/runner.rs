@@ -1,8 +1,6 @@
 //! Running a session's hooks: one instance each, calls under a deadline, the arms each
 //! handler commits, faults logged and traced, `async` hooks behind their queues.
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,7 +76,6 @@ pub struct HookSet {
     grants: Vec<Grants>,
     live: Vec<Mutex<Option<Live>>>,
     queues: Vec<Option<AsyncQueue>>,
-    logs: PathBuf,
 }
 
 impl HookSet {
@@ -87,7 +84,6 @@ impl HookSet {
     pub(crate) fn start(services: Arc<HookServices>, grants: Vec<Grants>) -> Arc<HookSet> {
         let hooks = &services.staged.hooks;
         let set = Arc::new(HookSet {
-            logs: services.workdir.join("logs"),
             live: hooks.iter().map(|_| Mutex::new(None)).collect(),
             queues: hooks
                 .iter()
@@ -428,12 +424,7 @@ impl HookSet {
             unix_ms(),
             handler.name()
         );
-        std::fs::create_dir_all(&self.logs)?;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("hook-{name}.log")))?
-            .write_all(line.as_bytes())?;
+        self.append_log(name, &line)?;
         if let Some(trace) = self.services.trace.get() {
             trace.write(
                 Some(&scope.parent_event),
@@ -451,12 +442,14 @@ impl HookSet {
 
     /// Appends a plain line to `logs/hook-<name>.log` (not a fault).
     pub fn log(&self, hook: &str, line: &str) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.logs)?;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("hook-{hook}.log")))?
-            .write_all(format!("{} {line}\n", unix_ms()).as_bytes())
+        self.append_log(hook, &format!("{} {line}\n", unix_ms()))
+    }
+
+    /// Appends to `logs/hook-<hook>.log` through the workdir handle: a link or FIFO planted at
+    /// that name is replaced, never written through.
+    fn append_log(&self, hook: &str, text: &str) -> std::io::Result<()> {
+        let path = std::path::Path::new("logs").join(format!("hook-{hook}.log"));
+        Ok(self.services.workdir.append(&path, text.as_bytes())?)
     }
 }
 

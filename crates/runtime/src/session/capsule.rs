@@ -56,7 +56,7 @@ use crate::session::{
 use crate::tool::{classify_failure, deadline_ticks};
 use crate::trace::context::SpanRef;
 use crate::trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
-use crate::trace::{EventBody, Trace, TraceWriter};
+use crate::trace::{EventBody, Trace};
 
 /// How a capsule component's session is run.
 pub struct CapsuleConfig {
@@ -425,7 +425,7 @@ pub async fn run(
         })?;
     let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
     let trace = Trace::new(super::exported(
-        TraceWriter::create(&workdir.trace(), &session_id).map_err(trace_error)?,
+        workdir.create_trace(&session_id).map_err(trace_error)?,
         &staged.capsule,
         &workdir,
     ));
@@ -549,7 +549,10 @@ pub async fn run(
             "--- stdout ---\n{}\n--- stderr ---\n{}\n",
             run.stdout, run.stderr
         );
-        std::fs::write(workdir.root.join("logs").join("capsule.log"), log).map_err(trace_error)?;
+        workdir
+            .dir()
+            .write_whole("logs/capsule.log", log.as_bytes())
+            .map_err(|error| trace_error(error.into()))?;
     }
     for send in &run.sends {
         trace

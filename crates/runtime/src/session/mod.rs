@@ -258,7 +258,22 @@ pub struct SessionError {
 }
 
 impl SessionError {
+    /// The session failed on `error`: its workdir (E-RUN-022) when the error came from an
+    /// access to it, else its trace (E-TRC-001).
     fn trace(workdir: &Workdir, error: std::io::Error) -> SessionError {
+        if let Some(reason) = crate::beneath::BeneathError::inside(&error) {
+            return SessionError {
+                code: "E-RUN-022",
+                message: format!(
+                    "the session workdir {} could not be written: {reason}",
+                    workdir.root.display()
+                ),
+                hint: "the runtime never follows a link a component planted in the workdir; \
+                       free disk space, or keep components from replacing its own files"
+                    .to_string(),
+                workdir: Some(workdir.root.clone()),
+            };
+        }
         SessionError {
             code: "E-TRC-001",
             message: format!(
@@ -289,7 +304,7 @@ fn exported(
     match crate::trace::otel::OtelExport::start(
         endpoint,
         &service,
-        &workdir.root.join("logs").join("otel.log"),
+        workdir.dir().clone(),
     ) {
         Ok(export) => writer.with_export(export),
         Err(reason) => {
@@ -391,14 +406,14 @@ pub async fn run_fed(
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
     let trace = Trace::new(exported(
-        TraceWriter::create(&workdir.trace(), &session_id)
+        workdir.create_trace(&session_id)
             .map_err(|error| SessionError::trace(&workdir, error))?,
         &staged.capsule,
         &workdir,
     ));
     workdir
         .write_murmur_md(&staged)
-        .map_err(|error| SessionError::trace(&workdir, error))?;
+        .map_err(|error| SessionError::trace(&workdir, error.into()))?;
     let session_event = trace
         .write(
             None,

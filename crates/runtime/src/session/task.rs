@@ -182,7 +182,7 @@ impl<'a> SessionContext<'a> {
             },
             spend: spend.clone(),
             trace: std::sync::OnceLock::new(),
-            workdir: workdir.root.clone(),
+            workdir: workdir.dir().clone(),
             session_id: session_id.to_string(),
         });
         let hooks = HookSet::start(services, hook_grants);
@@ -200,7 +200,7 @@ impl<'a> SessionContext<'a> {
             let grant = ShellGrant::new(
                 &capsule.capabilities.shell.allow,
                 &lookup("PATH").unwrap_or_default(),
-                &workdir.root,
+                workdir.dir().clone(),
                 read_only.clone(),
                 env,
                 capsule
@@ -323,9 +323,10 @@ impl<'a> SessionContext<'a> {
                     )?;
                     continue;
                 }
-                let dir = self.workdir.root.join("tools").join(binary);
-                std::fs::create_dir_all(&dir)?;
-                std::fs::write(dir.join("murmur.yaml"), file.manifest)?;
+                let path = std::path::Path::new("tools").join(binary).join("murmur.yaml");
+                self.workdir
+                    .dir()
+                    .write_whole(&path, file.manifest.as_bytes())?;
             }
         }
         Ok(())
@@ -433,7 +434,10 @@ impl<'a> SessionContext<'a> {
                 ),
             ),
         };
-        let prior = self.prior_history(&context_id);
+        let (prior, mut unreadable) = match self.prior_history(&context_id) {
+            Ok(prior) => (prior, None),
+            Err(failure) => (Vec::new(), Some(failure)),
+        };
         let prior_tokens: u64 = prior
             .iter()
             .map(|m| tokens::count(&serde_json::to_string(&m.message).unwrap_or_default()))
@@ -448,7 +452,10 @@ impl<'a> SessionContext<'a> {
         let mut turns_used = 0;
         let mut reopen_count = 0;
         let (exit_status, error, final_text, stop) = loop {
-            let ending = self.turns(&mut run, &task_event, &mut turns_used).await?;
+            let ending = match unreadable.take() {
+                Some(failure) => Ending::Failed(failure),
+                None => self.turns(&mut run, &task_event, &mut turns_used).await?,
+            };
             let (status, error, text, stop) = match ending {
                 Ending::Finished(text) => (ExitStatus::Ok, None, Some(text), false),
                 Ending::Failed(failure) => (ExitStatus::Failed, Some(failure), None, false),
@@ -502,11 +509,25 @@ impl<'a> SessionContext<'a> {
             run.history.push(message);
             run.result = None;
         };
+        let (mut exit_status, mut error) = (exit_status, error);
+        let mut unsaved: Option<Failure> = None;
         let result_path = match &final_text {
-            Some(text) if exit_status == ExitStatus::Ok => Some(self.workdir.save_result(text)?),
+            Some(text) if exit_status == ExitStatus::Ok => match self.workdir.save_result(text) {
+                Ok(path) => Some(path),
+                Err(reason) => {
+                    unsaved = Some(workdir_failure("the task's result", &reason));
+                    None
+                }
+            },
             _ => None,
         };
-        self.workdir.save_history(&context_id, &run.history)?;
+        if let Err(reason) = self.workdir.save_history(&context_id, &run.history) {
+            unsaved.get_or_insert(workdir_failure("the task's conversation", &reason));
+        }
+        if let Some(failure) = unsaved {
+            exit_status = ExitStatus::Failed;
+            error.get_or_insert(failure);
+        }
         self.trace(
             &task_event,
             EventBody::TaskEnd {
@@ -700,16 +721,22 @@ impl<'a> SessionContext<'a> {
 
     /// The history a task of `context_id` starts from: the context's saved conversation under
     /// `lifecycle.conversation: threaded`, nothing otherwise.
-    fn prior_history(&self, context_id: &str) -> Vec<StoredMessage> {
+    fn prior_history(&self, context_id: &str) -> Result<Vec<StoredMessage>, Failure> {
         if self.staged.capsule.lifecycle.conversation
             != murmur_manifest::capsule::Conversation::Threaded
         {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        std::fs::read_to_string(self.workdir.history(context_id))
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default()
+        match self.workdir.load_history(context_id) {
+            Ok(history) => Ok(history.unwrap_or_default()),
+            Err(reason) => Err(Failure {
+                code: "E-RUN-022".to_string(),
+                message: format!("the context's saved conversation could not be read: {reason}"),
+                hint: "the runtime writes `contexts/<context-id>/history.json` itself; a task \
+                       must not replace it"
+                    .to_string(),
+            }),
+        }
     }
 
     /// `on-task-end`: the first committed `reopen-task`, with the hook that returned it.
@@ -1009,9 +1036,10 @@ impl<'a> SessionContext<'a> {
                 )?;
                 continue;
             }
-            let dir = self.workdir.root.join("out").join("artifacts");
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join(name), artifact.content)?;
+            let path = std::path::Path::new("out").join("artifacts").join(name);
+            self.workdir
+                .dir()
+                .write_whole(&path, artifact.content.as_bytes())?;
         }
         Ok(())
     }
@@ -1413,7 +1441,7 @@ impl<'a> SessionContext<'a> {
                             .collect::<Vec<_>>()
                     })
                     .unwrap_or_default(),
-                &self.workdir.root,
+                self.workdir.dir(),
             ),
         };
         self.observer.note(&format!("shell {}", described.command));
@@ -1689,6 +1717,18 @@ impl<'a> SessionContext<'a> {
             duration_ms: started.elapsed().as_millis() as u64,
             error: failure.map(Failure::to_ref),
         }
+    }
+}
+
+/// E-RUN-022: the runtime's own file `what` could not be written into the workdir.
+fn workdir_failure(what: &str, reason: &crate::beneath::BeneathError) -> Failure {
+    Failure {
+        code: "E-RUN-022".to_string(),
+        message: format!("{what} could not be saved in the session workdir: {reason}"),
+        hint: "the runtime writes `out/result.txt` and `contexts/` itself and never follows a \
+               link a component planted there; free disk space, or keep tools from replacing \
+               those paths"
+            .to_string(),
     }
 }
 

@@ -3,71 +3,130 @@
 //! the capsule's components write there.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::beneath::{BeneathDir, BeneathError};
 use crate::inference::neutral::StoredMessage;
 use crate::session::staging::Staged;
+use crate::trace::TraceWriter;
 
-/// The paths of one session's workdir.
+/// The largest `history.json` a threaded context loads back (the runtime wrote it; anything
+/// bigger was not).
+pub const HISTORY_MAX_BYTES: u64 = 256 << 20;
+
+/// One session's workdir: its path, and the handle every host-side access to it goes through
+/// (see [`crate::beneath`]: nothing planted in it is ever followed).
 #[derive(Debug, Clone)]
 pub struct Workdir {
     pub root: PathBuf,
+    dir: Arc<BeneathDir>,
 }
 
 impl Workdir {
     /// Creates `<root>/<session_id>/` with its `out/`, `logs/` and `contexts/`.
     pub fn create(parent: &Path, session_id: &str) -> std::io::Result<Workdir> {
         let root = parent.join(session_id);
-        for dir in ["out", "logs", "contexts"] {
-            std::fs::create_dir_all(root.join(dir))?;
+        std::fs::create_dir_all(&root)?;
+        let root = root.canonicalize()?;
+        let dir = BeneathDir::open(&root)?;
+        for sub in ["out", "logs", "contexts"] {
+            dir.create_dir_all(sub)?;
         }
         Ok(Workdir {
-            root: root.canonicalize()?,
+            root,
+            dir: Arc::new(dir),
         })
     }
 
+    /// The handle every host-side read and write of the workdir goes through.
+    pub fn dir(&self) -> &Arc<BeneathDir> {
+        &self.dir
+    }
+
     pub fn trace(&self) -> PathBuf {
-        self.root.join("trace.jsonl")
+        self.root.join(TRACE)
+    }
+
+    /// The session's trace writer, appending to `trace.jsonl` through the workdir handle
+    /// (whatever an `on-stage` hook planted at that name is replaced).
+    pub fn create_trace(&self, session_id: &str) -> std::io::Result<TraceWriter> {
+        let file = self.dir.open_append(TRACE)?;
+        Ok(TraceWriter::to_file(&self.trace(), file, session_id))
     }
 
     pub fn result(&self) -> PathBuf {
-        self.root.join("out").join("result.txt")
+        self.root.join(RESULT)
     }
 
-    pub fn history(&self, context_id: &str) -> PathBuf {
-        self.root
-            .join("contexts")
-            .join(context_id)
-            .join("history.json")
+    /// `contexts/<context_id>/history.json`, or why `context_id` cannot name a context
+    /// directory (it must be one plain name: see [`context_dir_name`]).
+    pub fn history(&self, context_id: &str) -> Result<PathBuf, BeneathError> {
+        Ok(self.root.join(history_path(context_id)?))
     }
 
     /// Writes a context's history (envelope keys included), replacing the file whole.
-    pub fn save_history(&self, context_id: &str, history: &[StoredMessage]) -> std::io::Result<()> {
-        let path = self.history(context_id);
-        let dir = path.parent().unwrap_or(&self.root);
-        std::fs::create_dir_all(dir)?;
-        let json = serde_json::to_vec_pretty(history).map_err(std::io::Error::other)?;
-        write_whole(&path, &json)
+    pub fn save_history(
+        &self,
+        context_id: &str,
+        history: &[StoredMessage],
+    ) -> Result<(), BeneathError> {
+        let path = history_path(context_id)?;
+        let json = serde_json::to_vec_pretty(history).map_err(|error| BeneathError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(error),
+        })?;
+        self.dir.write_whole(&path, &json)
+    }
+
+    /// The saved history of `context_id`: `Ok(None)` when the context has none yet.
+    pub fn load_history(&self, context_id: &str) -> Result<Option<Vec<StoredMessage>>, String> {
+        let path = history_path(context_id).map_err(|error| error.to_string())?;
+        match self.dir.read(&path, HISTORY_MAX_BYTES) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|error| format!("`{}` is not a saved history: {error}", path.display())),
+            Err(BeneathError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.to_string()),
+        }
     }
 
     /// Writes the task's final text to `out/result.txt`.
-    pub fn save_result(&self, text: &str) -> std::io::Result<PathBuf> {
-        let path = self.result();
-        write_whole(&path, text.as_bytes())?;
-        Ok(path)
+    pub fn save_result(&self, text: &str) -> Result<PathBuf, BeneathError> {
+        self.dir.write_whole(RESULT, text.as_bytes())?;
+        Ok(self.result())
     }
 
     /// Writes `MURMUR.md`: who the agent is, its tools, its limits.
-    pub fn write_murmur_md(&self, staged: &Staged) -> std::io::Result<()> {
-        std::fs::write(self.root.join("MURMUR.md"), murmur_md(staged))
+    pub fn write_murmur_md(&self, staged: &Staged) -> Result<(), BeneathError> {
+        self.dir.write_whole("MURMUR.md", murmur_md(staged).as_bytes())
     }
 }
 
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut temp, bytes)?;
-    temp.persist(path).map_err(|error| error.error)?;
-    Ok(())
+const RESULT: &str = "out/result.txt";
+const TRACE: &str = "trace.jsonl";
+
+/// The longest context id that names a context directory.
+pub const CONTEXT_ID_MAX_LEN: usize = 128;
+
+/// Whether `context_id` can name a directory under `contexts/`: 1 to
+/// [`CONTEXT_ID_MAX_LEN`] ASCII letters, digits, `-`, `_` or `.`, and not `.` or `..`.
+pub fn context_dir_name(context_id: &str) -> bool {
+    (1..=CONTEXT_ID_MAX_LEN).contains(&context_id.len())
+        && context_id != "."
+        && context_id != ".."
+        && context_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn history_path(context_id: &str) -> Result<PathBuf, BeneathError> {
+    if !context_dir_name(context_id) {
+        return Err(BeneathError::BadPath {
+            path: format!("contexts/{}/history.json", context_id.escape_debug()),
+            reason: "a context id is 1 to 128 letters, digits, `-`, `_` or `.`",
+        });
+    }
+    Ok(Path::new("contexts").join(context_id).join("history.json"))
 }
 
 /// The text of `MURMUR.md`.

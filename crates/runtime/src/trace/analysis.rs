@@ -77,8 +77,24 @@ pub enum LoadError {
     NoSessionStart { path: PathBuf },
 }
 
+/// A trace as read: its events, and the cut last line when there was one.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub events: Vec<Event>,
+    pub cut: Option<CutLine>,
+}
+
+/// The unfinished line a trace ended in (the disk filled or the writer died mid-line): it was
+/// left out, and every whole line before it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CutLine {
+    /// 1-based.
+    pub line: usize,
+    pub bytes: usize,
+}
+
 /// Reads and parses the trace file at `path`.
-pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
+pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let bytes = std::fs::read(path).map_err(|error| LoadError::Unreadable {
         path: path.to_path_buf(),
         message: error.to_string(),
@@ -86,19 +102,31 @@ pub fn load(path: &Path) -> Result<Vec<Event>, LoadError> {
     parse(&bytes, path)
 }
 
-/// Parses the bytes of a trace file; `path` only names it in errors.
-pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Event>, LoadError> {
+/// Parses the bytes of a trace file; `path` only names it in errors. Every line must be an
+/// event, except a last line with no newline after it that is not one: that is a cut line
+/// ([`CutLine`]), left out.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Loaded, LoadError> {
     let malformed = |line: usize, message: String| LoadError::Malformed {
         path: path.to_path_buf(),
         line,
         message,
     };
     let mut events = Vec::new();
-    for (index, raw) in bytes.split(|byte| *byte == b'\n').enumerate() {
+    let mut cut = None;
+    let lines: Vec<&[u8]> = bytes.split(|byte| *byte == b'\n').collect();
+    let last = lines.len() - 1;
+    for (index, raw) in lines.into_iter().enumerate() {
         let line = index + 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
+        }
+        if index == last && !parses_as_event(raw) {
+            cut = Some(CutLine {
+                line,
+                bytes: raw.len(),
+            });
+            break;
         }
         let text = std::str::from_utf8(raw).map_err(|error| {
             malformed(
@@ -145,7 +173,11 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Event>, LoadError> {
             path: path.to_path_buf(),
         });
     }
-    Ok(events)
+    Ok(Loaded { events, cut })
+}
+
+fn parses_as_event(raw: &[u8]) -> bool {
+    serde_json::from_slice::<Event>(raw).is_ok()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1833,7 +1865,9 @@ mod tests {
         }
 
         fn events(&self) -> Vec<Event> {
-            parse(self.text().as_bytes(), Path::new("trace.jsonl")).expect("a recorded trace")
+            parse(self.text().as_bytes(), Path::new("trace.jsonl"))
+                .expect("a recorded trace")
+                .events
         }
     }
 
@@ -1866,9 +1900,39 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trace.jsonl");
         std::fs::write(&path, recorder.text()).unwrap();
-        let events = load(&path).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.cut, None);
+        let events = loaded.events;
         assert_eq!(events.len(), 5);
         assert_eq!(events[1].body.event_type(), "task_start");
+    }
+
+    #[test]
+    fn a_cut_last_line_is_left_out_and_said() {
+        let mut recorder = Recorder::new();
+        let task = recorder.task("tsk_1", "x");
+        recorder.turn(&task, "tsk_1", 1, &[]);
+        let whole = recorder.text();
+        let cut_event = &recorder.lines[2][..40];
+        for cut in [cut_event.to_string(), "{".to_string(), "\u{fffd}\"x".to_string()] {
+            let text = format!("{whole}{cut}");
+            let loaded = parse(text.as_bytes(), Path::new("t")).unwrap();
+            assert_eq!(loaded.events.len(), 3);
+            assert_eq!(
+                loaded.cut,
+                Some(CutLine {
+                    line: 4,
+                    bytes: cut.len()
+                })
+            );
+        }
+        // A whole last event without its newline is not cut.
+        let loaded = parse(whole.trim_end().as_bytes(), Path::new("t")).unwrap();
+        assert_eq!((loaded.events.len(), loaded.cut), (3, None));
+        // A bad line that is not the last one is still an error.
+        let text = format!("{whole}{{oops\n{}\n", recorder.lines[2]);
+        let error = parse(text.as_bytes(), Path::new("t")).unwrap_err();
+        assert!(matches!(error, LoadError::Malformed { line: 4, .. }), "{error:?}");
     }
 
     #[test]

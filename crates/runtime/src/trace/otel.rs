@@ -31,8 +31,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -51,6 +50,7 @@ use opentelemetry_sdk::trace::{
 };
 use serde_json::Value;
 
+use crate::beneath::BeneathDir;
 use crate::trace::context::{SpanRef, event_span_id};
 use crate::trace::schema::{Event, EventBody};
 
@@ -59,6 +59,9 @@ pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The path OTLP/HTTP receivers take traces at.
 const TRACES_PATH: &str = "/v1/traces";
+
+/// Where export failures are logged, in the session workdir.
+pub const FAILURE_LOG: &str = "logs/otel.log";
 
 /// The URL spans are posted to for `observability.otel_endpoint`: the endpoint as given when
 /// it already ends in `/v1/traces`, else with `/v1/traces` appended (the OTLP convention for a
@@ -79,11 +82,11 @@ pub struct ServiceInfo {
     pub capsule_version: String,
 }
 
-/// Where export failures are told.
+/// Where export failures are told: `logs/otel.log` in the session workdir.
 #[derive(Debug)]
 struct FailureLog {
     url: String,
-    path: PathBuf,
+    workdir: Arc<BeneathDir>,
     /// Whether stderr was told already (set from the start for a quiet export).
     told: AtomicBool,
     failures: AtomicU64,
@@ -102,18 +105,15 @@ impl FailureLog {
             .map(|d| d.as_millis())
             .unwrap_or_default();
         let line = format!("{now} OTLP export to {} failed: {what}\n", self.url);
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut file| file.write_all(line.as_bytes()));
+        let written = self.workdir.append(FAILURE_LOG, line.as_bytes());
+        let path = self.workdir.path().join(FAILURE_LOG);
         if !self.told.swap(true, Ordering::Relaxed) {
             let where_logged = match written {
                 Ok(()) => format!(
                     "this and later failures are logged in {}",
-                    self.path.display()
+                    path.display()
                 ),
-                Err(error) => format!("{} could not be written: {error}", self.path.display()),
+                Err(error) => format!("{} could not be written: {error}", path.display()),
             };
             eprintln!(
                 "warning[W-TRC-004]: OTLP export to {} failed: {what}; the session goes on\n  hint: check that an OTLP/HTTP receiver listens there ({where_logged}); `mur trace export` sends a session's spans again",
@@ -249,12 +249,13 @@ fn scalar_attributes(body: &EventBody) -> Vec<KeyValue> {
 }
 
 impl OtelExport {
-    /// Starts the export of one session to `endpoint`; failures are logged to `failure_log`.
-    /// Errs when the endpoint is not a usable URL or no HTTP client can be made.
+    /// Starts the export of one session to `endpoint`; failures are logged to
+    /// `logs/otel.log` in `workdir`. Errs when the endpoint is not a usable URL or no HTTP
+    /// client can be made.
     pub fn start(
         endpoint: &str,
         service: &ServiceInfo,
-        failure_log: &Path,
+        workdir: Arc<BeneathDir>,
     ) -> Result<OtelExport, String> {
         let usable = url::Url::parse(endpoint).is_ok_and(|parsed| {
             matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some()
@@ -287,7 +288,7 @@ impl OtelExport {
             .map_err(|error| format!("the OTLP exporter for {url} could not be made: {error}"))?;
         let log = Arc::new(FailureLog {
             url,
-            path: failure_log.to_path_buf(),
+            workdir,
             told: AtomicBool::new(false),
             failures: AtomicU64::new(0),
             first: std::sync::Mutex::new(None),
@@ -936,7 +937,7 @@ mod tests {
             let log = tempfile::tempdir().unwrap();
             let failures = Arc::new(FailureLog {
                 url: "http://127.0.0.1:1/v1/traces".into(),
-                path: log.path().join("otel.log"),
+                workdir: Arc::new(BeneathDir::open(log.path()).unwrap()),
                 told: AtomicBool::new(false),
                 failures: AtomicU64::new(0),
                 first: Mutex::new(None),

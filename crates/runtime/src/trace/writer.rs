@@ -42,6 +42,9 @@ impl Trace {
 pub struct TraceWriter {
     path: PathBuf,
     file: std::fs::File,
+    /// The file's length after the last whole line written (unknown when it could not be
+    /// read at the start).
+    whole_len: Option<u64>,
     session_id: String,
     totals: Totals,
     /// The OTLP export each written event is handed to, when the capsule asks for one.
@@ -61,13 +64,19 @@ impl TraceWriter {
             .create(true)
             .append(true)
             .open(path)?;
-        Ok(TraceWriter {
+        Ok(TraceWriter::to_file(path, file, session_id))
+    }
+
+    /// Writes to `file`, already open for appending at `path`.
+    pub fn to_file(path: &Path, file: std::fs::File, session_id: &str) -> TraceWriter {
+        TraceWriter {
             path: path.to_path_buf(),
+            whole_len: file.metadata().ok().map(|m| m.len()),
             file,
             session_id: session_id.to_string(),
             totals: Totals::default(),
             export: None,
-        })
+        }
     }
 
     /// Hands every event written from now on to `export` as well.
@@ -127,8 +136,15 @@ impl TraceWriter {
         };
         let mut line = serde_json::to_vec(&event).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.file.flush()?;
+        if let Err(error) = self.file.write_all(&line).and_then(|()| self.file.flush()) {
+            // A line the disk could not take whole is taken back, so the trace still ends
+            // at its last whole line (readers say when one was cut all the same).
+            if let Some(whole) = self.whole_len {
+                let _ = self.file.set_len(whole);
+            }
+            return Err(error);
+        }
+        self.whole_len = self.whole_len.map(|len| len + line.len() as u64);
         if let Some(export) = &mut self.export {
             export.record(&event);
         }

@@ -12,6 +12,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::beneath::BeneathDir;
+
 /// The longest `command` display string.
 pub const COMMAND_DISPLAY_CHARS: usize = 200;
 
@@ -34,7 +36,7 @@ pub fn describe(
     invoked: &str,
     canonical: Option<&Path>,
     args: &[String],
-    workdir: &Path,
+    workdir: &BeneathDir,
 ) -> Described {
     let name = Path::new(invoked)
         .file_name()
@@ -94,14 +96,20 @@ fn quote(arg: &str) -> String {
     }
 }
 
-fn read(workdir: &Path, names: &[&str]) -> Option<String> {
-    names
-        .iter()
-        .find_map(|name| std::fs::read_to_string(workdir.join(name)).ok())
+/// The largest recipe file (`Makefile`, `justfile`, `package.json`) read for a description.
+pub const RECIPE_FILE_MAX_BYTES: u64 = 1 << 20;
+
+/// The first of `names` that is a regular file in the workdir (no link followed) of at most
+/// [`RECIPE_FILE_MAX_BYTES`], as text.
+fn read(workdir: &BeneathDir, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|name| {
+        let bytes = workdir.read(name, RECIPE_FILE_MAX_BYTES).ok()?;
+        String::from_utf8(bytes).ok()
+    })
 }
 
 /// `make [options] TARGET`: the target's recipe lines (tab-indented) after its rule line.
-fn make_recipe(args: &[String], workdir: &Path) -> Option<String> {
+fn make_recipe(args: &[String], workdir: &BeneathDir) -> Option<String> {
     let mut file = None;
     let mut target = None;
     let mut iter = args.iter();
@@ -146,7 +154,7 @@ fn make_recipe(args: &[String], workdir: &Path) -> Option<String> {
 }
 
 /// `just [options] RECIPE`: the recipe's indented body.
-fn just_recipe(args: &[String], workdir: &Path) -> Option<String> {
+fn just_recipe(args: &[String], workdir: &BeneathDir) -> Option<String> {
     let name = args.iter().find(|a| !a.starts_with('-'))?;
     let text = read(workdir, &["justfile", ".justfile", "Justfile", "JUSTFILE"])?;
     let mut lines = text.lines();
@@ -172,7 +180,7 @@ fn just_recipe(args: &[String], workdir: &Path) -> Option<String> {
 }
 
 /// `npm run SCRIPT` (also `run-script`, `test`, `start`): the script from `package.json`.
-fn npm_script(args: &[String], workdir: &Path) -> Option<String> {
+fn npm_script(args: &[String], workdir: &BeneathDir) -> Option<String> {
     let mut words = args.iter().filter(|a| !a.starts_with('-'));
     let script = match words.next()?.as_str() {
         "run" | "run-script" => words.next()?.clone(),
@@ -191,6 +199,10 @@ fn npm_script(args: &[String], workdir: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn workdir(dir: &tempfile::TempDir) -> BeneathDir {
+        BeneathDir::open(dir.path()).unwrap()
+    }
+
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
@@ -202,13 +214,13 @@ mod tests {
             "bash",
             Some(Path::new("/usr/bin/bash")),
             &args(&["-c", "echo hi && rm -rf build"]),
-            dir.path(),
+            &workdir(&dir),
         );
         assert_eq!(d.binary, "/usr/bin/bash");
         assert_eq!(d.script.as_deref(), Some("echo hi && rm -rf build"));
         assert_eq!(d.command, "echo hi && rm -rf build");
         assert_eq!(d.argv, args(&["-c", "echo hi && rm -rf build"]));
-        let lc = describe("sh", None, &args(&["-lc", "ls"]), dir.path());
+        let lc = describe("sh", None, &args(&["-lc", "ls"]), &workdir(&dir));
         assert_eq!(lc.script.as_deref(), Some("ls"));
         assert_eq!(lc.binary, "sh");
     }
@@ -221,7 +233,7 @@ mod tests {
             "git",
             None,
             &args(&["commit", "-m", "two words", &long]),
-            dir.path(),
+            &workdir(&dir),
         );
         assert_eq!(d.script, None);
         assert!(d.command.starts_with("commit -m 'two words' xxx"));
@@ -229,7 +241,7 @@ mod tests {
         assert_eq!(d.argv[3].len(), 300, "argv is never cut");
         // -c of a non-interpreter is not a script.
         assert_eq!(
-            describe("python3", None, &args(&["-c", "print(1)"]), dir.path()).script,
+            describe("python3", None, &args(&["-c", "print(1)"]), &workdir(&dir)).script,
             None
         );
     }
@@ -253,7 +265,7 @@ mod tests {
         )
         .unwrap();
         let recipe =
-            |binary: &str, list: &[&str]| describe(binary, None, &args(list), dir.path()).recipe;
+            |binary: &str, list: &[&str]| describe(binary, None, &args(list), &workdir(&dir)).recipe;
         assert_eq!(
             recipe("make", &["-j", "4", "build"]).as_deref(),
             Some("cargo build\ncp a b")
@@ -268,5 +280,26 @@ mod tests {
         assert_eq!(recipe("npm", &["test"]).as_deref(), Some("jest"));
         assert_eq!(recipe("npm", &["install"]), None);
         assert_eq!(recipe("git", &["status"]), None);
+    }
+
+    #[test]
+    fn a_planted_recipe_link_is_never_read() {
+        let outer = tempfile::tempdir().unwrap();
+        std::fs::write(outer.path().join("secret"), "build:\n\tthe host's secret\n").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outer.path().join("secret"), dir.path().join("Makefile"))
+            .unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("justfile")).unwrap();
+        let recipe =
+            |binary: &str, list: &[&str]| describe(binary, None, &args(list), &workdir(&dir)).recipe;
+        assert_eq!(recipe("make", &["build"]), None);
+        assert_eq!(recipe("just", &["build"]), None);
+        // A huge regular file is not read either.
+        std::fs::write(
+            dir.path().join("package.json"),
+            vec![b' '; RECIPE_FILE_MAX_BYTES as usize + 1],
+        )
+        .unwrap();
+        assert_eq!(recipe("npm", &["test"]), None);
     }
 }

@@ -24,10 +24,13 @@ pub mod describe;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::beneath::BeneathDir;
 
 pub use confine::landlock_abi;
 pub use describe::{Described, describe};
@@ -114,7 +117,7 @@ pub struct Containment {
 #[derive(Debug, Clone)]
 pub struct ShellGrant {
     allowed: Vec<Allowed>,
-    workdir: PathBuf,
+    workdir: Arc<BeneathDir>,
     read_only: Vec<PathBuf>,
     env: Vec<(String, String)>,
     tcp_ports: Vec<u16>,
@@ -156,7 +159,7 @@ impl ShellGrant {
     pub fn new(
         allow: &[String],
         path_var: &str,
-        workdir: &Path,
+        workdir: Arc<BeneathDir>,
         read_only: Vec<PathBuf>,
         env: Vec<(String, String)>,
         tcp_ports: Vec<u16>,
@@ -171,7 +174,7 @@ impl ShellGrant {
             .collect();
         ShellGrant {
             allowed,
-            workdir: workdir.to_path_buf(),
+            workdir,
             read_only,
             env,
             tcp_ports,
@@ -251,9 +254,11 @@ impl ShellGrant {
             .map(|s| Duration::from_secs(u64::from(s).max(1)))
             .unwrap_or(self.limits.default)
             .min(self.limits.max);
-        let tmp = self.workdir.join(".tmp");
-        std::fs::create_dir_all(&tmp)
-            .map_err(|e| io(format!("creating {}: {e}", tmp.display())))?;
+        self.workdir
+            .create_dir_all(".tmp")
+            .map_err(|e| io(format!("creating the workdir's .tmp: {e}")))?;
+        let workdir = self.workdir.path();
+        let tmp = workdir.join(".tmp");
 
         let mut binary_dirs: Vec<PathBuf> = self
             .allowed
@@ -263,7 +268,7 @@ impl ShellGrant {
         binary_dirs.sort();
         binary_dirs.dedup();
         let ruleset = confine::ruleset(
-            &self.workdir,
+            workdir,
             &self.read_only,
             &binary_dirs,
             &self.tcp_ports,
@@ -281,10 +286,10 @@ impl ShellGrant {
         command
             .arg0(Path::new(&entry.name).file_name().unwrap_or_default())
             .args(&request.args)
-            .current_dir(&self.workdir)
+            .current_dir(workdir)
             .env_clear()
             .env("PATH", path_var)
-            .env("HOME", &self.workdir)
+            .env("HOME", workdir)
             .env("TMPDIR", &tmp)
             .env("LANG", "C.UTF-8")
             .env("TERM", "dumb")
@@ -338,11 +343,11 @@ impl ShellGrant {
             text.extend_from_slice(&stdout);
             text.extend_from_slice(format!("\n--- stderr ({stderr_bytes} bytes) ---\n").as_bytes());
             text.extend_from_slice(&stderr);
-            let path = self.workdir.join(&relative);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| io(e.to_string()))?;
-            }
-            std::fs::write(&path, text).map_err(|e| io(e.to_string()))?;
+            // Through the workdir handle: a link the child planted at this name is replaced,
+            // never written through.
+            self.workdir
+                .write_whole(&relative, &text)
+                .map_err(|e| io(e.to_string()))?;
             Some(relative)
         } else {
             None
@@ -403,7 +408,7 @@ mod tests {
         ShellGrant::new(
             &allow.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             &std::env::var("PATH").unwrap_or_default(),
-            workdir,
+            Arc::new(BeneathDir::open(workdir).unwrap()),
             Vec::new(),
             Vec::new(),
             Vec::new(),
