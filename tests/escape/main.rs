@@ -5,6 +5,7 @@
 
 mod archive;
 mod door;
+mod failures;
 mod limits;
 mod signals;
 mod workdir;

@@ -1,1 +1,363 @@
-//! Escape cases: workdir.
+//! Escape cases: the workdir. A hostile tool (the `probe` fixture's `symlink` action) or a
+//! shell child plants links where the host later writes or reads its own files (`out/`,
+//! `out/result.txt`, `logs/hook-<name>.log`, `logs/shell-*.log`, a `Makefile`, a `data-path`),
+//! and the host must never act through them: nothing outside the workdir is read or written,
+//! `mur` survives, and the trace is whole.
+
+use std::path::{Path, PathBuf};
+
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-emulator-escape-workdir";
+const SECRET: &str = "the host's secret: never in a trace, never overwritten\n";
+
+/// A capsule in a temp dir (with a `victim/` beside it, holding `secret.txt`), the probe tool,
+/// optional shell binaries and hooks, and the emulator playing `turns`.
+struct Setup {
+    dir: tempfile::TempDir,
+    emulator: Emulator,
+}
+
+impl Setup {
+    /// `turns` gets the victim directory (outside the workdir) and gives the model's turns.
+    fn new(turns: impl FnOnce(&Path) -> Vec<Value>, shell: &[&str], hooks: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::write(victim.join("secret.txt"), SECRET).unwrap();
+        let script = serde_json::to_string(&json!({ "turns": turns(&victim) })).unwrap();
+        let emulator = Emulator::builder(Script::from_yaml(&script).expect("script"))
+            .api_key(KEY)
+            .start()
+            .unwrap();
+        let shell = if shell.is_empty() {
+            String::new()
+        } else {
+            format!("  shell: {{ allow: [ {} ] }}\n", shell.join(", "))
+        };
+        let text = format!(
+            r#"name: escapee
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+{hooks}capabilities:
+{shell}  env: {{ allow: [ LANG ] }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+"#,
+            driver = repo_root().join("artifacts/driver-anthropic").display(),
+            probe = repo_root().join("tests/fixtures/probe").display(),
+            endpoint = emulator.url(),
+        );
+        std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
+        Setup { dir, emulator }
+    }
+
+    fn victim(&self) -> PathBuf {
+        self.dir.path().join("victim")
+    }
+
+    fn run(&self) -> Session {
+        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("EMU_KEY", KEY)
+            .env("LANG", "C.UTF-8")
+            .args(["run", "--json", "--task", "go"])
+            .arg(self.dir.path())
+            .arg("--workdir")
+            .arg(self.dir.path().join("work"))
+            .run();
+        let report: Value = serde_json::from_str(&output.stdout)
+            .unwrap_or_else(|_| panic!("mur did not survive to report: {output:#?}"));
+        let workdir = PathBuf::from(
+            report["workdir"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no session: {output:#?}")),
+        );
+        let trace = whole_trace(&workdir.join("trace.jsonl"));
+        Session {
+            output,
+            report,
+            trace,
+            workdir,
+        }
+    }
+
+    /// Nothing outside the workdir was written: `victim/` holds only the untouched secret.
+    fn assert_victim_untouched(&self) {
+        let names: Vec<_> = std::fs::read_dir(self.victim())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["secret.txt".to_string()], "written outside");
+        assert_eq!(
+            std::fs::read_to_string(self.victim().join("secret.txt")).unwrap(),
+            SECRET
+        );
+    }
+
+    /// Nothing outside the workdir was read into what the model or the trace saw.
+    fn assert_secret_never_read(&self, session: &Session) {
+        let trace = std::fs::read_to_string(session.workdir.join("trace.jsonl")).unwrap();
+        assert!(
+            !trace.contains("the host's secret"),
+            "the secret reached the trace"
+        );
+        for request in self.emulator.requests() {
+            assert!(
+                !request.body.to_string().contains("the host's secret"),
+                "the secret reached the model"
+            );
+        }
+    }
+}
+
+struct Session {
+    output: MurOutput,
+    report: Value,
+    trace: Vec<Value>,
+    workdir: PathBuf,
+}
+
+impl Session {
+    fn events(&self, event_type: &str) -> Vec<&Value> {
+        self.trace
+            .iter()
+            .filter(|e| e["event_type"] == event_type)
+            .collect()
+    }
+}
+
+/// Every line of the trace parses, and it ends with `session_end`.
+fn whole_trace(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.ends_with('\n'), "the trace ends mid-line");
+    let events: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a whole trace line"))
+        .collect();
+    assert_eq!(
+        events.last().unwrap()["event_type"],
+        "session_end",
+        "the trace has no session_end"
+    );
+    events
+}
+
+fn probe_call(id: &str, input: Value) -> Value {
+    json!({ "reply": { "tool_calls": [ { "id": id, "name": "probe", "input": input } ] } })
+}
+
+fn shell_call(id: &str, binary: &str, args: &[&str]) -> Value {
+    json!({ "reply": { "tool_calls": [ {
+        "id": id, "name": "shell", "input": { "binary": binary, "args": args }
+    } ] } })
+}
+
+fn plant(id: &str, path: &str, target: &Path) -> Value {
+    probe_call(
+        id,
+        json!({"action": "symlink", "path": path, "target": target.display().to_string(), "replace": true}),
+    )
+}
+
+fn text(reply: &str) -> Value {
+    json!({ "reply": { "text": reply } })
+}
+
+#[test]
+fn a_planted_out_link_never_receives_the_result() {
+    // `out -> ../../victim`: the final answer cannot be saved, and is not saved through it.
+    let setup = Setup::new(
+        |_| {
+            vec![
+                plant("p1", "out", Path::new("../../victim")),
+                text("the final answer"),
+            ]
+        },
+        &[],
+        "",
+    );
+    let session = setup.run();
+    setup.assert_victim_untouched();
+    assert!(
+        std::fs::symlink_metadata(session.workdir.join("out"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the probe planted its link"
+    );
+    // The task ends failed and names the real failure: the workdir, not the trace.
+    assert_eq!(session.output.code, 1, "{:#?}", session.output);
+    let end = session.events("task_end")[0];
+    assert_eq!(end["exit_status"], "failed");
+    assert_eq!(end["error"]["code"], "E-RUN-022", "{end:#}");
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link"),
+        "{end:#}"
+    );
+    assert_eq!(session.events("session_end")[0]["exit_status"], "failed");
+    assert!(
+        !session.output.stderr.contains("E-TRC-001"),
+        "{:#?}",
+        session.output
+    );
+}
+
+#[test]
+fn a_planted_result_link_is_replaced_not_written_through() {
+    let setup = Setup::new(
+        |victim| {
+            vec![
+                plant("p1", "out/result.txt", &victim.join("secret.txt")),
+                text("the final answer"),
+            ]
+        },
+        &[],
+        "",
+    );
+    let session = setup.run();
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    setup.assert_victim_untouched();
+    let result = session.workdir.join("out/result.txt");
+    assert!(std::fs::symlink_metadata(&result).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(result).unwrap(), "the final answer");
+    assert_eq!(session.report["exit_status"], "ok");
+}
+
+#[test]
+fn a_hook_log_planted_as_a_link_is_never_appended_through() {
+    // The tool plants `logs/hook-hostile.log` as a link to the secret; then the hook answers
+    // `error` at the call's `on-tool-call` observation (a fault: the host appends a line of
+    // the hook's choosing to that log).
+    let hooks_dir = tempfile::tempdir().unwrap();
+    let hook = hooks_dir.path().join("hostile");
+    std::fs::create_dir(&hook).unwrap();
+    std::fs::copy(
+        repo_root().join("tests/fixtures/hook-probe/component.wasm"),
+        hook.join("component.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        hook.join("murmur.yaml"),
+        "name: hostile\nversion: \"0.1.0\"\nruntime: hook\ndescription: answers error\ncomponent: component.wasm\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: none\n",
+    )
+    .unwrap();
+    let config =
+        json!({"respond": {"on-tool-call": {"arm": "error", "value": "a line the hook chose"}}});
+    let entry = format!(
+        "  - {{ name: hostile, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read] }}\n",
+        hook.display()
+    );
+    let setup = Setup::new(
+        |victim| {
+            vec![
+                plant("p1", "logs/hook-hostile.log", &victim.join("secret.txt")),
+                text("done"),
+            ]
+        },
+        &[],
+        &entry,
+    );
+    let session = setup.run();
+    setup.assert_victim_untouched();
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    // The fault was logged, in a regular file of the workdir's own that replaced the link.
+    let log = session.workdir.join("logs/hook-hostile.log");
+    assert!(std::fs::symlink_metadata(&log).unwrap().is_file());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("a line the hook chose"), "{text}");
+    assert_eq!(session.events("hook_dispatch_error").len(), 1);
+}
+
+#[test]
+fn a_shell_child_cannot_aim_the_full_output_log_outside() {
+    // The child plants `logs/shell-0001-<mur's pid>.log` as a link to the secret, then prints
+    // more than the 16 KiB the result keeps, so the host writes the full output there.
+    let setup = Setup::new(
+        |victim| {
+            let script = format!(
+                "ln -sf {} logs/shell-0001-$PPID.log && head -c 40000 /dev/zero | tr '\\0' x",
+                victim.join("secret.txt").display()
+            );
+            vec![shell_call("s1", "bash", &["-c", &script]), text("done")]
+        },
+        &["bash"],
+        "",
+    );
+    let session = setup.run();
+    setup.assert_victim_untouched();
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    let shell = session.events("shell")[0];
+    assert_eq!(shell["exit_code"], 0, "{shell:#}");
+    let full = shell["full_output_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no full output: {shell:#}"));
+    let path = session.workdir.join(full);
+    assert!(
+        std::fs::symlink_metadata(&path).unwrap().is_file(),
+        "{full}"
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.windows(40000).any(|w| w.iter().all(|b| *b == b'x')));
+}
+
+#[test]
+fn a_planted_makefile_link_is_never_read_into_the_recipe() {
+    // `Makefile -> <secret>` and `GNUmakefile -> /dev/zero` (looked at first: without a cap
+    // it would take the host's memory). `make build` runs; its `shell` event has no recipe,
+    // and neither the secret nor the zeros were read.
+    let setup = Setup::new(
+        |victim| {
+            vec![
+                plant("p1", "Makefile", &victim.join("secret.txt")),
+                plant("p2", "GNUmakefile", Path::new("/dev/zero")),
+                shell_call("s1", "make", &["build"]),
+                text("done"),
+            ]
+        },
+        &["make"],
+        "",
+    );
+    let session = setup.run();
+    setup.assert_victim_untouched();
+    setup.assert_secret_never_read(&session);
+    let shell = session.events("shell");
+    assert_eq!(shell.len(), 1, "{:#?}", session.trace);
+    assert!(shell[0]["recipe"].is_null(), "{:#}", shell[0]);
+}
+
+#[test]
+fn a_data_path_through_a_planted_link_is_refused() {
+    // The probe plants `leak -> <victim>` and returns `data-path: leak/secret.txt`.
+    let setup = Setup::new(
+        |victim| {
+            vec![
+                plant("p1", "leak", victim),
+                probe_call(
+                    "p2",
+                    json!({"action": "result", "status": "passed", "data_path": "leak/secret.txt"}),
+                ),
+                text("done"),
+            ]
+        },
+        &[],
+        "",
+    );
+    let session = setup.run();
+    setup.assert_victim_untouched();
+    setup.assert_secret_never_read(&session);
+    let calls = session.events("tool_call");
+    assert_eq!(calls.len(), 2, "{:#?}", session.trace);
+    assert_eq!(calls[1]["error"]["code"], "E-RUN-006", "{:#}", calls[1]);
+}

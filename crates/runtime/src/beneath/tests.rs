@@ -56,7 +56,11 @@ fn query() -> impl Strategy<Value = String> {
     )
         .prop_map(|(absolute, parts)| {
             let joined = parts.join("/");
-            if absolute { format!("/{joined}") } else { joined }
+            if absolute {
+                format!("/{joined}")
+            } else {
+                joined
+            }
         })
 }
 
@@ -108,7 +112,10 @@ fn expected(root: &Path, query: &str) -> Option<bool> {
     if query.starts_with('/') || query.split('/').any(|part| part == "..") {
         return None;
     }
-    let parts: Vec<&str> = query.split('/').filter(|p| *p != "." && !p.is_empty()).collect();
+    let parts: Vec<&str> = query
+        .split('/')
+        .filter(|p| *p != "." && !p.is_empty())
+        .collect();
     let (last, dirs) = parts.split_last()?;
     let mut current = root.to_path_buf();
     for dir in dirs {
@@ -237,14 +244,20 @@ fn a_fifo_is_refused_at_once_and_a_big_file_is_refused_by_its_size() {
     let tree = plant(&[(vec!["a"], Entry::Fifo)]);
     let dir = BeneathDir::open(&tree.root).unwrap();
     let error = dir.read("a", 10).unwrap_err();
-    assert!(matches!(error, BeneathError::NotRegular { kind: "a FIFO", .. }), "{error:?}");
+    assert!(
+        matches!(error, BeneathError::NotRegular { kind: "a FIFO", .. }),
+        "{error:?}"
+    );
     // Appending replaces the FIFO with a file of its own; it never blocks.
     dir.append("a", b"x").unwrap();
     assert_eq!(std::fs::read(tree.root.join("a")).unwrap(), b"x");
 
     std::fs::write(tree.root.join("big"), vec![b'x'; 100]).unwrap();
     let error = dir.read("big", 99).unwrap_err();
-    assert!(matches!(error, BeneathError::TooLarge { limit: 99, .. }), "{error:?}");
+    assert!(
+        matches!(error, BeneathError::TooLarge { limit: 99, .. }),
+        "{error:?}"
+    );
     assert_eq!(dir.read("big", 100).unwrap().len(), 100);
 }
 
@@ -266,10 +279,31 @@ fn a_directory_at_the_name_fails_the_write_with_its_kind() {
     let tree = plant(&[(vec!["a"], Entry::Dir), (vec!["a", "b"], Entry::File)]);
     let dir = BeneathDir::open(&tree.root).unwrap();
     let error = dir.write_whole("a", b"x").unwrap_err();
-    assert!(matches!(error, BeneathError::NotRegular { kind: "a directory", .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            BeneathError::NotRegular {
+                kind: "a directory",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
     let error = dir.append("a", b"x").unwrap_err();
-    assert!(matches!(error, BeneathError::NotRegular { kind: "a directory", .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            BeneathError::NotRegular {
+                kind: "a directory",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
     // Nothing of the failed write is left behind.
-    let names: Vec<_> = std::fs::read_dir(&tree.root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(&tree.root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("a")]);
 }

@@ -301,11 +301,7 @@ fn exported(
         capsule_name: capsule.name.clone(),
         capsule_version: capsule.version.clone(),
     };
-    match crate::trace::otel::OtelExport::start(
-        endpoint,
-        &service,
-        workdir.dir().clone(),
-    ) {
+    match crate::trace::otel::OtelExport::start(endpoint, &service, workdir.dir().clone()) {
         Ok(export) => writer.with_export(export),
         Err(reason) => {
             eprintln!(
@@ -406,7 +402,8 @@ pub async fn run_fed(
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
     let trace = Trace::new(exported(
-        workdir.create_trace(&session_id)
+        workdir
+            .create_trace(&session_id)
             .map_err(|error| SessionError::trace(&workdir, error))?,
         &staged.capsule,
         &workdir,

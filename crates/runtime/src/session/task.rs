@@ -323,7 +323,9 @@ impl<'a> SessionContext<'a> {
                     )?;
                     continue;
                 }
-                let path = std::path::Path::new("tools").join(binary).join("murmur.yaml");
+                let path = std::path::Path::new("tools")
+                    .join(binary)
+                    .join("murmur.yaml");
                 self.workdir
                     .dir()
                     .write_whole(&path, file.manifest.as_bytes())?;

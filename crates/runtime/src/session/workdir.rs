@@ -98,7 +98,8 @@ impl Workdir {
 
     /// Writes `MURMUR.md`: who the agent is, its tools, its limits.
     pub fn write_murmur_md(&self, staged: &Staged) -> Result<(), BeneathError> {
-        self.dir.write_whole("MURMUR.md", murmur_md(staged).as_bytes())
+        self.dir
+            .write_whole("MURMUR.md", murmur_md(staged).as_bytes())
     }
 }
 

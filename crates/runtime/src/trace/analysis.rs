@@ -1914,7 +1914,11 @@ mod tests {
         recorder.turn(&task, "tsk_1", 1, &[]);
         let whole = recorder.text();
         let cut_event = &recorder.lines[2][..40];
-        for cut in [cut_event.to_string(), "{".to_string(), "\u{fffd}\"x".to_string()] {
+        for cut in [
+            cut_event.to_string(),
+            "{".to_string(),
+            "\u{fffd}\"x".to_string(),
+        ] {
             let text = format!("{whole}{cut}");
             let loaded = parse(text.as_bytes(), Path::new("t")).unwrap();
             assert_eq!(loaded.events.len(), 3);
@@ -1932,7 +1936,10 @@ mod tests {
         // A bad line that is not the last one is still an error.
         let text = format!("{whole}{{oops\n{}\n", recorder.lines[2]);
         let error = parse(text.as_bytes(), Path::new("t")).unwrap_err();
-        assert!(matches!(error, LoadError::Malformed { line: 4, .. }), "{error:?}");
+        assert!(
+            matches!(error, LoadError::Malformed { line: 4, .. }),
+            "{error:?}"
+        );
     }
 
     #[test]

@@ -109,10 +109,7 @@ impl FailureLog {
         let path = self.workdir.path().join(FAILURE_LOG);
         if !self.told.swap(true, Ordering::Relaxed) {
             let where_logged = match written {
-                Ok(()) => format!(
-                    "this and later failures are logged in {}",
-                    path.display()
-                ),
+                Ok(()) => format!("this and later failures are logged in {}", path.display()),
                 Err(error) => format!("{} could not be written: {error}", path.display()),
             };
             eprintln!(

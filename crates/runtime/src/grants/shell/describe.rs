@@ -264,8 +264,9 @@ mod tests {
             r#"{"scripts": {"lint": "eslint .", "test": "jest"}}"#,
         )
         .unwrap();
-        let recipe =
-            |binary: &str, list: &[&str]| describe(binary, None, &args(list), &workdir(&dir)).recipe;
+        let recipe = |binary: &str, list: &[&str]| {
+            describe(binary, None, &args(list), &workdir(&dir)).recipe
+        };
         assert_eq!(
             recipe("make", &["-j", "4", "build"]).as_deref(),
             Some("cargo build\ncp a b")
@@ -290,8 +291,9 @@ mod tests {
         std::os::unix::fs::symlink(outer.path().join("secret"), dir.path().join("Makefile"))
             .unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("justfile")).unwrap();
-        let recipe =
-            |binary: &str, list: &[&str]| describe(binary, None, &args(list), &workdir(&dir)).recipe;
+        let recipe = |binary: &str, list: &[&str]| {
+            describe(binary, None, &args(list), &workdir(&dir)).recipe
+        };
         assert_eq!(recipe("make", &["build"]), None);
         assert_eq!(recipe("just", &["build"]), None);
         // A huge regular file is not read either.

@@ -267,16 +267,11 @@ impl ShellGrant {
             .collect();
         binary_dirs.sort();
         binary_dirs.dedup();
-        let ruleset = confine::ruleset(
-            workdir,
-            &self.read_only,
-            &binary_dirs,
-            &self.tcp_ports,
-        )
-        .map_err(|reason| ShellError::Spawn {
-            binary: binary.clone(),
-            reason,
-        })?;
+        let ruleset = confine::ruleset(workdir, &self.read_only, &binary_dirs, &self.tcp_ports)
+            .map_err(|reason| ShellError::Spawn {
+                binary: binary.clone(),
+                reason,
+            })?;
         let path_var = std::iter::once(BASE_PATH.to_string())
             .chain(binary_dirs.iter().map(|d| d.display().to_string()))
             .collect::<Vec<_>>()
