@@ -15,14 +15,18 @@ const SECRET: &str = "the host's secret: never in a trace, never overwritten\n";
 
 /// A capsule in a temp dir (with a `victim/` beside it, holding `secret.txt`), the probe tool,
 /// optional shell binaries and hooks, and the emulator playing `turns`.
-struct Setup {
+pub(crate) struct Setup {
     dir: tempfile::TempDir,
     emulator: Emulator,
 }
 
 impl Setup {
     /// `turns` gets the victim directory (outside the workdir) and gives the model's turns.
-    fn new(turns: impl FnOnce(&Path) -> Vec<Value>, shell: &[&str], hooks: &str) -> Setup {
+    pub(crate) fn new(
+        turns: impl FnOnce(&Path) -> Vec<Value>,
+        shell: &[&str],
+        hooks: &str,
+    ) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let victim = dir.path().join("victim");
         std::fs::create_dir(&victim).unwrap();
@@ -65,7 +69,7 @@ inference:
         self.dir.path().join("victim")
     }
 
-    fn run(&self) -> Session {
+    pub(crate) fn run(&self) -> Session {
         let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
             .env("EMU_KEY", KEY)
             .env("LANG", "C.UTF-8")
@@ -91,7 +95,7 @@ inference:
     }
 
     /// Nothing outside the workdir was written: `victim/` holds only the untouched secret.
-    fn assert_victim_untouched(&self) {
+    pub(crate) fn assert_victim_untouched(&self) {
         let names: Vec<_> = std::fs::read_dir(self.victim())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -119,15 +123,15 @@ inference:
     }
 }
 
-struct Session {
-    output: MurOutput,
-    report: Value,
-    trace: Vec<Value>,
-    workdir: PathBuf,
+pub(crate) struct Session {
+    pub(crate) output: MurOutput,
+    pub(crate) report: Value,
+    pub(crate) trace: Vec<Value>,
+    pub(crate) workdir: PathBuf,
 }
 
 impl Session {
-    fn events(&self, event_type: &str) -> Vec<&Value> {
+    pub(crate) fn events(&self, event_type: &str) -> Vec<&Value> {
         self.trace
             .iter()
             .filter(|e| e["event_type"] == event_type)
@@ -151,7 +155,7 @@ fn whole_trace(path: &Path) -> Vec<Value> {
     events
 }
 
-fn probe_call(id: &str, input: Value) -> Value {
+pub(crate) fn probe_call(id: &str, input: Value) -> Value {
     json!({ "reply": { "tool_calls": [ { "id": id, "name": "probe", "input": input } ] } })
 }
 
@@ -168,7 +172,7 @@ fn plant(id: &str, path: &str, target: &Path) -> Value {
     )
 }
 
-fn text(reply: &str) -> Value {
+pub(crate) fn text(reply: &str) -> Value {
     json!({ "reply": { "text": reply } })
 }
 

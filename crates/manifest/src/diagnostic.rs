@@ -255,6 +255,7 @@ codes! {
     W_RUN_020 = "W-RUN-020": "the user's credentials file can be read by its group or by others";
     E_RUN_021 = "E-RUN-021": "a declared tool or skill has the name of a runtime tool the capsule offers (`shell`, `switch-driver`)";
     E_RUN_022 = "E-RUN-022": "the runtime could not write or read its own file in the session workdir (`out/result.txt`, a context's `history.json`, a log): a link or a directory was planted there, or the disk is full";
+    E_RUN_023 = "E-RUN-023": "a tool's or driver's `data` is over the limit the runtime takes (10 MiB)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
     E_REG_002 = "E-REG-002": "an artifact archive is malformed or unsafe (a path out of it, a link, a special file, no manifest)";

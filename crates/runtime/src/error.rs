@@ -44,6 +44,14 @@ pub enum RuntimeError {
         reason: String,
     },
 
+    /// The tool returned more `data` than the runtime takes.
+    #[error("tool `{component}` returned {bytes} bytes of data, over the {limit} byte limit")]
+    DataTooLarge {
+        component: String,
+        bytes: u64,
+        limit: u64,
+    },
+
     /// The runtime's own I/O failed (workdir, cache, …).
     #[error("{context}: {source}")]
     Io {
@@ -62,6 +70,7 @@ impl RuntimeError {
             RuntimeError::MemoryLimit { .. } => "E-RUN-004",
             RuntimeError::Trap { .. } => "E-RUN-005",
             RuntimeError::DataPath { .. } => "E-RUN-006",
+            RuntimeError::DataTooLarge { .. } => "E-RUN-023",
             RuntimeError::ComponentMissing { .. } => "E-RUN-008",
         }
     }
@@ -99,6 +108,11 @@ impl RuntimeError {
                  10 MiB, with no `..`, no symlink on the way, or return the result in `data`"
                     .to_string()
             }
+            RuntimeError::DataTooLarge { limit, .. } => format!(
+                "return at most {} MiB in `data`; for more, write a file and return only the \
+                 part the model needs",
+                limit >> 20
+            ),
             RuntimeError::Io { .. } => {
                 "check the permissions and free space of the directory named".to_string()
             }

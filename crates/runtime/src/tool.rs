@@ -5,7 +5,8 @@
 //!
 //! - One call is one fresh instance in one fresh store, under the call's [`Grants`]: nothing
 //!   survives from one call to the next inside the component.
-//! - A result carrying `data` is used verbatim; `data-path` is then never opened.
+//! - A result carrying `data` is used verbatim; `data-path` is then never opened. `data` over
+//!   [`DATA_MAX_BYTES`] fails the call ([`RuntimeError::DataTooLarge`]).
 //! - Otherwise `data-path` is read on the tool's behalf, beneath the session workdir, by
 //!   [`read_data_path`]: `%` escapes are decoded first; an absolute path, any `..`, a symlink
 //!   anywhere on the way, a missing file, anything but a regular file, or a file over
@@ -32,6 +33,10 @@ use crate::grants::{Grants, Refusal};
 
 /// The largest file `data-path` may name: 10 MiB.
 pub const DATA_PATH_MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+/// The most `data` a result may carry: as much as `data-path` may name. More fails the call
+/// ([`RuntimeError::DataTooLarge`]), and the data is dropped at once.
+pub const DATA_MAX_BYTES: u64 = DATA_PATH_MAX_BYTES;
 
 /// The reserved metadata keys.
 pub const CONTINUATION_ID: &str = "continuation_id";
@@ -162,7 +167,14 @@ impl Engine {
                 state,
                 &error,
             )),
-            Ok(Ok(result)) => read_result(component.name(), &grants.workdir, result.into()),
+            Ok(Ok(result)) => match result.data.as_ref().map(|data| data.len() as u64) {
+                Some(bytes) if bytes > DATA_MAX_BYTES => Err(RuntimeError::DataTooLarge {
+                    component: component.name().to_string(),
+                    bytes,
+                    limit: DATA_MAX_BYTES,
+                }),
+                _ => read_result(component.name(), &grants.workdir, result.into()),
+            },
         };
         ToolCallReport {
             outcome,
