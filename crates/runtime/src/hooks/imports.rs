@@ -249,7 +249,7 @@ impl murmur::conversation::read::Host for HostState {
         };
         let safe = wanted.starts_with("ctx_") && wanted[4..].chars().all(|c| c.is_ascii_hexdigit());
         let path = std::path::Path::new("contexts")
-            .join(&wanted)
+            .join(wanted)
             .join("history.json");
         if !safe || !hook.services.workdir.is_file(&path) {
             return Ok(Err(format!("this session has no context `{wanted}`")));
