@@ -444,6 +444,7 @@ pub async fn run(
                 driver: String::new(),
                 credential_source: String::new(),
                 components: staged.components.clone(),
+                grants: Vec::new(),
                 tools: staged.tools.iter().map(|tool| tool.name.clone()).collect(),
                 containment: super::containment(),
                 inference_choices: None,
