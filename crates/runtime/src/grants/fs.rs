@@ -149,8 +149,9 @@ fn open_dir(at: libc::c_int, name: &[u8]) -> std::io::Result<OwnedFd> {
     };
     if fd < 0 {
         let error = std::io::Error::last_os_error();
-        return Err(if error.raw_os_error() == Some(libc::ELOOP) {
-            std::io::Error::other("it passes through a symlink")
+        // A symlink under `O_NOFOLLOW | O_DIRECTORY` is `ELOOP` or `ENOTDIR`.
+        return Err(if matches!(error.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+            std::io::Error::other("it passes through a symlink or names a file, not a directory")
         } else {
             error
         });
