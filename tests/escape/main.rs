@@ -5,6 +5,7 @@
 
 mod archive;
 mod door;
+mod hooks;
 mod limits;
 mod signals;
 mod workdir;
