@@ -91,6 +91,38 @@ impl Grants {
         }
     }
 
+    /// Narrows these grants to what one artifact's entry gives it (`planned`, from
+    /// `CapsuleManifest::grants_of`): its directory and scope, the read-only paths it holds
+    /// (those that exist), and `always` (a driver's gateway) followed by its network allow
+    /// entries. `None`, an artifact without an entry, holds no directory and no network.
+    pub fn narrow(
+        &mut self,
+        planned: Option<&murmur_manifest::capsule::ArtifactGrants>,
+        always: Option<murmur_manifest::NetworkRule>,
+    ) {
+        let mut allow: Vec<_> = always.into_iter().collect();
+        match planned {
+            None => {
+                self.filesystem = fs::WorkdirAccess::NONE;
+                self.read_only = Vec::new();
+            }
+            Some(planned) => {
+                self.filesystem = fs::WorkdirAccess {
+                    scope: planned.filesystem.scope,
+                    path: planned.filesystem.path.clone(),
+                };
+                self.read_only = planned
+                    .filesystem
+                    .read_only
+                    .iter()
+                    .filter_map(|path| path.canonicalize().ok())
+                    .collect();
+                allow.extend(planned.network.allow.iter().cloned());
+            }
+        }
+        self.network = NetworkPolicy::allow(allow);
+    }
+
     /// The state of one call's store, built from these grants.
     pub(crate) fn host_state(&self) -> Result<HostState, RuntimeError> {
         let mut builder = WasiCtx::builder();

@@ -3,15 +3,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use murmur_manifest::capsule::ArtifactGrants;
 use serde_json::Value;
 
 use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
 use crate::grants::message::SendingTask;
 use crate::grants::shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
-use crate::grants::fs::WorkdirAccess;
-use crate::grants::{ChunkSink, Grants, NetworkPolicy};
+use crate::grants::{ChunkSink, Grants};
 use crate::hooks::events::{
     self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, ShellOutcome, StageEvent,
     TaskEndEvent, TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list,
@@ -123,33 +121,12 @@ impl<'a> SessionContext<'a> {
             .iter()
             .filter_map(|path| path.resolved.canonicalize().ok())
             .collect();
-        // What the artifact named `name` holds: its entry's narrowing of the capsule's grants
-        // (`CapsuleManifest::grants_of`), or nothing for a name with no entry.
+        // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
         let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
-        let narrowed = |grants: &mut Grants, planned: Option<&ArtifactGrants>| {
-            let Some(planned) = planned else {
-                grants.filesystem = WorkdirAccess::NONE;
-                grants.read_only = Vec::new();
-                grants.network = NetworkPolicy::deny_all();
-                return Vec::new();
-            };
-            grants.filesystem = WorkdirAccess {
-                scope: planned.filesystem.scope,
-                path: planned.filesystem.path.clone(),
-            };
-            grants.read_only = planned
-                .filesystem
-                .read_only
-                .iter()
-                .filter_map(|path| path.canonicalize().ok())
-                .collect();
-            planned.network.allow.clone()
-        };
         let component_grants = |name: &str, config: Option<&Value>| {
             let mut grants = base.clone();
             grants.env = component_env(&identity, config, allow, &lookup);
-            let allow = narrowed(&mut grants, planned(name).as_ref());
-            grants.network = NetworkPolicy::allow(allow);
+            grants.narrow(planned(name).as_ref(), None);
             grants
         };
 
@@ -171,9 +148,10 @@ impl<'a> SessionContext<'a> {
                     .env(),
                 );
                 // Its gateway, then what its entry adds within the capsule's allowlist.
-                let mut allow = vec![driver.network.clone()];
-                allow.extend(narrowed(&mut grants, planned(&driver.name).as_ref()));
-                grants.network = NetworkPolicy::allow(allow);
+                grants.narrow(
+                    planned(&driver.name).as_ref(),
+                    Some(driver.network.clone()),
+                );
                 grants.credential = driver.credential.clone();
                 grants.chunks = Some(sink.clone());
                 grants
