@@ -234,7 +234,10 @@ fn json_output_lists_what_each_artifact_holds() {
     assert_eq!(tool["runtime"], "tool");
     assert_eq!(tool["filesystem"]["scope"], "write");
     assert_eq!(tool["filesystem"]["path"], serde_json::Value::Null);
-    assert_eq!(tool["network"]["allow"], serde_json::json!(["https://api.example.com"]));
+    assert_eq!(
+        tool["network"]["allow"],
+        serde_json::json!(["https://api.example.com"])
+    );
     assert_eq!(tool["env"], serde_json::json!(["LANG"]));
     let hook = of("watcher");
     assert_eq!(hook["filesystem"]["scope"], "read");
@@ -264,8 +267,16 @@ fn an_entry_wider_than_the_capsule_is_reported_with_its_code() {
         let file = granted_capsule(dir.path(), capabilities);
         let output = check(&file, false);
         assert_eq!(output.code, 1, "{output:#?}");
-        assert!(output.stderr.contains(&format!("error[{code}]")), "{}", output.stderr);
-        assert!(output.stderr.contains("artifact `watcher`"), "{}", output.stderr);
+        assert!(
+            output.stderr.contains(&format!("error[{code}]")),
+            "{}",
+            output.stderr
+        );
+        assert!(
+            output.stderr.contains("artifact `watcher`"),
+            "{}",
+            output.stderr
+        );
         assert!(output.stderr.contains(gist), "{}", output.stderr);
         assert!(output.stderr.contains("hint:"), "{}", output.stderr);
     }

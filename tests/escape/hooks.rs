@@ -17,7 +17,13 @@ const KEY: &str = "sk-emulator-escape-hooks";
 
 /// A capsule with the Anthropic driver (at the emulator) and one `hook-probe` named `probe`
 /// whose entry carries `capabilities` (`""` for none); the capsule allows `allow`.
-fn hook_capsule(dir: &Path, endpoint: &str, capabilities: &str, allow: &str, tries: Value) -> PathBuf {
+fn hook_capsule(
+    dir: &Path,
+    endpoint: &str,
+    capabilities: &str,
+    allow: &str,
+    tries: Value,
+) -> PathBuf {
     let root = repo_root();
     let hook = dir.join("hooks/probe");
     std::fs::create_dir_all(&hook).unwrap();
@@ -82,14 +88,21 @@ fn run(file: &Path) -> MurOutput {
 /// `session_end`).
 fn finished(output: &MurOutput) -> (PathBuf, Vec<Value>) {
     let report = output.json();
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap_or_else(|| panic!("{output:#?}")));
+    let workdir = PathBuf::from(
+        report["workdir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{output:#?}")),
+    );
     let trace: Vec<Value> = std::fs::read_to_string(workdir.join("trace.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).expect("a trace line that parses"))
         .collect();
     assert_eq!(
-        trace.iter().filter(|e| e["event_type"] == "session_end").count(),
+        trace
+            .iter()
+            .filter(|e| e["event_type"] == "session_end")
+            .count(),
         1,
         "{trace:#?}"
     );
@@ -107,7 +120,9 @@ fn tries(workdir: &Path, trace: &[Value]) -> Value {
         .find(|e| e["event_type"] == "hook_dispatch_error" && e["handler"] == "on-session-start")
         .unwrap_or_else(|| panic!("no log and no dispatch error: {trace:#?}"));
     let message = error["message"].as_str().unwrap();
-    let (_, line) = message.split_once("; line: ").unwrap_or_else(|| panic!("{message}"));
+    let (_, line) = message
+        .split_once("; line: ")
+        .unwrap_or_else(|| panic!("{message}"));
     serde_json::from_str::<Value>(line).unwrap()["tries"].clone()
 }
 
@@ -130,7 +145,12 @@ fn grants_of<'a>(trace: &'a [Value], name: &str) -> &'a Value {
 }
 
 fn all_tries(server: &RecordingServer) -> Value {
-    json!(["read:MURMUR.md", "write:planted.txt", "list:.", format!("http:{}/hook", server.url())])
+    json!([
+        "read:MURMUR.md",
+        "write:planted.txt",
+        "list:.",
+        format!("http:{}/hook", server.url())
+    ])
 }
 
 #[test]
@@ -149,7 +169,10 @@ fn a_hook_without_an_entry_grant_neither_reads_writes_nor_reaches_the_network() 
     }
     let http = format!("http:{}/hook", server.url());
     assert!(
-        seen[&http]["err"].as_str().unwrap().contains("HttpRequestDenied"),
+        seen[&http]["err"]
+            .as_str()
+            .unwrap()
+            .contains("HttpRequestDenied"),
         "{seen:#}"
     );
     // Nothing arrived, nothing was planted anywhere, and the log could not be written.
@@ -187,11 +210,17 @@ fn a_hook_granted_read_reads_the_workdir_but_cannot_write_it() {
     let (workdir, trace) = finished(&output);
     let seen = tries(&workdir, &trace);
     assert!(
-        seen["read:MURMUR.md"]["ok"].as_str().unwrap().contains("escaping"),
+        seen["read:MURMUR.md"]["ok"]
+            .as_str()
+            .unwrap()
+            .contains("escaping"),
         "{seen:#}"
     );
     assert!(
-        seen["list:."]["ok"].as_array().unwrap().contains(&json!("MURMUR.md")),
+        seen["list:."]["ok"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("MURMUR.md")),
         "{seen:#}"
     );
     assert!(seen["write:planted.txt"]["err"].is_string(), "{seen:#}");
@@ -212,7 +241,12 @@ fn a_hook_granted_a_subdirectory_writes_there_and_sees_nothing_else() {
         &emulator.url(),
         "{ filesystem: { scope: write, path: hook-space/probe } }",
         "\"http://127.0.0.1:9\"",
-        json!(["read:MURMUR.md", "read:../MURMUR.md", "write:planted.txt", "list:."]),
+        json!([
+            "read:MURMUR.md",
+            "read:../MURMUR.md",
+            "write:planted.txt",
+            "list:."
+        ]),
     );
     let output = run(&file);
     assert_eq!(output.code, 0, "{output:#?}");
@@ -224,7 +258,10 @@ fn a_hook_granted_a_subdirectory_writes_there_and_sees_nothing_else() {
     assert!(seen["read:MURMUR.md"]["err"].is_string(), "{seen:#}");
     assert!(seen["read:../MURMUR.md"]["err"].is_string(), "{seen:#}");
     assert_eq!(seen["write:planted.txt"]["ok"], true, "{seen:#}");
-    assert_eq!(std::fs::read_to_string(space.join("planted.txt")).unwrap(), "hook-probe");
+    assert_eq!(
+        std::fs::read_to_string(space.join("planted.txt")).unwrap(),
+        "hook-probe"
+    );
     assert!(!workdir.join("planted.txt").exists());
     let (_, trace) = finished(&output);
     let hook = grants_of(&trace, "probe");
@@ -244,14 +281,24 @@ fn a_hook_granted_a_host_reaches_it_and_only_it() {
         &emulator.url(),
         &format!("{{ network: {{ allow: [ \"{}\" ] }} }}", server.url()),
         &allow,
-        json!([format!("http:{}/hook", server.url()), format!("http:{}/hook", other.url())]),
+        json!([
+            format!("http:{}/hook", server.url()),
+            format!("http:{}/hook", other.url())
+        ]),
     );
     let output = run(&file);
     assert_eq!(output.code, 0, "{output:#?}");
     let (workdir, trace) = finished(&output);
     let seen = tries(&workdir, &trace);
-    assert_eq!(seen[format!("http:{}/hook", server.url())]["ok"], 200, "{seen:#}");
-    assert!(seen[format!("http:{}/hook", other.url())]["err"].is_string(), "{seen:#}");
+    assert_eq!(
+        seen[format!("http:{}/hook", server.url())]["ok"],
+        200,
+        "{seen:#}"
+    );
+    assert!(
+        seen[format!("http:{}/hook", other.url())]["err"].is_string(),
+        "{seen:#}"
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].path, "/hook");
@@ -283,9 +330,24 @@ fn a_hook_asking_for_a_host_outside_the_capsule_fails_check_and_run() {
         .iter()
         .find(|d| d["code"] == "E-CAP-009")
         .unwrap_or_else(|| panic!("{report:#}"));
-    assert!(diagnostic["message"].as_str().unwrap().contains("artifact `probe`"));
-    assert!(diagnostic["message"].as_str().unwrap().contains(&server.url()));
-    assert!(diagnostic["hint"].as_str().unwrap().contains("capabilities.network.allow"));
+    assert!(
+        diagnostic["message"]
+            .as_str()
+            .unwrap()
+            .contains("artifact `probe`")
+    );
+    assert!(
+        diagnostic["message"]
+            .as_str()
+            .unwrap()
+            .contains(&server.url())
+    );
+    assert!(
+        diagnostic["hint"]
+            .as_str()
+            .unwrap()
+            .contains("capabilities.network.allow")
+    );
     let output = run(&file);
     assert_ne!(output.code, 0, "{output:#?}");
     assert!(
@@ -330,7 +392,9 @@ inference:
 /// What the probe driver reported as its answer.
 fn driver_report(output: &MurOutput) -> Value {
     let report = output.json();
-    let path = report["tasks"][0]["result_path"].as_str().unwrap_or_else(|| panic!("{output:#?}"));
+    let path = report["tasks"][0]["result_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{output:#?}"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -1148,7 +1148,12 @@ capabilities:
     }
 
     fn allow(grants: &ArtifactGrants) -> Vec<&str> {
-        grants.network.allow.iter().map(NetworkRule::as_str).collect()
+        grants
+            .network
+            .allow
+            .iter()
+            .map(NetworkRule::as_str)
+            .collect()
     }
 
     #[test]
@@ -1170,7 +1175,10 @@ capabilities:
         let driver = grants(&c, "d");
         assert_eq!(driver.filesystem.scope, FsScope::None);
         assert!(allow(&driver).is_empty());
-        assert_eq!(driver.network.gateway.as_deref(), Some("https://gw.example"));
+        assert_eq!(
+            driver.network.gateway.as_deref(),
+            Some("https://gw.example")
+        );
     }
 
     #[test]
@@ -1195,7 +1203,11 @@ capabilities:
     #[test]
     fn entry_capabilities_are_checked_against_the_capsule_both_ways() {
         let c = capsule(GRANTS);
-        assert!(c.validate(Path::new("/capsule")).iter().all(|d| d.code != code::E_CAP_009 && d.code != code::E_CAP_010));
+        assert!(
+            c.validate(Path::new("/capsule"))
+                .iter()
+                .all(|d| d.code != code::E_CAP_009 && d.code != code::E_CAP_010)
+        );
         let mut wider = c.clone();
         wider.artifacts[3].capabilities.network = Some(NetworkGrant {
             allow: vec![NetworkRule::parse("https://127.0.0.1:9").unwrap()],
@@ -1217,7 +1229,12 @@ capabilities:
             path: Some(PathBuf::from("a/b")),
         });
         wider.artifacts[3].capabilities.network = None;
-        assert!(wider.validate(Path::new("/capsule")).iter().all(|d| !d.code.starts_with("E-CAP")));
+        assert!(
+            wider
+                .validate(Path::new("/capsule"))
+                .iter()
+                .all(|d| !d.code.starts_with("E-CAP"))
+        );
     }
 
     #[test]

@@ -671,7 +671,11 @@ fn e_cap_009_entry_network_wider_than_the_capsule() {
     let loaded = load_text(&text);
     let d = only(&loaded, "E-CAP-009");
     assert!(d.message.contains("artifact `watcher`"), "{}", d.message);
-    assert!(d.message.contains("`http://evil.example:8080`"), "{}", d.message);
+    assert!(
+        d.message.contains("`http://evil.example:8080`"),
+        "{}",
+        d.message
+    );
     assert_at(&d, &text, "\"http://evil.example:8080\"");
     assert_hint(&d, "only narrow the capsule's grants");
     // Within the capsule's allowlist: no diagnostic.

@@ -150,11 +150,15 @@ fn open_dir(at: libc::c_int, name: &[u8]) -> std::io::Result<OwnedFd> {
     if fd < 0 {
         let error = std::io::Error::last_os_error();
         // A symlink under `O_NOFOLLOW | O_DIRECTORY` is `ELOOP` or `ENOTDIR`.
-        return Err(if matches!(error.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
-            std::io::Error::other("it passes through a symlink or names a file, not a directory")
-        } else {
-            error
-        });
+        return Err(
+            if matches!(error.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+                std::io::Error::other(
+                    "it passes through a symlink or names a file, not a directory",
+                )
+            } else {
+                error
+            },
+        );
     }
     // SAFETY: `fd` was just returned by `openat` and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })

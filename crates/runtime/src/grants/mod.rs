@@ -126,7 +126,12 @@ impl Grants {
     /// The state of one call's store, built from these grants.
     pub(crate) fn host_state(&self) -> Result<HostState, RuntimeError> {
         let mut builder = WasiCtx::builder();
-        fs::preopen(&mut builder, &self.workdir, &self.filesystem, &self.read_only)?;
+        fs::preopen(
+            &mut builder,
+            &self.workdir,
+            &self.filesystem,
+            &self.read_only,
+        )?;
         builder.envs(&self.env);
         let stdout = stdio::CapturedOutput::default();
         let stderr = stdio::CapturedOutput::default();
