@@ -190,3 +190,94 @@ fn a_missing_manifest_is_a_diagnostic_not_a_panic() {
         output.stderr
     );
 }
+
+/// A capsule with a tool, a hook and a driver; `hook_capabilities` goes in the hook's entry.
+fn granted_capsule(dir: &Path, hook_capabilities: &str) -> std::path::PathBuf {
+    write(
+        dir,
+        "murmur.yaml",
+        &format!(
+            r#"name: granted
+version: "0.1.0"
+artifacts:
+  - {{ name: driver-x, version: "0.1.0", runtime: driver, gateway: {{ endpoint: "https://gw.example" }} }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool }}
+  - {{ name: watcher, version: "0.1.0", runtime: hook, capabilities: {hook_capabilities} }}
+capabilities:
+  network: {{ allow: [ "https://api.example.com" ] }}
+  env: {{ allow: [ LANG ] }}
+inference:
+  model: m
+  driver: {{ artifact: driver-x }}
+"#
+        ),
+    )
+}
+
+#[test]
+fn json_output_lists_what_each_artifact_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = granted_capsule(dir.path(), "{ filesystem: { scope: read, path: logs } }");
+    let output = check(&file, true);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let grants = output.json()["grants"].clone();
+    let of = |name: &str| {
+        grants
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == name)
+            .unwrap_or_else(|| panic!("{grants:#}"))
+            .clone()
+    };
+    let tool = of("read-file");
+    assert_eq!(tool["runtime"], "tool");
+    assert_eq!(tool["filesystem"]["scope"], "write");
+    assert_eq!(tool["filesystem"]["path"], serde_json::Value::Null);
+    assert_eq!(
+        tool["network"]["allow"],
+        serde_json::json!(["https://api.example.com"])
+    );
+    assert_eq!(tool["env"], serde_json::json!(["LANG"]));
+    let hook = of("watcher");
+    assert_eq!(hook["filesystem"]["scope"], "read");
+    assert_eq!(hook["filesystem"]["path"], "logs");
+    assert_eq!(hook["network"]["allow"], serde_json::json!([]));
+    let driver = of("driver-x");
+    assert_eq!(driver["filesystem"]["scope"], "none");
+    assert_eq!(driver["network"]["gateway"], "https://gw.example");
+    assert_eq!(driver["network"]["allow"], serde_json::json!([]));
+}
+
+#[test]
+fn an_entry_wider_than_the_capsule_is_reported_with_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    for (capabilities, code, gist) in [
+        (
+            "{ network: { allow: [ \"https://evil.example\" ] } }",
+            "E-CAP-009",
+            "`https://evil.example`",
+        ),
+        (
+            "{ filesystem: { scope: write, path: ../../etc } }",
+            "E-CAP-010",
+            "`../../etc`",
+        ),
+    ] {
+        let file = granted_capsule(dir.path(), capabilities);
+        let output = check(&file, false);
+        assert_eq!(output.code, 1, "{output:#?}");
+        assert!(
+            output.stderr.contains(&format!("error[{code}]")),
+            "{}",
+            output.stderr
+        );
+        assert!(
+            output.stderr.contains("artifact `watcher`"),
+            "{}",
+            output.stderr
+        );
+        assert!(output.stderr.contains(gist), "{}", output.stderr);
+        assert!(output.stderr.contains("hint:"), "{}", output.stderr);
+    }
+}

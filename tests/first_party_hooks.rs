@@ -206,7 +206,7 @@ turns:
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let hooks = format!(
-        "  - {{ name: debug-hook, version: \"0.1.0\", runtime: hook, path: {} }}",
+        "  - {{ name: debug-hook, version: \"0.1.0\", runtime: hook, path: {}, capabilities: {{ filesystem: {{ scope: write }} }} }}",
         artifact("debug-hook")
     );
     let file = capsule(dir.path(), &emulator.url(), &hooks, "");

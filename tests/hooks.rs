@@ -97,8 +97,9 @@ fn capsule(dir: &Path, endpoint: &str, hooks: &[Hook], extra: &str) -> PathBuf {
         } else {
             format!(", grants: [{}]", hook.grants.join(", "))
         };
+        // Every fixture hook logs to the workdir, so each entry grants it.
         entries.push_str(&format!(
-            "  - {{ name: {}, version: \"0.1.0\", runtime: hook, path: {}, config: {}{grants}{} }}\n",
+            "  - {{ name: {}, version: \"0.1.0\", runtime: hook, path: {}, config: {}{grants}, capabilities: {{ filesystem: {{ scope: write }} }}{} }}\n",
             hook.name,
             path.display(),
             hook.config,

@@ -846,7 +846,7 @@ turns:
     let text = std::fs::read_to_string(&file).unwrap().replace(
         "inference:\n",
         &format!(
-            "  - {{ name: gate, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read] }}\ninference:\n",
+            "  - {{ name: gate, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}\ninference:\n",
             gate.display()
         ),
     );

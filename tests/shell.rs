@@ -367,7 +367,7 @@ fn every_shell_event_field_reaches_hooks_including_recipes_for_make_just_and_npm
         "turns:\n  - reply: {{ tool_calls: {seed} }}\n  - reply: {{ tool_calls: {calls} }}\n  - reply: {{ text: done }}\n"
     );
     let hook = format!(
-        "  - {{ name: hook-probe, version: \"0.1.0\", runtime: hook, path: {}, grants: [ runtime/inference, runtime/tokens, task-io/read, conversation/read ] }}",
+        "  - {{ name: hook-probe, version: \"0.1.0\", runtime: hook, path: {}, grants: [ runtime/inference, runtime/tokens, task-io/read, conversation/read ], capabilities: {{ filesystem: {{ scope: write }} }} }}",
         repo_root().join("tests/fixtures/hook-probe").display()
     );
     let capsule = capsule(&script, &["make", "just", "npm", "bash"], &hook);

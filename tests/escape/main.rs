@@ -6,6 +6,7 @@
 mod archive;
 mod door;
 mod failures;
+mod hooks;
 mod limits;
 mod signals;
 mod workdir;

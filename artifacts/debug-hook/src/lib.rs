@@ -8,6 +8,8 @@
 //!   `{"handler": "on-tool-call", "event": {…}}`, the event as
 //!   [`murmur_guest::hook::Event`] serializes it (snake_case fields, `null` for an absent
 //!   optional field, a message's `content` as its JSON string).
+//! - It needs the workdir, which a hook holds only when its capsule entry grants it:
+//!   `capabilities: { filesystem: { scope: write } }`.
 //! - A bad config or a failed write is returned as an error (the runtime logs it), except at
 //!   `on-compaction`, where an error would end the session: there the failure is printed to
 //!   stderr and the handler returns `none`.

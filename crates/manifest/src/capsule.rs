@@ -23,6 +23,10 @@
 //!   paths are kept as written and resolved against the manifest's directory (one that does not
 //!   exist warns); `shell.allow` entries are single binary names; `env.allow` names are
 //!   non-empty, without `=`, and never `MURMUR_*` (the runtime owns those).
+//! - An artifact entry's `capabilities` narrow the capsule's for that artifact, never widen
+//!   them: each `network.allow` entry must be within `capabilities.network.allow` (`E-CAP-009`,
+//!   naming the artifact and the entry); `filesystem.path` is relative to the workdir and never
+//!   climbs out of it (`E-CAP-010`). What each artifact then holds is [`CapsuleManifest::grants_of`].
 //! - A gateway's `api_key` is a credential reference, not interpolated at load: `${NAME}` is
 //!   resolved at staging (see [`Gateway::env_reference`]), anything else is a literal.
 //! - `control.settings` name settings a controller may change; `control.agent_settings` only
@@ -97,6 +101,68 @@ pub struct ArtifactEntry {
     pub queue: Option<HookQueue>,
     /// For a hook: the deadline of each of its calls, in seconds (default 30).
     pub deadline_seconds: Option<u64>,
+    /// This artifact's narrowing of the capsule's `capabilities`; absent parts take the
+    /// runtime's default (see [`CapsuleManifest::grants_of`]).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub capabilities: EntryCapabilities,
+}
+
+/// `capabilities:` of an artifact entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryCapabilities {
+    /// What of the workdir the artifact's `.` is.
+    pub filesystem: Option<EntryFilesystem>,
+    /// The hosts it may reach: each within the capsule's `capabilities.network.allow`.
+    pub network: Option<NetworkGrant>,
+}
+
+/// `capabilities.filesystem` of an artifact entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryFilesystem {
+    pub scope: FsScope,
+    /// A directory beneath the workdir, relative to it; absent means the workdir itself.
+    pub path: Option<PathBuf>,
+}
+
+closed_set! {
+    /// How much of its directory an artifact holds.
+    #[derive(Default)]
+    pub enum FsScope (code::E_MAN_015, "filesystem scope") {
+        /// No directory at all.
+        #[default]
+        None = "none",
+        Read = "read",
+        Write = "write",
+    }
+}
+
+/// What one artifact holds, after its entry narrowed the capsule's grants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactGrants {
+    pub filesystem: FilesystemAccess,
+    pub network: NetworkAccess,
+    /// The host variables passed through (`capabilities.env.allow`), by name.
+    pub env: Vec<String>,
+}
+
+/// The directory an artifact sees as its `.`, and the read-only paths it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FilesystemAccess {
+    pub scope: FsScope,
+    /// Beneath the workdir, relative to it; `None` is the workdir itself.
+    pub path: Option<PathBuf>,
+    /// The capsule's `filesystem.read_only` paths (resolved), held only with a scope other than
+    /// `none`.
+    pub read_only: Vec<PathBuf>,
+}
+
+/// Where an artifact's outgoing requests may go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkAccess {
+    /// A driver's gateway endpoint, always reachable by that driver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    pub allow: Vec<NetworkRule>,
 }
 
 closed_set! {
@@ -482,6 +548,43 @@ fn positive_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
 }
 
 impl CapsuleManifest {
+    /// What `entry` holds. Without a word in the entry: a tool gets the workdir read-write,
+    /// the `read_only` paths and the capsule's whole network allowlist; a hook gets no
+    /// directory and no network; a driver no directory and its gateway only. The entry's
+    /// `capabilities.filesystem` replaces the directory part and `capabilities.network` the
+    /// allowlist part (for a driver, hosts beside its gateway); both are checked at load to be
+    /// within the capsule's. Every artifact gets the `env.allow` names.
+    pub fn grants_of(&self, entry: &ArtifactEntry) -> ArtifactGrants {
+        let tool = entry.runtime == Runtime::Tool;
+        let (scope, path) = match &entry.capabilities.filesystem {
+            Some(fs) => (fs.scope, fs.path.clone()),
+            None if tool => (FsScope::Write, None),
+            None => (FsScope::None, None),
+        };
+        let read_only = if scope == FsScope::None {
+            Vec::new()
+        } else {
+            self.capabilities.filesystem.read_only_resolved()
+        };
+        let allow = match &entry.capabilities.network {
+            Some(network) => network.allow.clone(),
+            None if tool => self.capabilities.network.allow.clone(),
+            None => Vec::new(),
+        };
+        let gateway = (entry.runtime == Runtime::Driver)
+            .then(|| entry.gateway.as_ref().map(|g| g.endpoint.clone()))
+            .flatten();
+        ArtifactGrants {
+            filesystem: FilesystemAccess {
+                scope,
+                path,
+                read_only,
+            },
+            network: NetworkAccess { gateway, allow },
+            env: self.capabilities.env.allow.clone(),
+        }
+    }
+
     /// The artifact entry named `name`.
     pub fn artifact(&self, name: &str) -> Option<&ArtifactEntry> {
         self.artifacts.iter().find(|a| a.name == name)
@@ -586,6 +689,7 @@ impl CapsuleManifest {
                     }
                 }
             }
+            self.validate_entry_capabilities(entry, &at, &what, found);
             if entry.deadline_seconds == Some(0) {
                 found.push(out_of_range(
                     &format!("{at}.deadline_seconds"),
@@ -632,6 +736,79 @@ impl CapsuleManifest {
                         .at_path(format!("{at}.gateway.api_key")),
                     );
                 }
+            }
+        }
+    }
+
+    /// `E-CAP-009` / `E-CAP-010`: an entry's `capabilities` wider than the capsule's.
+    fn validate_entry_capabilities(
+        &self,
+        entry: &ArtifactEntry,
+        at: &str,
+        what: &str,
+        found: &mut Vec<Diagnostic>,
+    ) {
+        let capabilities = &entry.capabilities;
+        if entry.runtime == Runtime::Skill
+            && (capabilities.filesystem.is_some() || capabilities.network.is_some())
+        {
+            found.push(
+                Diagnostic::new(
+                    code::W_MAN_026,
+                    format!("{what} has `capabilities`, which a `runtime: skill` never uses"),
+                )
+                .hint("remove `capabilities:`; a skill runs no code")
+                .at_path(format!("{at}.capabilities")),
+            );
+        }
+        if let Some(network) = &capabilities.network {
+            let capsule = &self.capabilities.network.allow;
+            for (i, rule) in network.allow.iter().enumerate() {
+                if !rule.within(capsule) {
+                    found.push(
+                        Diagnostic::new(
+                            code::E_CAP_009,
+                            format!(
+                                "{what} is granted network `{rule}`, which the capsule's `capabilities.network.allow` does not allow"
+                            ),
+                        )
+                        .hint(format!(
+                            "an artifact entry may only narrow the capsule's grants: add `{rule}` to `capabilities.network.allow`, or remove it from the entry"
+                        ))
+                        .at_path(format!("{at}.capabilities.network.allow[{i}]")),
+                    );
+                }
+            }
+        }
+        if let Some(path) = capabilities
+            .filesystem
+            .as_ref()
+            .and_then(|fs| fs.path.as_deref())
+        {
+            let problem = if path.as_os_str().is_empty() {
+                Some("is empty")
+            } else if path.has_root() {
+                Some("is absolute")
+            } else if path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                Some("climbs with `..`")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                found.push(
+                    Diagnostic::new(
+                        code::E_CAP_010,
+                        format!(
+                            "{what} is granted filesystem path `{}`, which {problem}: an artifact may only be given a directory beneath the workdir",
+                            path.display()
+                        ),
+                    )
+                    .hint("write a path relative to the workdir, such as `logs`, or leave `path:` out for the workdir itself")
+                    .at_path(format!("{at}.capabilities.filesystem.path")),
+                );
             }
         }
     }
@@ -936,6 +1113,129 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn capsule(yaml: &str) -> CapsuleManifest {
+        let loaded = crate::load_str(yaml, Path::new("/capsule/murmur.yaml"), &|_| None);
+        match loaded.manifest {
+            Some(crate::Manifest::Capsule(capsule)) => capsule,
+            _ => panic!("not a capsule: {:#?}", loaded.diagnostics),
+        }
+    }
+
+    const GRANTS: &str = r#"
+name: c
+version: "0.1.0"
+artifacts:
+  - { name: t, version: "0.1.0", runtime: tool }
+  - { name: h, version: "0.1.0", runtime: hook }
+  - { name: d, version: "0.1.0", runtime: driver, gateway: { endpoint: "https://gw.example" } }
+  - name: h2
+    version: "0.1.0"
+    runtime: hook
+    capabilities:
+      filesystem: { scope: read, path: logs }
+      network: { allow: [ "https://api.example.com" ] }
+  - { name: t2, version: "0.1.0", runtime: tool, capabilities: { filesystem: { scope: none }, network: { allow: [] } } }
+  - { name: d2, version: "0.1.0", runtime: driver, capabilities: { network: { allow: [ api.example.com ] } } }
+capabilities:
+  network: { allow: [ api.example.com, "http://127.0.0.1:9" ] }
+  filesystem: { read_only: [ docs ] }
+  env: { allow: [ LANG ] }
+"#;
+
+    fn grants(capsule: &CapsuleManifest, name: &str) -> ArtifactGrants {
+        capsule.grants_of(capsule.artifact(name).unwrap())
+    }
+
+    fn allow(grants: &ArtifactGrants) -> Vec<&str> {
+        grants
+            .network
+            .allow
+            .iter()
+            .map(NetworkRule::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn defaults_per_runtime_tool_everything_hook_nothing_driver_its_gateway() {
+        let c = capsule(GRANTS);
+        let tool = grants(&c, "t");
+        assert_eq!(tool.filesystem.scope, FsScope::Write);
+        assert_eq!(tool.filesystem.path, None);
+        assert_eq!(tool.filesystem.read_only, [PathBuf::from("/capsule/docs")]);
+        assert_eq!(allow(&tool), ["api.example.com", "http://127.0.0.1:9"]);
+        assert_eq!(tool.network.gateway, None);
+        assert_eq!(tool.env, ["LANG"]);
+        let hook = grants(&c, "h");
+        assert_eq!(hook.filesystem.scope, FsScope::None);
+        assert!(hook.filesystem.read_only.is_empty());
+        assert!(allow(&hook).is_empty());
+        assert_eq!(hook.network.gateway, None);
+        assert_eq!(hook.env, ["LANG"]);
+        let driver = grants(&c, "d");
+        assert_eq!(driver.filesystem.scope, FsScope::None);
+        assert!(allow(&driver).is_empty());
+        assert_eq!(
+            driver.network.gateway.as_deref(),
+            Some("https://gw.example")
+        );
+    }
+
+    #[test]
+    fn an_entry_replaces_what_it_names_and_keeps_the_rest() {
+        let c = capsule(GRANTS);
+        let hook = grants(&c, "h2");
+        assert_eq!(hook.filesystem.scope, FsScope::Read);
+        assert_eq!(hook.filesystem.path, Some(PathBuf::from("logs")));
+        assert_eq!(hook.filesystem.read_only, [PathBuf::from("/capsule/docs")]);
+        assert_eq!(allow(&hook), ["https://api.example.com"]);
+        // A tool narrowed to nothing holds nothing.
+        let tool = grants(&c, "t2");
+        assert_eq!(tool.filesystem.scope, FsScope::None);
+        assert!(tool.filesystem.read_only.is_empty());
+        assert!(allow(&tool).is_empty());
+        // A driver's extra hosts sit beside its gateway, which it keeps.
+        let driver = grants(&c, "d2");
+        assert_eq!(allow(&driver), ["api.example.com"]);
+        assert!(driver.network.gateway.is_none(), "d2 declares no gateway");
+    }
+
+    #[test]
+    fn entry_capabilities_are_checked_against_the_capsule_both_ways() {
+        let c = capsule(GRANTS);
+        assert!(
+            c.validate(Path::new("/capsule"))
+                .iter()
+                .all(|d| d.code != code::E_CAP_009 && d.code != code::E_CAP_010)
+        );
+        let mut wider = c.clone();
+        wider.artifacts[3].capabilities.network = Some(NetworkGrant {
+            allow: vec![NetworkRule::parse("https://127.0.0.1:9").unwrap()],
+        });
+        wider.artifacts[3].capabilities.filesystem = Some(EntryFilesystem {
+            scope: FsScope::Write,
+            path: Some(PathBuf::from("../other")),
+        });
+        let found: Vec<&str> = wider
+            .validate(Path::new("/capsule"))
+            .iter()
+            .map(|d| d.code)
+            .filter(|code| code.starts_with("E-CAP"))
+            .collect();
+        assert_eq!(found, [code::E_CAP_009, code::E_CAP_010]);
+        // `write` on the workdir is within: the capsule gives its tools the workdir read-write.
+        wider.artifacts[3].capabilities.filesystem = Some(EntryFilesystem {
+            scope: FsScope::Write,
+            path: Some(PathBuf::from("a/b")),
+        });
+        wider.artifacts[3].capabilities.network = None;
+        assert!(
+            wider
+                .validate(Path::new("/capsule"))
+                .iter()
+                .all(|d| !d.code.starts_with("E-CAP"))
+        );
+    }
 
     #[test]
     fn env_reference_is_only_a_whole_reference() {

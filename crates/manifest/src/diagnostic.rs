@@ -232,6 +232,8 @@ codes! {
     E_CAP_006 = "E-CAP-006": "a shell binary is not in `capabilities.shell.allow`";
     W_CAP_007 = "W-CAP-007": "a `capabilities.shell.allow` entry resolves to no executable on this host";
     E_CAP_008 = "E-CAP-008": "a peer capsule's URL is not in `capabilities.network.allow`";
+    E_CAP_009 = "E-CAP-009": "an artifact entry's `capabilities.network.allow` names a host, scheme or port the capsule's `capabilities.network.allow` does not";
+    E_CAP_010 = "E-CAP-010": "an artifact entry's `capabilities.filesystem.path` is absolute, empty, or climbs out of the workdir with `..`";
 
     E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
     E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";

@@ -110,6 +110,16 @@ impl NetworkRule {
         reach && self.host.matches(host)
     }
 
+    /// Whether every request this entry permits is also permitted by some entry of `wider`:
+    /// each scheme and port it reaches, on every host it matches.
+    pub fn within(&self, wider: &[NetworkRule]) -> bool {
+        self.reach.pairs().iter().all(|pair| {
+            wider
+                .iter()
+                .any(|rule| rule.host.covers(&self.host) && rule.reach.pairs().contains(pair))
+        })
+    }
+
     /// The diagnostic for a refused entry.
     pub(crate) fn refusal(text: &str, reason: &str) -> Diagnostic {
         Diagnostic::new(
@@ -120,7 +130,29 @@ impl NetworkRule {
     }
 }
 
+impl Reach {
+    /// Every (scheme, port) this reach permits.
+    fn pairs(self) -> Vec<(Scheme, u16)> {
+        match self {
+            Reach::Exact(scheme, port) => vec![(scheme, port)],
+            Reach::Port(port) => vec![(Scheme::Http, port), (Scheme::Https, port)],
+            Reach::Defaults => vec![(Scheme::Http, 80), (Scheme::Https, 443)],
+        }
+    }
+}
+
 impl HostPattern {
+    /// Whether every host `narrower` matches, this pattern matches too.
+    fn covers(&self, narrower: &HostPattern) -> bool {
+        match (self, narrower) {
+            (HostPattern::Subdomains(_), HostPattern::Name(name)) => self.matches(name),
+            (HostPattern::Subdomains(wide), HostPattern::Subdomains(narrow)) => {
+                narrow == wide || narrow.ends_with(&format!(".{wide}"))
+            }
+            _ => self == narrower,
+        }
+    }
+
     fn matches(&self, host: &str) -> bool {
         let host = host
             .strip_prefix('[')
@@ -449,6 +481,38 @@ mod tests {
         refused("api..example.com", "empty label");
         refused("999.1.1.1", "not a valid IPv4");
         refused("*.10.0.0.1", "not an address");
+    }
+
+    #[test]
+    fn within_holds_only_for_what_the_wider_rules_permit_too() {
+        let wide = |texts: &[&str]| texts.iter().map(|t| rule(t)).collect::<Vec<_>>();
+        // The same entry, and narrower reaches of the same host.
+        let capsule = wide(&["api.example.com", "http://127.0.0.1:9000"]);
+        assert!(rule("api.example.com").within(&capsule));
+        assert!(rule("https://api.example.com").within(&capsule));
+        assert!(rule("http://api.example.com").within(&capsule));
+        assert!(rule("http://127.0.0.1:9000/").within(&capsule));
+        // Wider than the capsule: another port, another scheme, another host.
+        assert!(!rule("https://api.example.com:8443").within(&capsule));
+        assert!(!rule("127.0.0.1:9000").within(&capsule));
+        assert!(!rule("https://127.0.0.1:9000").within(&capsule));
+        assert!(!rule("other.example.com").within(&capsule));
+        assert!(!rule("*.example.com").within(&capsule));
+        assert!(!rule("https://api.example.com").within(&[]));
+        // `host:port` is covered by both schemes on that port, even from two entries.
+        let split = wide(&["http://h.example:8080", "https://h.example:8080"]);
+        assert!(rule("h.example:8080").within(&split));
+        assert!(!rule("h.example:8080").within(&split[..1]));
+        // Wildcards cover names and deeper wildcards below them, never the apex or an address.
+        let any = wide(&["*.example.com"]);
+        assert!(rule("api.example.com").within(&any));
+        assert!(rule("*.eu.example.com").within(&any));
+        assert!(rule("*.example.com").within(&any));
+        assert!(!rule("example.com").within(&any));
+        assert!(!rule("*.com").within(&any));
+        assert!(!rule("api.example.com").within(&wide(&["*.api.example.com"])));
+        assert!(!rule("10.0.0.1").within(&wide(&["10.0.0.2"])));
+        assert!(rule("http://[::1]:80").within(&wide(&["[0:0:0:0:0:0:0:1]"])));
     }
 
     #[test]

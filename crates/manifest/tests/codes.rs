@@ -652,6 +652,65 @@ fn e_cap_005_env_name_owned_by_the_runtime() {
     assert_hint(&loaded.diagnostics[0], "always set by the runtime");
 }
 
+/// `VALID` with a hook entry carrying `capabilities`, under a capsule allowing `allow`.
+fn hook_capabilities(capabilities: &str, allow: &str) -> String {
+    VALID.replace(
+        "inference:\n",
+        &format!(
+            "  - {{ name: watcher, version: \"0.1.0\", runtime: hook, capabilities: {capabilities} }}\ncapabilities:\n  network: {{ allow: [ {allow} ] }}\ninference:\n"
+        ),
+    )
+}
+
+#[test]
+fn e_cap_009_entry_network_wider_than_the_capsule() {
+    let text = hook_capabilities(
+        "{ network: { allow: [ \"https://api.example.com\", \"http://evil.example:8080\" ] } }",
+        "\"https://api.example.com\"",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-CAP-009");
+    assert!(d.message.contains("artifact `watcher`"), "{}", d.message);
+    assert!(
+        d.message.contains("`http://evil.example:8080`"),
+        "{}",
+        d.message
+    );
+    assert_at(&d, &text, "\"http://evil.example:8080\"");
+    assert_hint(&d, "only narrow the capsule's grants");
+    // Within the capsule's allowlist: no diagnostic.
+    let within = hook_capabilities(
+        "{ network: { allow: [ \"https://api.example.com\" ] } }",
+        "api.example.com",
+    );
+    assert!(load_text(&within).diagnostics.is_empty());
+}
+
+#[test]
+fn e_cap_010_entry_filesystem_path_out_of_the_workdir() {
+    for (path, problem) in [
+        ("/etc", "is absolute"),
+        ("logs/../../x", "climbs with `..`"),
+        ("\"\"", "is empty"),
+    ] {
+        let text = hook_capabilities(
+            &format!("{{ filesystem: {{ scope: read, path: {path} }} }}"),
+            "api.example.com",
+        );
+        let loaded = load_text(&text);
+        let d = only(&loaded, "E-CAP-010");
+        assert!(d.message.contains("artifact `watcher`"), "{}", d.message);
+        assert!(d.message.contains(problem), "{}", d.message);
+        assert_at(&d, &text, &format!("{path} }}"));
+        assert_hint(&d, "relative to the workdir");
+    }
+    let within = hook_capabilities(
+        "{ filesystem: { scope: write, path: logs/hooks } }",
+        "api.example.com",
+    );
+    assert!(load_text(&within).diagnostics.is_empty());
+}
+
 #[test]
 fn e_hook_001_policy_the_binding_cannot_honor() {
     let text = "name: gate\nversion: \"0.1.0\"\nruntime: hook\nbinding: on-stage\ncommit_policy: reopen-task\n";

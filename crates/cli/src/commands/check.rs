@@ -1,6 +1,10 @@
 //! `mur check [PATH] [--json]`: load a manifest and print every diagnostic. A capsule's local
 //! artifacts (`path:` entries) are checked too, each reported against its own file. Exit 1 when
 //! any error was found.
+//!
+//! For a capsule, `--json` also lists under `grants` what each artifact will hold once its
+//! entry narrowed the capsule's capabilities: `{name, runtime, filesystem: {scope, path,
+//! read_only}, network: {gateway?, allow}, env}` (names only, never a value).
 
 use std::path::PathBuf;
 
@@ -18,10 +22,23 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
     };
     let loaded = murmur_manifest::load(&file, &host_env);
     let mut diagnostics = loaded.diagnostics.clone();
+    let mut grants = Vec::new();
     let kind = match &loaded.manifest {
         Some(Manifest::Capsule(capsule)) => {
             for (_, artifact) in murmur_manifest::check_local_artifacts(capsule, &file, &host_env) {
                 diagnostics.extend(artifact.diagnostics);
+            }
+            for entry in &capsule.artifacts {
+                if entry.runtime != murmur_manifest::Runtime::Skill {
+                    let mut listing = json!({"name": entry.name, "runtime": entry.runtime});
+                    if let (Some(map), Ok(serde_json::Value::Object(held))) = (
+                        listing.as_object_mut(),
+                        serde_json::to_value(capsule.grants_of(entry)),
+                    ) {
+                        map.extend(held);
+                    }
+                    grants.push(listing);
+                }
             }
             Some("capsule")
         }
@@ -30,13 +47,16 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
     };
     let (errors, warnings) = render::counts(&diagnostics);
     if json {
-        let report = json!({
+        let mut report = json!({
             "file": file,
             "kind": kind,
             "errors": errors,
             "warnings": warnings,
             "diagnostics": diagnostics,
         });
+        if kind == Some("capsule") {
+            report["grants"] = json!(grants);
+        }
         println!("{report:#}");
     } else {
         render::diagnostics_human(&diagnostics);

@@ -51,8 +51,11 @@
 //!   it. A component imports only what it calls, so a hook that calls none of them imports
 //!   none of them (it still imports `murmur:conversation/types`, which holds no functions: the
 //!   lifecycle's records use its `message`).
-//! - **What a hook sees**: the session workdir (preopened as `.`), its `config:` as
-//!   `MURMUR_ARTIFACT_CONFIG` (read it with [`config`]), nothing else.
+//! - **What a hook sees**: its `config:` as `MURMUR_ARTIFACT_CONFIG` (read it with
+//!   [`config`]), and only what the capsule's entry for it grants under `capabilities`: the
+//!   workdir or a directory beneath it as `.` (`filesystem: { scope: read | write, path }`),
+//!   hosts of the capsule's allowlist (`network: { allow: [...] }`). By default nothing: no
+//!   `.` and no network.
 //!
 //! The contract is the WIT in the repository's `wit/` folder, not this crate.
 //!

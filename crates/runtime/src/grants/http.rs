@@ -38,6 +38,11 @@ impl NetworkPolicy {
         }
     }
 
+    /// The entries, in order.
+    pub fn rules(&self) -> &[NetworkRule] {
+        &self.rules
+    }
+
     /// Whether a request to `uri` may be sent.
     pub fn permits(&self, uri: &http::Uri) -> bool {
         let Some((scheme, host, port)) = origin(uri) else {

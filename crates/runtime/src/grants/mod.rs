@@ -4,8 +4,9 @@
 //! manifest before the call. Each module below turns its slice of it into per-call state and is
 //! the only place that capability is decided:
 //!
-//! - [`fs`]: the session workdir preopened as `.`, declared read-only paths read-only, nothing
-//!   else.
+//! - [`fs`]: the part of the session workdir the component's entry grants (by default a tool's
+//!   is the whole workdir read-write, a hook's or driver's nothing) preopened as `.`, declared
+//!   read-only paths read-only, nothing else.
 //! - [`env`]: the environment a component sees: `MURMUR_*` identity, the artifact's config, the
 //!   names `capabilities.env.allow` lets through. Never a credential.
 //! - [`http`]: outgoing `wasi:http` requests, checked against `capabilities.network.allow`; no
@@ -21,7 +22,7 @@
 //!   installed artifacts and its mid-session pulls from the session's registry.
 //!
 //! The deny path is the default path: a [`Grants`] built with [`Grants::new`] holds the workdir
-//! and nothing more.
+//! and nothing more; [`fs::WorkdirAccess::NONE`] takes the workdir away too.
 
 pub mod artifacts;
 pub mod chunks;
@@ -49,8 +50,10 @@ pub use http::{GatewayCredential, NetworkPolicy, Refusal, SecretStore};
 /// Everything one component call may touch.
 #[derive(Clone)]
 pub struct Grants {
-    /// The session workdir: the component's `.`, read-write.
+    /// The session workdir. What of it the component sees is [`Grants::filesystem`].
     pub workdir: PathBuf,
+    /// The part of the workdir preopened as the component's `.`, and how.
+    pub filesystem: fs::WorkdirAccess,
     /// Paths the component may read, preopened read-only under their own absolute path.
     pub read_only: Vec<PathBuf>,
     /// The complete environment the component sees (see [`env::component_env`]).
@@ -71,10 +74,12 @@ pub struct Grants {
 }
 
 impl Grants {
-    /// The workdir alone: no read-only paths, an empty environment, no network, default limits.
+    /// The workdir alone, read-write: no read-only paths, an empty environment, no network,
+    /// default limits.
     pub fn new(workdir: impl Into<PathBuf>) -> Grants {
         Grants {
             workdir: workdir.into(),
+            filesystem: fs::WorkdirAccess::default(),
             read_only: Vec::new(),
             env: Vec::new(),
             network: NetworkPolicy::deny_all(),
@@ -86,10 +91,47 @@ impl Grants {
         }
     }
 
+    /// Narrows these grants to what one artifact's entry gives it (`planned`, from
+    /// `CapsuleManifest::grants_of`): its directory and scope, the read-only paths it holds
+    /// (those that exist), and `always` (a driver's gateway) followed by its network allow
+    /// entries. `None`, an artifact without an entry, holds no directory and no network.
+    pub fn narrow(
+        &mut self,
+        planned: Option<&murmur_manifest::capsule::ArtifactGrants>,
+        always: Option<murmur_manifest::NetworkRule>,
+    ) {
+        let mut allow: Vec<_> = always.into_iter().collect();
+        match planned {
+            None => {
+                self.filesystem = fs::WorkdirAccess::NONE;
+                self.read_only = Vec::new();
+            }
+            Some(planned) => {
+                self.filesystem = fs::WorkdirAccess {
+                    scope: planned.filesystem.scope,
+                    path: planned.filesystem.path.clone(),
+                };
+                self.read_only = planned
+                    .filesystem
+                    .read_only
+                    .iter()
+                    .filter_map(|path| path.canonicalize().ok())
+                    .collect();
+                allow.extend(planned.network.allow.iter().cloned());
+            }
+        }
+        self.network = NetworkPolicy::allow(allow);
+    }
+
     /// The state of one call's store, built from these grants.
     pub(crate) fn host_state(&self) -> Result<HostState, RuntimeError> {
         let mut builder = WasiCtx::builder();
-        fs::preopen(&mut builder, &self.workdir, &self.read_only)?;
+        fs::preopen(
+            &mut builder,
+            &self.workdir,
+            &self.filesystem,
+            &self.read_only,
+        )?;
         builder.envs(&self.env);
         let stdout = stdio::CapturedOutput::default();
         let stderr = stdio::CapturedOutput::default();

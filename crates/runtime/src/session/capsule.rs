@@ -444,6 +444,7 @@ pub async fn run(
                 driver: String::new(),
                 credential_source: String::new(),
                 components: staged.components.clone(),
+                grants: Vec::new(),
                 tools: staged.tools.iter().map(|tool| tool.name.clone()).collect(),
                 containment: super::containment(),
                 inference_choices: None,
@@ -479,6 +480,14 @@ pub async fn run(
     let allowlist = Arc::new(Allowlist::default());
     for tool in &staged.tools {
         let mut grants = grants_with(tool.config.as_ref());
+        // A tool's entry may narrow the capsule's grants for it.
+        grants.narrow(
+            capsule
+                .artifact(&tool.name)
+                .map(|entry| capsule.grants_of(entry))
+                .as_ref(),
+            None,
+        );
         grants.sender = Some(SendingTask::new(
             None,
             SendingTask::OPERATOR.to_string(),

@@ -425,6 +425,7 @@ pub async fn run_fed(
                 driver: staged.driver.name.clone(),
                 credential_source: staged.driver.credential_source.as_str().to_string(),
                 components: staged.components.clone(),
+                grants: context.grant_listing().to_vec(),
                 tools: staged.declared_tool_names(),
                 containment: containment(),
                 inference_choices: staged

@@ -9,7 +9,7 @@ use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
 use crate::grants::message::SendingTask;
 use crate::grants::shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
-use crate::grants::{ChunkSink, Grants, NetworkPolicy};
+use crate::grants::{ChunkSink, Grants};
 use crate::hooks::events::{
     self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, ShellOutcome, StageEvent,
     TaskEndEvent, TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list,
@@ -35,7 +35,7 @@ use crate::session::{
 use crate::tool::ToolInput;
 use crate::trace::Trace;
 use crate::trace::context::SpanRef;
-use crate::trace::schema::{ErrorRef, EventBody, Sent};
+use crate::trace::schema::{ComponentGrants, ErrorRef, EventBody, Sent};
 
 /// What every task of one session shares.
 pub(crate) struct SessionContext<'a> {
@@ -62,6 +62,8 @@ pub(crate) struct SessionContext<'a> {
     /// Tokens of the system prompt and the tool inventory: the part every request repeats.
     fixed_tokens: std::sync::OnceLock<u64>,
     hooks: Arc<HookSet>,
+    /// What each tool, hook and driver holds, for `session_start`.
+    grant_listing: Vec<ComponentGrants>,
     /// Whether some hook may read the conversation (then each dispatch carries a snapshot).
     hooks_read_history: bool,
     trace: Option<Trace>,
@@ -119,11 +121,12 @@ impl<'a> SessionContext<'a> {
             .iter()
             .filter_map(|path| path.resolved.canonicalize().ok())
             .collect();
-        let component_grants = |config: Option<&Value>| {
+        // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
+        let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
+        let component_grants = |name: &str, config: Option<&Value>| {
             let mut grants = base.clone();
             grants.env = component_env(&identity, config, allow, &lookup);
-            grants.network = NetworkPolicy::allow(capsule.capabilities.network.allow.clone());
-            grants.read_only = read_only.clone();
+            grants.narrow(planned(name).as_ref(), None);
             grants
         };
 
@@ -144,7 +147,8 @@ impl<'a> SessionContext<'a> {
                     }
                     .env(),
                 );
-                grants.network = NetworkPolicy::allow(vec![driver.network.clone()]);
+                // Its gateway, then what its entry adds within the capsule's allowlist.
+                grants.narrow(planned(&driver.name).as_ref(), Some(driver.network.clone()));
                 grants.credential = driver.credential.clone();
                 grants.chunks = Some(sink.clone());
                 grants
@@ -156,18 +160,19 @@ impl<'a> SessionContext<'a> {
             .unwrap_or_else(|| ControlState::new(staged.clone()));
         let spend = Arc::new(SpendMeter::new(staged.max_session_tokens));
 
-        let tools = (0..staged.tools.len())
+        let tools: Vec<SessionTool> = (0..staged.tools.len())
             .map(|index| {
-                let mut grants = component_grants(staged.tools[index].config.as_ref());
+                let tool = &staged.tools[index];
+                let mut grants = component_grants(&tool.spec.name, tool.config.as_ref());
                 grants.chunks = Some(sink.clone());
                 SessionTool { index, grants }
             })
             .collect();
-        let hook_grants = staged
+        let hook_grants: Vec<Grants> = staged
             .hooks
             .iter()
             .map(|hook| {
-                let mut grants = component_grants(hook.config.as_ref());
+                let mut grants = component_grants(&hook.name, hook.config.as_ref());
                 grants.limits.deadline = hook.deadline;
                 grants
             })
@@ -185,6 +190,26 @@ impl<'a> SessionContext<'a> {
             workdir: workdir.dir().clone(),
             session_id: session_id.to_string(),
         });
+        let mut grant_listing: Vec<ComponentGrants> = Vec::new();
+        for (tool, session_tool) in staged.tools.iter().zip(&tools) {
+            let session_tool: &SessionTool = session_tool;
+            grant_listing.push(ComponentGrants::of(
+                &tool.spec.name,
+                "tool",
+                &session_tool.grants,
+            ));
+        }
+        for (hook, grants) in staged.hooks.iter().zip(&hook_grants) {
+            grant_listing.push(ComponentGrants::of(&hook.name, "hook", grants));
+        }
+        for (choice, grants) in staged.choices.iter().zip(&choice_grants) {
+            if !grant_listing
+                .iter()
+                .any(|g| g.runtime == "driver" && g.name == choice.driver)
+            {
+                grant_listing.push(ComponentGrants::of(&choice.driver, "driver", grants));
+            }
+        }
         let hooks = HookSet::start(services, hook_grants);
         let shell = (!capsule.capabilities.shell.allow.is_empty()).then(|| {
             let deadline = capsule
@@ -253,6 +278,7 @@ impl<'a> SessionContext<'a> {
             tools,
             fixed_tokens: std::sync::OnceLock::new(),
             hooks,
+            grant_listing,
             hooks_read_history,
             trace: None,
             session_event: String::new(),
@@ -266,6 +292,11 @@ impl<'a> SessionContext<'a> {
         self.trace = Some(trace);
         self.session_event = session_event;
         self
+    }
+
+    /// What each tool, hook and driver of the session holds.
+    pub(crate) fn grant_listing(&self) -> &[ComponentGrants] {
+        &self.grant_listing
     }
 
     /// The launch's control state.

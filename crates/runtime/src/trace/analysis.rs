@@ -1705,6 +1705,7 @@ mod tests {
             recorder.session_event = recorder.event(
                 None,
                 EventBody::SessionStart {
+                    grants: Vec::new(),
                     capsule: CapsuleRef {
                         name: name.to_string(),
                         version: "0.1.0".to_string(),

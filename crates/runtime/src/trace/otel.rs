@@ -987,6 +987,7 @@ mod tests {
 
     fn session_start() -> EventBody {
         EventBody::SessionStart {
+            grants: Vec::new(),
             capsule: CapsuleRef {
                 name: "unit".into(),
                 version: "1.0.0".into(),

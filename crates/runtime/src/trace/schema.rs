@@ -34,6 +34,55 @@ pub struct ComponentRef {
     pub sha256: String,
 }
 
+/// What one component of a session holds (`session_start.grants`): never a value of the
+/// environment or a credential, only names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentGrants {
+    pub name: String,
+    /// `tool`, `hook` or `driver`.
+    pub runtime: String,
+    /// `none`, `read` or `write`: how the component holds its `.`.
+    pub filesystem: String,
+    /// Its `.` beneath the workdir, relative to it; absent for the workdir itself.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path: Option<String>,
+    /// The read-only paths it holds (absolute).
+    #[serde(default)]
+    pub read_only: Vec<String>,
+    /// The network allow entries its requests are checked against (a driver's gateway first).
+    pub network: Vec<String>,
+    /// The names of the environment variables it sees.
+    pub env: Vec<String>,
+}
+
+impl ComponentGrants {
+    /// The listing of `grants`, held by the component `name` of `runtime`.
+    pub fn of(name: &str, runtime: &str, grants: &crate::grants::Grants) -> ComponentGrants {
+        ComponentGrants {
+            name: name.to_string(),
+            runtime: runtime.to_string(),
+            filesystem: grants.filesystem.scope.as_str().to_string(),
+            path: grants
+                .filesystem
+                .path
+                .as_ref()
+                .map(|path| path.display().to_string()),
+            read_only: grants
+                .read_only
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect(),
+            network: grants
+                .network
+                .rules()
+                .iter()
+                .map(|rule| rule.as_str().to_string())
+                .collect(),
+            env: grants.env.iter().map(|(name, _)| name.clone()).collect(),
+        }
+    }
+}
+
 /// How a call ended in error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorRef {
@@ -98,6 +147,10 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "String::is_empty", default)]
         credential_source: String,
         components: Vec<ComponentRef>,
+        /// What each tool, hook and driver holds; absent in traces written before it was
+        /// recorded, and for a capsule component.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        grants: Vec<ComponentGrants>,
         tools: Vec<String>,
         /// How shell children are contained (Landlock enforced, or unavailable and why); null
         /// in traces written before it was recorded.
