@@ -69,6 +69,14 @@ impl BeneathError {
         std::io::Error::new(kind, self)
     }
 
+    /// An error opening the directory itself.
+    pub fn from_io(source: std::io::Error) -> BeneathError {
+        BeneathError::Io {
+            path: ".".to_string(),
+            source,
+        }
+    }
+
     /// The `BeneathError` an `std::io::Error` made by [`BeneathError::into_io`] carries.
     pub fn inside(error: &std::io::Error) -> Option<&BeneathError> {
         error.get_ref()?.downcast_ref::<BeneathError>()
@@ -85,6 +93,12 @@ impl From<BeneathError> for std::io::Error {
 pub struct BeneathDir {
     fd: OwnedFd,
     path: PathBuf,
+}
+
+impl AsFd for BeneathDir {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl fmt::Debug for BeneathDir {

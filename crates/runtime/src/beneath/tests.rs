@@ -307,3 +307,32 @@ fn a_directory_at_the_name_fails_the_write_with_its_kind() {
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("a")]);
 }
+
+#[test]
+fn a_subdirectory_is_created_at_any_depth_and_never_reached_through_a_link() {
+    let tree = plant(&[
+        (vec!["link"], Entry::Link("OUTER")),
+        (vec!["file"], Entry::File),
+    ]);
+    let dir = BeneathDir::open(&tree.root).unwrap();
+    let sub = dir.subdir("a/./b", true).unwrap();
+    assert!(tree.root.join("a/b").is_dir());
+    assert_eq!(sub.path(), tree.root.join("a/./b"));
+    for through in ["link", "link/inner"] {
+        let error = dir.subdir(through, true).unwrap_err();
+        assert!(
+            matches!(error, BeneathError::Symlink { .. }),
+            "{through}: {error:?}"
+        );
+    }
+    assert!(!tree.outer.join("inner").exists());
+    assert!(dir.subdir("file", true).is_err());
+    assert!(matches!(
+        dir.subdir("a/../..", true),
+        Err(BeneathError::BadPath { .. })
+    ));
+    assert!(matches!(
+        dir.subdir("missing", false),
+        Err(BeneathError::NotFound { .. })
+    ));
+}
