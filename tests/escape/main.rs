@@ -5,6 +5,9 @@
 
 mod archive;
 mod door;
+mod fence;
 mod limits;
+mod manifest;
+mod overload;
 mod signals;
 mod workdir;
