@@ -6,7 +6,10 @@
 mod archive;
 mod door;
 mod failures;
+mod fence;
 mod hooks;
 mod limits;
+mod manifest;
+mod overload;
 mod signals;
 mod workdir;

@@ -107,8 +107,20 @@ pub async fn post_json(
     body: Vec<u8>,
     policy: &RetryPolicy,
 ) -> Result<Reply, InferenceError> {
+    post_json_counting(url, headers, body, policy, &mut 0).await
+}
+
+/// [`post_json`] for one more attempt of a call that already made `retries_done` retries (a
+/// stream that failed in-stream and is tried again): the retries made here are added to it,
+/// and the call as a whole never retries more than `policy` allows.
+pub async fn post_json_counting(
+    url: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    policy: &RetryPolicy,
+    retries_done: &mut u32,
+) -> Result<Reply, InferenceError> {
     let body = Bytes::from(body);
-    let mut retries_done = 0;
     loop {
         let request = build(url, headers, body.clone())?;
         let (attempt, outcome) = match Client::new().send(request).await {
@@ -146,19 +158,19 @@ pub async fn post_json(
         let decision = match &outcome {
             Ok(reply) => decide(
                 policy,
-                retries_done,
+                *retries_done,
                 Attempt::Answered {
                     status: attempt,
                     retry_after: reply.header("retry-after"),
                 },
             ),
-            Err(_) => decide(policy, retries_done, Attempt::ConnectFailed),
+            Err(_) => decide(policy, *retries_done, Attempt::ConnectFailed),
         };
         let wait = match decision {
             Decision::Done => return outcome,
             Decision::Retry(wait) => wait,
         };
-        retries_done += 1;
+        *retries_done += 1;
         let why = match outcome {
             Ok(reply) => {
                 // Drain the answer so the connection can be reused; its content does not matter.

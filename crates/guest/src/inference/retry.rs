@@ -3,6 +3,13 @@
 //! 429 and 5xx answers, and a connection that fails before any response byte, are retried
 //! with exponential backoff (1 s, 2 s, 4 s …, at most 30 s a wait), honouring `retry-after`
 //! (seconds, capped at 30 s), at most `max_retries` times. Anything else is final.
+//!
+//! A streamed answer that began (`200`) and then reports overload in-stream (Anthropic's
+//! `event: error` with `overloaded_error` or `api_error`, OpenAI's in-stream `server_error`)
+//! is retried the same way, with the same backoff and within the same budget, as long as
+//! nothing of it reached the caller (no text or thinking chunk was emitted). Once a chunk
+//! was emitted the call fails, and its error says that it was not retried and why
+//! ([`after_stream_error`]).
 
 use std::time::Duration;
 
@@ -71,6 +78,8 @@ pub enum Attempt<'a> {
     },
     /// The connection failed before any response byte.
     ConnectFailed,
+    /// A streamed answer reported overload in-stream before anything reached the caller.
+    StreamOverloaded,
 }
 
 /// What to do after an attempt.
@@ -120,12 +129,48 @@ pub fn decide(policy: &RetryPolicy, retries_done: u32, attempt: Attempt<'_>) -> 
             }
             retry_after.and_then(parse_retry_after)
         }
-        Attempt::ConnectFailed => None,
+        Attempt::ConnectFailed | Attempt::StreamOverloaded => None,
     };
     if retries_done >= policy.max_retries {
         return Decision::Done;
     }
     Decision::Retry(retry_after.unwrap_or_else(|| backoff(retries_done)))
+}
+
+/// Whether an in-stream error's `type` (or `code`) says the provider is overloaded or failed
+/// on its side, as a 529 or 5xx would: Anthropic `overloaded_error` and `api_error`, OpenAI
+/// `server_error`.
+pub fn is_overload_kind(kind: &str) -> bool {
+    matches!(kind, "overloaded_error" | "api_error" | "server_error")
+}
+
+/// What to do when a stream ended in `error` after `retries_done` retries, when
+/// `emitted_to_caller` tells whether a text or thinking chunk of it was emitted already.
+///
+/// An overload before any chunk is retried as [`Attempt::StreamOverloaded`]; after a chunk it
+/// is final, and `error`'s message says so (the caller saw part of an answer that will not be
+/// finished). Any other error is final as it is.
+pub fn after_stream_error(
+    policy: &RetryPolicy,
+    retries_done: u32,
+    error: InferenceError,
+    emitted_to_caller: bool,
+) -> Result<std::time::Duration, InferenceError> {
+    if error.status.is_some() || !error.kind.as_deref().is_some_and(is_overload_kind) {
+        return Err(error);
+    }
+    if emitted_to_caller {
+        let mut error = error;
+        error.message = format!(
+            "{} (in-stream, after part of the answer reached the caller: not retried)",
+            error.message
+        );
+        return Err(error);
+    }
+    match decide(policy, retries_done, Attempt::StreamOverloaded) {
+        Decision::Retry(wait) => Ok(wait),
+        Decision::Done => Err(error),
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +264,56 @@ mod tests {
             retry_after: Some("1"),
         };
         assert_eq!(decide(&p, 0, final_status), Decision::Done);
+    }
+
+    fn overloaded() -> InferenceError {
+        InferenceError::other("overloaded_error", "Overloaded")
+    }
+
+    #[test]
+    fn an_in_stream_overload_before_any_chunk_backs_off_like_a_529() {
+        let p = RetryPolicy::default();
+        for kind in ["overloaded_error", "api_error", "server_error"] {
+            let e = InferenceError::other(kind, "busy");
+            assert_eq!(
+                after_stream_error(&p, 0, e.clone(), false),
+                Ok(Duration::from_secs(1)),
+                "{kind}"
+            );
+            assert_eq!(
+                after_stream_error(&p, 2, e.clone(), false),
+                Ok(Duration::from_secs(4))
+            );
+            // The same budget as HTTP retries: exhausted, the error is the stream's own.
+            assert_eq!(after_stream_error(&p, 3, e.clone(), false), Err(e));
+        }
+        let none = RetryPolicy { max_retries: 0 };
+        assert_eq!(
+            after_stream_error(&none, 0, overloaded(), false),
+            Err(overloaded())
+        );
+    }
+
+    #[test]
+    fn an_in_stream_overload_after_a_chunk_fails_and_says_why() {
+        let e = after_stream_error(&RetryPolicy::default(), 0, overloaded(), true).unwrap_err();
+        assert_eq!(e.kind.as_deref(), Some("overloaded_error"));
+        assert!(e.message.starts_with("Overloaded"), "{}", e.message);
+        assert!(e.message.contains("not retried"), "{}", e.message);
+        assert!(e.message.contains("reached the caller"), "{}", e.message);
+    }
+
+    #[test]
+    fn other_stream_failures_are_final() {
+        let p = RetryPolicy::default();
+        for e in [
+            InferenceError::stream("the stream ended before `message_stop`"),
+            InferenceError::other("invalid_request_error", "bad"),
+            InferenceError::invalid_response("not JSON"),
+            InferenceError::provider(400, Some("overloaded_error".into()), "odd"),
+        ] {
+            assert_eq!(after_stream_error(&p, 0, e.clone(), false), Err(e));
+        }
     }
 
     #[test]

@@ -4,9 +4,9 @@
 use crate::chunks;
 use crate::tool::{ToolInput, ToolResult};
 
-use super::http::{block_on, post_json};
+use super::http::{Reply, block_on, post_json_counting};
 use super::provider::{DriverEnv, Provider, StreamDecoder};
-use super::retry::RetryPolicy;
+use super::retry::{RetryPolicy, after_stream_error};
 use super::sse::SseParser;
 use super::types::{Delta, InferenceError, Outcome, Request};
 
@@ -16,7 +16,10 @@ use super::types::{Delta, InferenceError, Outcome, Request};
 /// The request's `model` defaults to `MURMUR_INFERENCE_MODEL`; the URL is
 /// `MURMUR_INFERENCE_ENDPOINT` + [`Provider::path`]; retries follow the config's
 /// `max_retries`. With `stream: true` every text and thinking delta is emitted through
-/// [`crate::chunks`] as it arrives. Any failure is an `error` result in the protocol's shape.
+/// [`crate::chunks`] as it arrives; a stream that reports overload in-stream before any chunk
+/// was emitted is asked for again within the same retry budget, and fails once a chunk was
+/// emitted ([`super::retry::after_stream_error`]). Any failure is an `error` result in the
+/// protocol's shape.
 pub fn run<P: Provider>(provider: &P, env: &DriverEnv, input: &ToolInput) -> ToolResult {
     match call(provider, env, input) {
         Ok(outcome) => outcome.into_result(),
@@ -61,30 +64,65 @@ pub fn call<P: Provider>(
     })?;
     let headers = provider.headers();
     block_on(async {
-        let mut reply = post_json(&url, &headers, body, &policy).await?;
-        if !reply.is_success() {
-            let status = reply.status;
-            let bytes = reply.bytes().await.unwrap_or_default();
-            return Err(provider.parse_error(status, &bytes));
-        }
-        if !request.stream {
-            return provider.parse_response(&reply.bytes().await?);
-        }
-        let mut decoder = provider.stream_decoder();
-        let mut parser = SseParser::new();
-        let mut sink = |delta: Delta<'_>| match delta {
-            Delta::Text(text) if !text.is_empty() => chunks::emit(text),
-            Delta::Thinking(text) if !text.is_empty() => chunks::emit_thinking(text),
-            _ => {}
-        };
-        while let Some(chunk) = reply.chunk().await? {
-            for event in parser.push(&chunk) {
-                decoder.on_event(&event, &mut sink)?;
+        let mut retries_done = 0;
+        loop {
+            let mut reply =
+                post_json_counting(&url, &headers, body.clone(), &policy, &mut retries_done)
+                    .await?;
+            if !reply.is_success() {
+                let status = reply.status;
+                let bytes = reply.bytes().await.unwrap_or_default();
+                return Err(provider.parse_error(status, &bytes));
             }
+            if !request.stream {
+                return provider.parse_response(&reply.bytes().await?);
+            }
+            let mut emitted = false;
+            let error = match stream(provider, &mut reply, &mut emitted).await {
+                Ok(outcome) => return Ok(outcome),
+                Err(error) => error,
+            };
+            let wait = after_stream_error(&policy, retries_done, error.clone(), emitted)?;
+            retries_done += 1;
+            eprintln!(
+                "murmur driver: in-stream {}; retry {retries_done} of {} in {:.1} s",
+                error.summary(),
+                policy.max_retries,
+                wait.as_secs_f64()
+            );
+            drop(reply);
+            wstd::task::sleep(wait.into()).await;
         }
-        parser
-            .finish()
-            .map_err(|e| InferenceError::stream(e.to_string()))?;
-        decoder.finish()
     })
+}
+
+/// Decode one streamed answer, emitting every non-empty text and thinking delta through
+/// [`crate::chunks`]; `emitted` turns true with the first one.
+async fn stream<P: Provider>(
+    provider: &P,
+    reply: &mut Reply,
+    emitted: &mut bool,
+) -> Result<Outcome, InferenceError> {
+    let mut decoder = provider.stream_decoder();
+    let mut parser = SseParser::new();
+    let mut sink = |delta: Delta<'_>| match delta {
+        Delta::Text(text) if !text.is_empty() => {
+            *emitted = true;
+            chunks::emit(text)
+        }
+        Delta::Thinking(text) if !text.is_empty() => {
+            *emitted = true;
+            chunks::emit_thinking(text)
+        }
+        _ => {}
+    };
+    while let Some(chunk) = reply.chunk().await? {
+        for event in parser.push(&chunk) {
+            decoder.on_event(&event, &mut sink)?;
+        }
+    }
+    parser
+        .finish()
+        .map_err(|e| InferenceError::stream(e.to_string()))?;
+    decoder.finish()
 }
