@@ -101,7 +101,10 @@ turns:
             output.stdout
         );
         // The retry waited the first backoff step, as after a 529.
-        assert!(started.elapsed() >= std::time::Duration::from_secs(1), "{driver}");
+        assert!(
+            started.elapsed() >= std::time::Duration::from_secs(1),
+            "{driver}"
+        );
         // Three requests: the overloaded one, its retry, and the turn after the tool call.
         assert_eq!(emulator.requests().len(), 3, "{driver}");
         let events = whole_trace(&report);
