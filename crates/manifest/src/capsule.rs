@@ -1,7 +1,7 @@
-//! The capsule manifest, `murmur.yaml` (SPEC §3): what a capsule uses, what it may reach, how
+//! The capsule manifest, `murmur.yaml`: what a capsule uses, what it may reach, how
 //! it infers, how it lives.
 //!
-//! Every key of SPEC §3 is a typed field here; closed sets are enums; defaults are applied at
+//! Every key of the manifest is a typed field here; closed sets are enums; defaults are applied at
 //! load (`max_turns` 10, `compaction.threshold` 0.9, `seed_budget` 0.25, `task_acceptance`
 //! single, `after_task` exit, `conversation` stateless, `input_timeout_secs` 600,
 //! `max_task_reopens` 1). An empty value (`artifacts:` with nothing under it) is the same as

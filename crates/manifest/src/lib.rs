@@ -2,7 +2,7 @@
 //!
 //! What this crate promises:
 //!
-//! - **Types** for the capsule manifest ([`CapsuleManifest`], SPEC §3) and artifact manifests
+//! - **Types** for the capsule manifest ([`CapsuleManifest`]) and artifact manifests
 //!   ([`ArtifactManifest`]), every key typed, closed sets as enums, defaults applied.
 //! - **Loading** from YAML ([`load()`], [`load_capsule`], [`load_artifact`], [`load_str`]), with
 //!   `${NAME}` in string values taken from the environment, then from the `.env` beside the

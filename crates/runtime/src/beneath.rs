@@ -265,17 +265,7 @@ impl BeneathDir {
     /// Creates `rel` and its missing parents as directories (an existing directory is fine; a
     /// link or a file on the way is refused).
     pub fn create_dir_all(&self, rel: impl AsRef<Path>) -> Result<(), BeneathError> {
-        let rel = rel.as_ref();
-        let names = names(rel)?;
-        let mut dir = self.fd.try_clone().map_err(|source| BeneathError::Io {
-            path: show(rel),
-            source,
-        })?;
-        for (depth, name) in names.iter().enumerate() {
-            let so_far = names[..=depth].join("/");
-            dir = enter(&dir, name, true, &so_far)?;
-        }
-        Ok(())
+        self.subdir(rel, true).map(drop)
     }
 
     /// The directory `rel` as a handle of its own (created with its parents when `create`).

@@ -1,6 +1,6 @@
 //! `mur control show|set|secret|forget … [URL] [--token-file PATH] [--json]`: read and change a
 //! served capsule's settings, and inject and forget its secrets, through its control plane
-//! (SPEC §10).
+//! (docs/cli.md, `mur control`).
 //!
 //! - Which capsule: without URL, the one running capsule whose token file is in
 //!   `$MURMUR_HOME/control/` (none or several is an error listing what was found); with URL,

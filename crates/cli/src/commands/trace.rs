@@ -1,4 +1,4 @@
-//! `mur trace show|report|diff`: read a session's `trace.jsonl` back (SPEC §12). The views are
+//! `mur trace show|report|diff`: read a session's `trace.jsonl` back (docs/trace.md). The views are
 //! computed by [`murmur_runtime::trace::analysis`]; this module finds the trace and prints.
 //!
 //! - Which trace (`SESSION|PATH`): a `trace.jsonl` file; a directory holding one (a session's
