@@ -232,16 +232,7 @@ fn refused(output: &MurOutput, code: &str) {
 /// Publishes `bytes` as `read-file` 0.1.0 straight into the registry's index (as a hostile or
 /// broken registry would serve it).
 fn replace_in_registry(reg: &Path, bytes: &[u8]) {
-    let index_path = reg.join("index.json");
-    let mut index: Value =
-        serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
-    let entry = &mut index["artifacts"]["read-file"]["0.1.0"];
-    let url = entry["url"].as_str().unwrap().to_string();
-    std::fs::write(reg.join(&url), bytes).unwrap();
-    use sha2::Digest;
-    entry["sha256"] = Value::from(hex::encode(sha2::Sha256::digest(bytes)));
-    entry["size"] = Value::from(bytes.len());
-    std::fs::write(&index_path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
+    murmur_testkit::registry::replace_archive(reg, "read-file", "0.1.0", bytes);
 }
 
 /// A gzipped tar holding `murmur.yaml` and one entry with a raw (unchecked) `name`.

@@ -525,7 +525,7 @@ fn a_threaded_conversation_keeps_a_contexts_history_across_tasks() {
 }
 
 #[test]
-fn a_peers_task_is_traced_with_its_origin_trust_and_traceparent() {
+fn a_claimed_peer_task_runs_as_a_clients_and_the_claim_is_traced() {
     let capsule = capsule("turns:\n  - reply: { text: ok }\n", QUEUE);
     let mut served = capsule.serve();
     let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -548,8 +548,11 @@ fn a_peers_task_is_traced_with_its_origin_trust_and_traceparent() {
         .iter()
         .find(|e| e["event_type"] == "a2a_task_received")
         .expect("a2a_task_received");
-    assert_eq!(received["origin"], "peer");
-    assert_eq!(received["trust"], "operator");
+    // The door authenticates no one: the claim is recorded, not granted.
+    assert_eq!(received["origin"], "client");
+    assert_eq!(received["trust"], "external");
+    assert_eq!(received["claimed_origin"], "peer");
+    assert_eq!(received["claimed_trust"], "operator");
     assert_eq!(received["traceparent"], parent);
     assert_eq!(received["method"], "SendMessage");
     assert_eq!(events.last().unwrap()["event_type"], "session_end");
@@ -637,8 +640,10 @@ fn one_capsule_delegates_to_another_and_uses_its_answer() {
         .iter()
         .find(|e| e["event_type"] == "a2a_task_received")
         .expect("a2a_task_received");
-    assert_eq!(received["origin"], "peer");
+    assert_eq!(received["origin"], "client");
+    assert_eq!(received["claimed_origin"], "peer");
     assert_eq!(received["trust"], "external");
+    assert_eq!(received["claimed_trust"], "external");
     assert_eq!(received["traceparent"], traceparent);
     assert_eq!(received["task_id"], send["peer_task_id"]);
 }

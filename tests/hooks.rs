@@ -65,10 +65,15 @@ fn with_log(name: &str, mut config: Value) -> Value {
 fn write_hook(root: &Path, hook: &Hook) -> PathBuf {
     let dir = root.join("hooks").join(hook.name);
     std::fs::create_dir_all(&dir).unwrap();
-    let component = repo_root()
-        .join("tests/fixtures")
-        .join(hook.fixture)
-        .join("component.wasm");
+    // A component loads from inside its artifact's directory only.
+    std::fs::copy(
+        repo_root()
+            .join("tests/fixtures")
+            .join(hook.fixture)
+            .join("component.wasm"),
+        dir.join("component.wasm"),
+    )
+    .unwrap();
     let binding = hook
         .binding
         .map(|b| format!("binding: {b}\n"))
@@ -76,9 +81,8 @@ fn write_hook(root: &Path, hook: &Hook) -> PathBuf {
     std::fs::write(
         dir.join("murmur.yaml"),
         format!(
-            "name: {}\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: {}\n{binding}execution_mode: {}\ncommit_policy: {}\n",
+            "name: {}\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\n{binding}execution_mode: {}\ncommit_policy: {}\n",
             hook.name,
-            component.display(),
             hook.mode,
             hook.policy
         ),

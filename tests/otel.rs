@@ -504,7 +504,7 @@ fn a_task_continues_the_callers_trace_and_a_peers_task_nests_under_the_sender() 
     assert_eq!(peer_task.parent_span_id, task.span_id);
     assert_eq!(
         peer_task.attribute("murmur.a2a.origin"),
-        Some(&json!("peer"))
+        Some(&json!("client"))
     );
     assert_eq!(
         peer_task.resource.get("service.name"),

@@ -830,14 +830,15 @@ turns:
     let dir = tempfile::tempdir().unwrap();
     let gate = dir.path().join("gate");
     std::fs::create_dir(&gate).unwrap();
+    // A component loads from inside its artifact's directory only.
+    std::fs::copy(
+        repo_root().join("tests/fixtures/hook-probe/component.wasm"),
+        gate.join("component.wasm"),
+    )
+    .unwrap();
     std::fs::write(
         gate.join("murmur.yaml"),
-        format!(
-            "name: gate\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: {}\nbinding: on-tool-call\ncommit_policy: deny\n",
-            repo_root()
-                .join("tests/fixtures/hook-probe/component.wasm")
-                .display()
-        ),
+        "name: gate\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\nbinding: on-tool-call\ncommit_policy: deny\n",
     )
     .unwrap();
     let skill_dir = repo_root().join("tests/fixtures/skill-style");

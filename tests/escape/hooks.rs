@@ -27,12 +27,14 @@ fn hook_capsule(
     let root = repo_root();
     let hook = dir.join("hooks/probe");
     std::fs::create_dir_all(&hook).unwrap();
+    std::fs::copy(
+        root.join("tests/fixtures/hook-probe/component.wasm"),
+        hook.join("component.wasm"),
+    )
+    .unwrap();
     std::fs::write(
         hook.join("murmur.yaml"),
-        format!(
-            "name: probe\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: {}\nexecution_mode: blocking\ncommit_policy: none\n",
-            root.join("tests/fixtures/hook-probe/component.wasm").display()
-        ),
+        "name: probe\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\nexecution_mode: blocking\ncommit_policy: none\n",
     )
     .unwrap();
     let config = json!({"log": "probe.jsonl", "try": {"on-session-start": tries}});

@@ -140,7 +140,7 @@ impl Session {
 }
 
 /// Every line of the trace parses, and it ends with `session_end`.
-fn whole_trace(path: &Path) -> Vec<Value> {
+pub(crate) fn whole_trace(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.ends_with('\n'), "the trace ends mid-line");
     let events: Vec<Value> = text

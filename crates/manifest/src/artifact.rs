@@ -4,6 +4,10 @@
 //! (`component:`, relative to the artifact's directory, default `component.wasm`), how to build
 //! it from source (`build:`), and per runtime:
 //!
+//! `component:` and `skill:` name files inside the artifact's directory: an absolute path or
+//! one climbing with `..` is `E-MAN-015`, so an installed archive can load nothing its pin does
+//! not cover.
+//!
 //! - tool: `input_schema`, the JSON Schema offered to the model. It must be a mapping; a tool
 //!   without one is `W-MAN-019` (the model is offered an empty object schema).
 //! - driver: `upstream_auth { header, value }`, how the host attaches the credential to the
@@ -23,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, code, serde_error};
-use crate::fields::{check_name, check_version};
+use crate::fields::{check_inside_dir, check_name, check_version};
 use crate::hooks::{Binding, CommitPolicy, ExecutionMode, check_hook_contract};
 
 closed_set! {
@@ -94,6 +98,11 @@ impl ArtifactManifest {
         found.extend(check_version(&self.version, "", "the artifact manifest"));
         if let Some(build) = &self.build {
             found.extend(build.validate("build"));
+        }
+        for (field, file) in [("component", &self.component), ("skill", &self.skill)] {
+            if let Some(file) = file {
+                found.extend(check_inside_dir(file, field));
+            }
         }
         let name = self.name.as_str();
         match self.runtime {

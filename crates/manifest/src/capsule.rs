@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::artifact::{Build, Runtime};
 use crate::diagnostic::{Diagnostic, code, serde_error};
-use crate::fields::{check_http_url, check_name, check_version};
+use crate::fields::{check_http_url, check_inside_dir, check_name, check_version};
 use crate::load::{is_variable_name, resolve_path};
 use crate::network::NetworkRule;
 
@@ -604,6 +604,9 @@ impl CapsuleManifest {
         found.extend(check_version(&self.version, "", "the manifest"));
         if let Some(build) = &self.build {
             found.extend(build.validate("build"));
+        }
+        if let Some(component) = &self.component {
+            found.extend(check_inside_dir(component, "component"));
         }
         self.validate_artifacts(&mut found);
         self.capabilities.validate(&mut found);

@@ -270,6 +270,7 @@ codes! {
     E_REG_009 = "E-REG-009": "`--locked` was given and `murmur.lock` would change";
     E_REG_010 = "E-REG-010": "an installed artifact is missing, or its files differ from what was installed";
     E_REG_011 = "E-REG-011": "publishing would replace a version already in the registry with other bytes";
+    E_REG_012 = "E-REG-012": "an archive's own manifest is not the artifact it is installed as (another name, version or runtime), or it loads a file the archive does not hold";
 
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";
@@ -291,6 +292,8 @@ codes! {
     E_A2A_002 = "E-A2A-002": "no input arrived within `lifecycle.input_timeout_secs`";
     E_A2A_003 = "E-A2A-003": "a peer capsule cannot be reached, or answered with an error";
     E_A2A_004 = "E-A2A-004": "a peer capsule's answer is not A2A";
+    E_A2A_005 = "E-A2A-005": "the door would serve on an address that is not loopback, and it authenticates no one";
+    W_A2A_006 = "W-A2A-006": "the door serves on an address that is not loopback with --insecure-no-auth: it authenticates no one";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";

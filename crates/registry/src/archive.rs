@@ -901,6 +901,8 @@ mod tests {
 
     use tar::{EntryType, Header};
 
+    use crate::source::BuildError;
+
     /// The first-party `read-file` tool.
     fn read_file_artifact() -> LocalArtifact {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/read-file");
@@ -1141,12 +1143,25 @@ mod tests {
 
     #[test]
     fn a_component_out_of_the_artifact_directory_is_not_packed() {
-        for component in ["../elsewhere.wasm", "/tmp/x.wasm", "murmur.yaml"] {
+        // The manifest refuses a path out of the directory before anything is read.
+        for component in ["../elsewhere.wasm", "/tmp/x.wasm", "a/../../x.wasm"] {
             let dir = tool_dir(Some(component));
-            let artifact = LocalArtifact::open(dir.path(), &|_| None).unwrap();
-            let error = pack(&artifact).unwrap_err();
-            assert_eq!(error.code(), "E-REG-002", "{component}: {error}");
+            let Err(BuildError::Manifest { loaded, .. }) =
+                LocalArtifact::open(dir.path(), &|_| None)
+            else {
+                panic!("{component}: opened");
+            };
+            assert!(
+                loaded.diagnostics.iter().any(|d| d.code == "E-MAN-015"),
+                "{component}: {:?}",
+                loaded.diagnostics
+            );
         }
+        // A plain name that is the manifest itself is refused when packing.
+        let dir = tool_dir(Some("murmur.yaml"));
+        let artifact = LocalArtifact::open(dir.path(), &|_| None).unwrap();
+        let error = pack(&artifact).unwrap_err();
+        assert_eq!(error.code(), "E-REG-002", "{error}");
     }
 
     #[test]

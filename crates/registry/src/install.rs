@@ -22,19 +22,27 @@
 //!   path for one name and an optional version (else the lock's pin, else the newest); a
 //!   version or bytes other than the lock's pin is E-REG-005, before anything is written.
 //!
+//! - **Only the pinned artifact.** An archive whose own `murmur.yaml` is another artifact than
+//!   the one listed (name, version or runtime), or loads a file the archive does not hold, is
+//!   refused (E-REG-012) before anything is put in place.
+//!
 //! What finding promises ([`installed`]): the directory of an installed artifact, only when its
 //! receipt names the lock's sha256 and every file it lists still has its recorded sha256; a
-//! missing or changed artifact is E-REG-010, naming it.
+//! missing or changed artifact is E-REG-010, naming it. [`pinned_file`] then holds the
+//! artifact's manifest to the lock (E-REG-012) and gives the sha256 the file it loads must
+//! have.
 
 use std::path::{Path, PathBuf};
 
 use murmur_manifest::Runtime;
+use murmur_manifest::artifact::ArtifactManifest;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_manifest::lock::{Lock, LockedArtifact};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{self, ArchiveError, UnpackLimits};
 use crate::index::{IndexEntry, Registry, RegistryError};
+use crate::source::LocalArtifact;
 
 /// The project store's directory, beside the manifest.
 pub const PROJECT_STORE: &str = ".murmur/artifacts";
@@ -66,6 +74,10 @@ pub enum InstallError {
     /// An installed artifact is missing or changed.
     #[error("{0}")]
     NotInstalled(String),
+    /// An archive's own manifest is not the artifact it is installed as (another name,
+    /// version or runtime), or it loads a file the archive does not hold.
+    #[error("{0}")]
+    NotThePinned(String),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -83,6 +95,7 @@ impl InstallError {
             InstallError::Locked(_) => "E-REG-009",
             InstallError::Lock(_) => "E-REG-008",
             InstallError::NotInstalled(_) => "E-REG-010",
+            InstallError::NotThePinned(_) => "E-REG-012",
             InstallError::Io { .. } => "E-REG-001",
         }
     }
@@ -99,6 +112,7 @@ impl InstallError {
             }
             InstallError::Lock(_) => "fix murmur.lock, or delete it and run `mur install`".to_string(),
             InstallError::NotInstalled(_) => "run `mur install`".to_string(),
+            InstallError::NotThePinned(_) => "the registry serves an archive that is not what it lists: do not use it, and tell the registry's owner".to_string(),
             InstallError::Io { .. } => "check the permissions and free space of the project and of $MURMUR_HOME".to_string(),
         }
     }
@@ -335,6 +349,26 @@ fn fetch_and_stage(
         sha256: locked.sha256.clone(),
         files: unpacked.files,
     };
+    // The archive's own manifest must be the artifact the registry listed, and load only what
+    // the archive holds; it is read without the environment, as nothing of it is run yet.
+    let opened = LocalArtifact::open(&staging_dir, &|_| None).map_err(|error| {
+        let why = match &error {
+            crate::source::BuildError::Manifest { loaded, .. } => loaded
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| format!("{}: {}", d.code, d.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            other => other.to_string(),
+        };
+        InstallError::NotThePinned(format!(
+            "artifact `{}` {}: the archive's murmur.yaml does not load ({why})",
+            locked.name, locked.version
+        ))
+    })?;
+    pinned_file_of(&opened.manifest, &locked, &receipt.files)
+        .map_err(InstallError::NotThePinned)?;
     progress(Progress::Ready {
         name: &resolved.name,
         how,
@@ -550,6 +584,16 @@ fn verify_installed(dir: &Path, locked: &LockedArtifact) -> Result<Receipt, Stri
         ));
     }
     for (file, sha256) in &receipt.files {
+        // A receipt is the installer's, but it lives on disk: its names must still be plain.
+        if !Path::new(file)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(format!(
+                "its receipt names `{}`, which is not a file inside it",
+                file.escape_debug()
+            ));
+        }
         let bytes =
             std::fs::read(dir.join(file)).map_err(|_| format!("its file `{file}` is missing"))?;
         if archive::sha256_hex(&bytes) != *sha256 {
@@ -559,6 +603,77 @@ fn verify_installed(dir: &Path, locked: &LockedArtifact) -> Result<Receipt, Stri
         }
     }
     Ok(receipt)
+}
+
+/// The sha256 (as installed) of the one file `manifest` loads, when `manifest` is the artifact
+/// `locked` pins (its name, version and runtime) and that file is among `files`, inside the
+/// artifact's directory; else what is wrong.
+fn pinned_file_of(
+    manifest: &ArtifactManifest,
+    locked: &LockedArtifact,
+    files: &[(String, String)],
+) -> Result<String, String> {
+    let who = format!("artifact `{}` {}", locked.name, locked.version);
+    if manifest.name != locked.name
+        || manifest.version != locked.version
+        || manifest.runtime != locked.runtime
+    {
+        return Err(format!(
+            "{who}: its own murmur.yaml says it is `{}` {} (runtime: {}), not `{}` {} (runtime: {})",
+            manifest.name,
+            manifest.version,
+            manifest.runtime,
+            locked.name,
+            locked.version,
+            locked.runtime
+        ));
+    }
+    let loaded = if manifest.runtime == Runtime::Skill {
+        manifest.skill_path(Path::new(""))
+    } else {
+        manifest.component_path(Path::new(""))
+    };
+    // Plain names only (the manifest refused `..` and absolute paths); `./` is dropped.
+    let relative: Vec<String> = loaded
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(name) => Some(name.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    let relative = relative.join("/");
+    files
+        .iter()
+        .find(|(file, _)| *file == relative)
+        .map(|(_, sha256)| sha256.clone())
+        .ok_or_else(|| {
+            format!(
+                "{who}: its murmur.yaml loads `{}`, which the archive does not hold",
+                loaded.display().to_string().escape_debug()
+            )
+        })
+}
+
+/// For the installed artifact in `dir` (as [`installed`] found it) whose manifest is
+/// `manifest`: the sha256 its file to load had when it was installed. E-REG-012 when the
+/// manifest is not the artifact the lock pins under `name`, or loads a file the archive did not
+/// hold; E-REG-010 when the artifact is no longer as installed. A caller loading the file
+/// compares what it read with this, so a file swapped after the check is still caught.
+pub fn pinned_file(
+    dir: &Path,
+    lock: &Lock,
+    name: &str,
+    manifest: &ArtifactManifest,
+) -> Result<String, InstallError> {
+    let Some(locked) = lock.get(name) else {
+        return Err(InstallError::NotInstalled(format!(
+            "artifact `{name}` has no `path:` and is not in murmur.lock"
+        )));
+    };
+    let receipt = verify_installed(dir, locked).map_err(|why| {
+        InstallError::NotInstalled(format!("artifact `{name}` {}: {why}", locked.version))
+    })?;
+    pinned_file_of(manifest, locked, &receipt.files).map_err(InstallError::NotThePinned)
 }
 
 /// The directory of installed artifact `name` at `version`, as `murmur.lock` pins it and as it

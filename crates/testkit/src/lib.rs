@@ -5,6 +5,7 @@
 //! - [`Mur`]: runs the `mur` binary with a test's arguments and environment and captures what it
 //!   printed and how it exited.
 //! - [`door`]: a `mur run --serve` process and a small A2A client (JSON-RPC posts, SSE streams).
+//! - [`registry`]: hand-made archives put into a directory registry, as a hostile one serves.
 //!
 //! Everything here listens on loopback only and stops when dropped.
 
@@ -14,6 +15,7 @@ pub mod emulator;
 mod mur;
 pub mod otlp;
 mod recording;
+pub mod registry;
 
 pub use emulator::{Emulator, Script};
 pub use mur::{Mur, MurOutput, repo_root, shared_home};

@@ -57,6 +57,10 @@ pub struct RunArgs {
     /// With --serve: the address to listen on.
     #[arg(long, requires = "serve", default_value = "127.0.0.1")]
     host: std::net::IpAddr,
+    /// With --serve: allow a --host that is not loopback although the door authenticates no
+    /// one (anyone who reaches it can run tasks).
+    #[arg(long, requires = "serve")]
+    insecure_no_auth: bool,
     /// The registry a capsule component pulls from: a directory, or an `http(s)://` index.
     /// Default: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.
     #[arg(long)]
@@ -183,8 +187,16 @@ pub fn run(args: RunArgs) -> Exit {
             host: args.host,
             port: args.port,
             control_dir: Some(control_dir.clone()),
+            insecure_no_auth: args.insecure_no_auth,
             ..DoorConfig::default()
         };
+        if args.insecure_no_auth && !args.host.is_loopback() {
+            eprintln!(
+                "warning[W-A2A-006]: --insecure-no-auth: the door on {} authenticates no one; \
+                 anyone who reaches it can run tasks on this capsule and read their answers",
+                args.host
+            );
+        }
         let on_listening: OnListening = Box::new(move |addr| {
             use std::io::Write;
             println!("listening on http://{addr}");

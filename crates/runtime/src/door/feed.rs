@@ -33,6 +33,20 @@ pub async fn serve(
     observer: Arc<dyn Observer>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<SessionReport, SessionError> {
+    if !door_config.host.is_loopback() && !door_config.insecure_no_auth {
+        return Err(SessionError {
+            code: "E-A2A-005",
+            message: format!(
+                "the door authenticates no one yet: on {} anyone who reaches it could run tasks \
+                 and read every task's answers",
+                door_config.host
+            ),
+            hint: "serve on 127.0.0.1 (the default) behind a proxy that authenticates, or pass \
+                   --insecure-no-auth to accept the risk"
+                .to_string(),
+            workdir: None,
+        });
+    }
     let listener = tokio::net::TcpListener::bind((door_config.host, door_config.port))
         .await
         .map_err(|error| SessionError {
@@ -50,7 +64,9 @@ pub async fn serve(
         hint: "retry".to_string(),
         workdir: None,
     })?;
-    let url = format!("http://{addr}/");
+    // An unspecified address (0.0.0.0, ::) is where the door listens, never where to reach
+    // it: the card names loopback then.
+    let url = control::local_url(addr);
     let control_failed = |message: String| SessionError {
         code: "E-CTL-005",
         message,
@@ -242,8 +258,15 @@ impl TaskFeed for DoorFeed {
                             origin: "operator".to_string(),
                             trust: "operator".to_string(),
                             traceparent: None,
+                            claimed_origin: None,
+                            claimed_trust: None,
                         };
-                        let (_, stop) = self.store.create(&task_id, &context_id, message, origin);
+                        // The store is empty yet: task.md is its first task.
+                        let Ok((_, stop)) =
+                            self.store.create(&task_id, &context_id, message, origin)
+                        else {
+                            return None;
+                        };
                         input.ids = Some(TaskIds {
                             task_id,
                             context_id,
@@ -264,8 +287,8 @@ impl TaskFeed for DoorFeed {
                     // Canceled while it waited: skip it.
                     let canceled = self
                         .store
-                        .get(&queued.task_id, Some(0))
-                        .is_none_or(|task| task.status.state.is_terminal());
+                        .state(&queued.task_id)
+                        .is_none_or(|state| state.is_terminal());
                     if !canceled {
                         break Some(self.input_for(queued));
                     }
@@ -291,10 +314,7 @@ impl TaskFeed for DoorFeed {
                 let answer = report.result_text.clone().unwrap_or_default();
                 // The answer is the `response` artifact's last chunk (all of it when nothing
                 // was streamed).
-                let streamed = self
-                    .store
-                    .get(task_id, Some(0))
-                    .is_some_and(|task| task.artifacts.iter().any(|a| a.artifact_id == "response"));
+                let streamed = self.store.has_artifact(task_id, "response");
                 let chunk = if streamed {
                     String::new()
                 } else {
@@ -302,8 +322,22 @@ impl TaskFeed for DoorFeed {
                 };
                 self.store
                     .artifact_text(task_id, "response", "response", &chunk, true);
+                // The status message repeats the answer: bounded like the artifact.
+                let shown = if answer.len() > crate::door::tasks::TASK_TEXT_LIMIT {
+                    let mut cut = crate::door::tasks::TASK_TEXT_LIMIT;
+                    while !answer.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    format!(
+                        "{}\n[{} more bytes are in the session's out/result.txt]",
+                        &answer[..cut],
+                        answer.len() - cut
+                    )
+                } else {
+                    answer
+                };
                 self.store
-                    .set_state(task_id, TaskState::Completed, text(answer));
+                    .set_state(task_id, TaskState::Completed, text(shown));
             }
             ExitStatus::Canceled => {
                 self.store.set_state(task_id, TaskState::Canceled, None);
@@ -349,10 +383,7 @@ impl Observer for DoorObserver {
                 && self
                     .new_turn
                     .swap(false, std::sync::atomic::Ordering::Relaxed)
-                && self
-                    .store
-                    .get(&task_id, Some(0))
-                    .is_some_and(|task| task.artifacts.iter().any(|a| a.artifact_id == id));
+                && self.store.has_artifact(&task_id, id);
             let text = if paragraph {
                 format!("\n\n{text}")
             } else {

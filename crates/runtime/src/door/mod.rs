@@ -24,9 +24,16 @@
 //! - **Human in the loop.** A tool's `murmur:task/task.request-input` moves its task to
 //!   `input-required` with the prompt; the next message on the task resumes the tool with its
 //!   text. With no answer within `lifecycle.input_timeout_secs` the task fails.
-//! - **Origin.** `x-murmur-task-origin: peer` with `x-murmur-task-trust` makes the task a peer's,
-//!   running with the sender's trust class; a W3C `traceparent` is recorded. Both reach the
-//!   trace as `a2a_task_received`.
+//! - **Origin.** The door authenticates no one yet, so every task it takes is a client's and runs
+//!   with trust `external`. What `x-murmur-task-origin` and `x-murmur-task-trust` claim is
+//!   recorded beside what was granted, never honoured; a W3C `traceparent` is recorded. All of
+//!   it reaches the trace as `a2a_task_received`. A `host` that is not loopback is refused
+//!   (`E-A2A-005`) unless [`DoorConfig::insecure_no_auth`] says otherwise, and the card never
+//!   names an unspecified address (`0.0.0.0`, `::`).
+//! - **Ids.** Every id a client chooses (message, context, task, referenced task, the
+//!   `ListTasks` filter and page token, `Last-Event-ID`) is checked before use: an id is 1 to
+//!   128 ASCII letters, digits, `-`, `_` or `.`, not starting with `.`; anything else is
+//!   -32602 naming the field. No id a client sends becomes a path unchecked.
 //! - **Control.** `/control` on the same listener ([`control`]): the settings in force and the
 //!   driver choices, changed with `PUT /control/settings/<name>`; `control.secrets` injected and
 //!   forgotten with `PUT|DELETE /control/secrets/<name>`, from loopback only. Every route wants
@@ -58,6 +65,9 @@ pub struct DoorConfig {
     /// Where the control plane's token file is written (`<port>.json`); `None` writes none,
     /// and the token is known to no one.
     pub control_dir: Option<PathBuf>,
+    /// Serve on an address that is not loopback although the door authenticates no one
+    /// (without it, such a `host` is refused with `E-A2A-005`).
+    pub insecure_no_auth: bool,
 }
 
 impl Default for DoorConfig {
@@ -67,6 +77,7 @@ impl Default for DoorConfig {
             port: 0,
             body_limit: 4 * 1024 * 1024,
             control_dir: None,
+            insecure_no_auth: false,
         }
     }
 }

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::door::Store;
 use crate::door::tasks::{Origin, Refused};
+use crate::session::workdir::{SAFE_ID_RULE, is_safe_id};
 use crate::session::{Received, StopSignal, new_id};
 
 /// A task accepted by the door, waiting for the session.
@@ -106,7 +107,10 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
     let id = request.id.clone();
     let version = request.version;
     let method_name = request.method.name(version).unwrap_or_default().to_string();
-    let call = match request.call() {
+    let call = match request
+        .call()
+        .and_then(|call| check_client_ids(&call).map(|()| call))
+    {
         Ok(call) => call,
         Err(error) => return json(StatusCode::OK, &rpc::error(&id, &error)),
     };
@@ -156,10 +160,18 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
             Err(Refused::NotCancelable(state) | Refused::NotAccepting(state)) => {
                 Err(RpcError::task_not_cancelable(&params.id, state))
             }
+            Err(Refused::Full) => Err(RpcError::task_not_cancelable(
+                &params.id,
+                TaskState::Unknown,
+            )),
         }),
         Call::SubscribeToTask(params) => {
             let Some(task) = door.store.get(&params.id, Some(0)) else {
                 return answer(Err(RpcError::task_not_found(&params.id)));
+            };
+            let after = match last_event_id(&headers, door.store.last_event(&params.id)) {
+                Ok(after) => after,
+                Err(error) => return answer(Err(error)),
             };
             if task.status.state.is_terminal() {
                 return answer(Err(RpcError::unsupported_operation(format!(
@@ -167,10 +179,6 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
                     params.id, task.status.state
                 ))));
             }
-            let after = headers
-                .get("last-event-id")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
             sse(stream(door.store.clone(), params.id, id, version, after))
         }
         Call::ListTasks(params) => {
@@ -179,6 +187,85 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
         Call::GetExtendedAgentCard => answer(Err(RpcError::extended_agent_card_not_configured())),
         Call::PushNotificationConfig(_) => answer(Err(RpcError::push_notification_not_supported())),
     }
+}
+
+/// Checks every id the client chose in `call` before anything uses it: a message's
+/// `messageId`, `contextId`, `taskId` and `referenceTaskIds`, a task `id`, the `contextId`
+/// filter and `pageToken` of `ListTasks`. An id is [`is_safe_id`]; a page token is the decimal
+/// offset an earlier page gave. Anything else is -32602 naming the field, and nothing is done.
+fn check_client_ids(call: &Call) -> Result<(), RpcError> {
+    let id = |field: &str, value: &str| {
+        if is_safe_id(value) {
+            Ok(())
+        } else {
+            Err(RpcError::invalid_params(field, SAFE_ID_RULE))
+        }
+    };
+    match call {
+        Call::SendMessage(params) | Call::SendStreamingMessage(params) => {
+            let message = &params.message;
+            id("message.messageId", &message.message_id)?;
+            if let Some(context_id) = &message.context_id {
+                id("message.contextId", context_id)?;
+            }
+            if let Some(task_id) = &message.task_id {
+                id("message.taskId", task_id)?;
+            }
+            for (n, task_id) in message.reference_task_ids.iter().enumerate() {
+                id(&format!("message.referenceTaskIds[{n}]"), task_id)?;
+            }
+        }
+        Call::GetTask(params) => id("id", &params.id)?,
+        Call::CancelTask(params) => id("id", &params.id)?,
+        Call::SubscribeToTask(params) => id("id", &params.id)?,
+        Call::ListTasks(params) => {
+            if let Some(context_id) = &params.context_id {
+                id("contextId", context_id)?;
+            }
+            if let Some(token) = params.page_token.as_deref().filter(|t| !t.is_empty())
+                && page_offset(token).is_none()
+            {
+                return Err(RpcError::invalid_params(
+                    "pageToken",
+                    "a page token is the `nextPageToken` of an earlier page",
+                ));
+            }
+        }
+        Call::GetExtendedAgentCard | Call::PushNotificationConfig(_) => {}
+    }
+    Ok(())
+}
+
+/// The task offset a `ListTasks` page token stands for: decimal digits only.
+pub(crate) fn page_offset(token: &str) -> Option<usize> {
+    if token.is_empty() || token.len() > 19 || !token.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    token.parse().ok()
+}
+
+/// The event a resubscribing client saw last (`Last-Event-ID`), if it sent one: the decimal
+/// number of an event the task has had (`latest` is the task's newest). Anything else is
+/// -32602, so a client cannot park a stream on an event that will never come.
+fn last_event_id(headers: &HeaderMap, latest: Option<u64>) -> Result<Option<u64>, RpcError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let bad = || {
+        RpcError::invalid_params(
+            "Last-Event-ID",
+            "the header holds the number of an event this task's stream sent",
+        )
+    };
+    let text = value.to_str().map_err(|_| bad())?.trim();
+    if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let number: u64 = text.parse().map_err(|_| bad())?;
+    if number > latest.unwrap_or(0) {
+        return Err(bad());
+    }
+    Ok(Some(number))
 }
 
 impl Door {
@@ -201,6 +288,7 @@ impl Door {
                         state_name(state)
                     )))
                 }
+                Err(Refused::Full) => Err(full()),
             };
         }
         match self.acceptance {
@@ -228,20 +316,21 @@ impl Door {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        let from_peer = header("x-murmur-task-origin").as_deref() == Some("peer");
+        // The door authenticates no one yet, so no client is a peer: trust headers are only a
+        // claim, recorded beside what the task was granted.
+        let claim = |name: &str| header(name).map(|v| bounded_claim(&v));
         let origin = Origin {
-            origin: if from_peer { "peer" } else { "client" }.to_string(),
-            trust: if from_peer {
-                header("x-murmur-task-trust").unwrap_or_else(|| "peer".to_string())
-            } else {
-                "external".to_string()
-            },
+            origin: "client".to_string(),
+            trust: "external".to_string(),
             traceparent: header("traceparent"),
+            claimed_origin: claim("x-murmur-task-origin"),
+            claimed_trust: claim("x-murmur-task-trust"),
         };
         let task_id = new_id("tsk_", 24);
         let (_, stop) = self
             .store
-            .create(&task_id, &context_id, message, origin.clone());
+            .create(&task_id, &context_id, message, origin.clone())
+            .map_err(|_| full())?;
         let queued = Queued {
             task_id: task_id.clone(),
             context_id,
@@ -251,6 +340,8 @@ impl Door {
                 origin: origin.origin,
                 trust: origin.trust,
                 traceparent: origin.traceparent,
+                claimed_origin: origin.claimed_origin,
+                claimed_trust: origin.claimed_trust,
             },
             stop,
         };
@@ -262,6 +353,19 @@ impl Door {
         }
         Ok(task_id)
     }
+}
+
+/// The answer to a new task while the store holds its most unfinished tasks.
+fn full() -> RpcError {
+    RpcError::unsupported_operation(format!(
+        "this capsule has {} tasks that have not ended; send again when some have",
+        crate::door::tasks::UNFINISHED_LIMIT
+    ))
+}
+
+/// A header value a client claimed, as the trace keeps it: at most 128 characters.
+fn bounded_claim(value: &str) -> String {
+    value.chars().take(128).collect()
 }
 
 /// The text a message carries: what the agent is asked. Only text is understood.
@@ -302,7 +406,7 @@ async fn wait_settled(store: &Store, task_id: &str) {
         return;
     };
     loop {
-        let state = store.get(task_id, Some(0)).map(|t| t.status.state);
+        let state = store.state(task_id);
         match state {
             None => return,
             Some(state) if state.is_terminal() || state.is_interrupted() => return,

@@ -10,8 +10,24 @@
 //!   it and the task is `working` again.
 //! - A cancel of a task that has not ended marks it `canceled` at once and asks its loop to
 //!   stop; a second cancel, or a cancel of an ended task, is refused.
+//!
+//! What the store keeps is bounded, whatever clients send or the agent streams:
+//!
+//! - At most [`UNFINISHED_LIMIT`] tasks that have not ended; a new task past it is refused
+//!   ([`Refused::Full`]).
+//! - At most [`FINISHED_KEPT`] ended tasks: past it, the one that ended longest ago is
+//!   forgotten (GetTask then answers task-not-found).
+//! - Per task, at most [`TASK_TEXT_LIMIT`] bytes of artifact text: past it an artifact ends
+//!   with a note saying how much more was streamed (live subscribers still get every chunk),
+//!   and the session's own files keep the whole answer.
+//! - Per task, an event log for replay of at most [`EVENT_LOG_LIMIT`] events and
+//!   [`EVENT_LOG_BYTES`] bytes of chunk text; the oldest go first.
+//! - A `ListTasks` page holds at most [`LIST_PAGE_BYTES`] bytes of text (and at least one task).
+//!
+//! Every operation costs time in proportion to what it touches, never to a task's whole
+//! history: checks of a task's state or artifacts clone nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use murmur_a2a::model::{
@@ -26,16 +42,31 @@ use crate::session::{StopRequest, StopSignal};
 pub type Numbered = (u64, StreamEvent);
 
 /// The most events kept per task for replay.
-const EVENT_LOG_LIMIT: usize = 10_000;
+pub const EVENT_LOG_LIMIT: usize = 10_000;
+/// The most bytes of chunk text a task's replay log keeps.
+pub const EVENT_LOG_BYTES: usize = 4 * 1024 * 1024;
+/// The most bytes of artifact text a task keeps.
+pub const TASK_TEXT_LIMIT: usize = 4 * 1024 * 1024;
+/// The most ended tasks kept.
+pub const FINISHED_KEPT: usize = 1_000;
+/// The most tasks that have not ended (queued, running, waiting for input).
+pub const UNFINISHED_LIMIT: usize = 1_000;
+/// The most bytes of text one `ListTasks` page carries (a page holds at least one task).
+pub const LIST_PAGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Where a task came from, as `a2a_task_received` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    /// `peer` (another capsule said so) or `client`.
+    /// `client` for every task the door takes: it authenticates no peer yet (`operator` for the
+    /// task of `task.md`).
     pub origin: String,
-    /// The trust class the task runs with: the sending task's, for a peer; `external` else.
+    /// The trust class the task runs with: `external` for a client.
     pub trust: String,
     pub traceparent: Option<String>,
+    /// What `x-murmur-task-origin` claimed, when a client sent it (not granted).
+    pub claimed_origin: Option<String>,
+    /// What `x-murmur-task-trust` claimed, when a client sent it (not granted).
+    pub claimed_trust: Option<String>,
 }
 
 /// Why a store operation was refused.
@@ -45,11 +76,21 @@ pub enum Refused {
     /// The task has ended (or, for a message, does not wait for input).
     NotAccepting(TaskState),
     NotCancelable(TaskState),
+    /// [`UNFINISHED_LIMIT`] tasks have not ended yet.
+    Full,
 }
 
 struct Entry {
     task: Task,
-    log: Vec<(u64, StreamEvent)>,
+    /// Where the task is in [`Inner::order`].
+    seq: u64,
+    log: VecDeque<(u64, StreamEvent)>,
+    /// Bytes of chunk text in `log`.
+    log_bytes: usize,
+    /// Bytes of artifact text in `task.artifacts`.
+    kept_bytes: usize,
+    /// Bytes streamed but not kept, per artifact id.
+    dropped: HashMap<String, usize>,
     next_event: u64,
     changed: watch::Sender<u64>,
     waiter: Option<oneshot::Sender<Message>>,
@@ -68,8 +109,31 @@ pub struct TaskStore {
 #[derive(Default)]
 struct Inner {
     tasks: HashMap<String, Entry>,
-    /// Task ids, most recently created last.
-    order: Vec<String>,
+    /// Task ids by creation, most recent last.
+    order: BTreeMap<u64, String>,
+    next_seq: u64,
+    /// Ended tasks' ids, in the order they ended.
+    finished: VecDeque<String>,
+}
+
+impl Inner {
+    /// Records that `id` ended, and forgets the tasks that ended longest ago past
+    /// [`FINISHED_KEPT`].
+    fn ended(&mut self, id: &str) {
+        self.finished.push_back(id.to_string());
+        while self.finished.len() > FINISHED_KEPT {
+            let Some(oldest) = self.finished.pop_front() else {
+                break;
+            };
+            if let Some(entry) = self.tasks.remove(&oldest) {
+                self.order.remove(&entry.seq);
+            }
+        }
+    }
+
+    fn unfinished(&self) -> usize {
+        self.tasks.len() - self.finished.len().min(self.tasks.len())
+    }
 }
 
 fn now() -> String {
@@ -88,14 +152,15 @@ impl TaskStore {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// A new task in `submitted`, its history holding `message`.
+    /// A new task in `submitted`, its history holding `message`; [`Refused::Full`] when
+    /// [`UNFINISHED_LIMIT`] tasks have not ended.
     pub fn create(
         &self,
         task_id: &str,
         context_id: &str,
         mut message: Message,
         origin: Origin,
-    ) -> (Task, StopSignal) {
+    ) -> Result<(Task, StopSignal), Refused> {
         message.task_id = Some(task_id.to_string());
         message.context_id = Some(context_id.to_string());
         let mut status = TaskStatus::new(TaskState::Submitted);
@@ -105,11 +170,20 @@ impl TaskStore {
         let stop = StopSignal::default();
         let (changed, _) = watch::channel(0);
         let mut inner = self.lock();
+        if inner.unfinished() >= UNFINISHED_LIMIT {
+            return Err(Refused::Full);
+        }
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
         inner.tasks.insert(
             task_id.to_string(),
             Entry {
                 task: task.clone(),
-                log: Vec::new(),
+                seq,
+                log: VecDeque::new(),
+                log_bytes: 0,
+                kept_bytes: 0,
+                dropped: HashMap::new(),
                 next_event: 1,
                 changed,
                 waiter: None,
@@ -118,8 +192,24 @@ impl TaskStore {
                 streamed: HashMap::new(),
             },
         );
-        inner.order.push(task_id.to_string());
-        (task, stop)
+        inner.order.insert(seq, task_id.to_string());
+        Ok((task, stop))
+    }
+
+    /// The task's state, cloning nothing else.
+    pub fn state(&self, id: &str) -> Option<TaskState> {
+        self.lock()
+            .tasks
+            .get(id)
+            .map(|entry| entry.task.status.state)
+    }
+
+    /// Whether the task has an artifact `artifact_id` yet, cloning nothing.
+    pub fn has_artifact(&self, id: &str, artifact_id: &str) -> bool {
+        self.lock()
+            .tasks
+            .get(id)
+            .is_some_and(|entry| entry.streamed.contains_key(artifact_id))
     }
 
     /// The task as it stands, with at most `history_length` recent messages.
@@ -134,12 +224,13 @@ impl TaskStore {
         self.lock().tasks.get(id).map(|entry| entry.origin.clone())
     }
 
-    /// The tasks matching `params`, most recently created first, one page of them.
+    /// The tasks matching `params`, most recently created first, one page of them: at most
+    /// the page size, and at most [`LIST_PAGE_BYTES`] of text (at least one task).
     pub fn list(&self, params: &ListTasksParams) -> ListTasksResult {
         let inner = self.lock();
         let matching: Vec<&Task> = inner
             .order
-            .iter()
+            .values()
             .rev()
             .filter_map(|id| inner.tasks.get(id).map(|entry| &entry.task))
             .filter(|task| {
@@ -153,24 +244,27 @@ impl TaskStore {
         let page_size = params
             .effective_page_size()
             .clamp(1, ListTasksParams::MAX_PAGE_SIZE);
-        let start: usize = params
+        // The door refused any token that is not an offset an earlier page gave.
+        let start = params
             .page_token
             .as_deref()
-            .and_then(|token| token.parse().ok())
+            .and_then(crate::door::server::page_offset)
             .unwrap_or(0);
-        let tasks: Vec<Task> = matching
-            .iter()
-            .skip(start)
-            .take(page_size as usize)
-            .map(|task| {
-                let mut task = (*task).clone();
-                trim_history(&mut task, params.history_length);
-                if !params.include_artifacts {
-                    task.artifacts.clear();
-                }
-                task
-            })
-            .collect();
+        let mut bytes = 0;
+        let mut tasks: Vec<Task> = Vec::new();
+        for task in matching.iter().skip(start).take(page_size as usize) {
+            let mut task = (*task).clone();
+            trim_history(&mut task, params.history_length);
+            if !params.include_artifacts {
+                task.artifacts.clear();
+            }
+            let size = text_bytes(&task);
+            if !tasks.is_empty() && bytes + size > LIST_PAGE_BYTES {
+                break;
+            }
+            bytes += size;
+            tasks.push(task);
+        }
         let end = start + tasks.len();
         ListTasksResult {
             next_page_token: if end < matching.len() {
@@ -206,11 +300,15 @@ impl TaskStore {
         let update =
             TaskStatusUpdate::new(entry.task.id.clone(), entry.task.context_id.clone(), status);
         push(entry, StreamEvent::StatusUpdate(update));
+        if state.is_terminal() {
+            inner.ended(id);
+        }
         true
     }
 
     /// Adds `text` to the artifact `artifact_id` (appending to what was streamed before).
-    /// `last`: this is its last chunk.
+    /// `last`: this is its last chunk. Past [`TASK_TEXT_LIMIT`] the chunk is still streamed but
+    /// not kept, and the artifact ends with a note of how much was left out.
     pub fn artifact_text(&self, id: &str, artifact_id: &str, name: &str, text: &str, last: bool) {
         let mut inner = self.lock();
         let Some(entry) = inner.tasks.get_mut(id) else {
@@ -223,26 +321,57 @@ impl TaskStore {
             .streamed
             .insert(artifact_id.to_string(), true)
             .is_some();
+        let room = TASK_TEXT_LIMIT.saturating_sub(entry.kept_bytes);
+        let kept = &text[..floor_char_boundary(text, room)];
+        let left_out = text.len() - kept.len();
+        entry.kept_bytes += kept.len();
+        let existing = entry
+            .task
+            .artifacts
+            .iter()
+            .position(|a| a.artifact_id == artifact_id);
+        let whole = match existing {
+            Some(at) if append => &mut entry.task.artifacts[at],
+            Some(at) => {
+                entry.task.artifacts[at] = Artifact {
+                    name: Some(name.to_string()),
+                    ..Artifact::new(artifact_id, vec![Part::text("")])
+                };
+                &mut entry.task.artifacts[at]
+            }
+            None => {
+                entry.task.artifacts.push(Artifact {
+                    name: Some(name.to_string()),
+                    ..Artifact::new(artifact_id, vec![Part::text("")])
+                });
+                entry.task.artifacts.last_mut().expect("just pushed")
+            }
+        };
+        match whole.parts.first_mut() {
+            Some(Part {
+                content: murmur_a2a::model::PartContent::Text(whole),
+                ..
+            }) => whole.push_str(kept),
+            _ => whole.parts.push(Part::text(kept)),
+        }
+        if left_out > 0 || (last && entry.dropped.contains_key(artifact_id)) {
+            let dropped = entry.dropped.entry(artifact_id.to_string()).or_default();
+            *dropped += left_out;
+            if last
+                && let Some(Part {
+                    content: murmur_a2a::model::PartContent::Text(whole),
+                    ..
+                }) = whole.parts.first_mut()
+            {
+                whole.push_str(&format!(
+                    "\n[{dropped} more bytes were streamed; a served task keeps at most {TASK_TEXT_LIMIT} bytes of text, and the session's workdir has it all]"
+                ));
+            }
+        }
         let chunk = Artifact {
             name: Some(name.to_string()),
             ..Artifact::new(artifact_id, vec![Part::text(text)])
         };
-        match entry
-            .task
-            .artifacts
-            .iter_mut()
-            .find(|a| a.artifact_id == artifact_id)
-        {
-            Some(existing) if append => match existing.parts.first_mut() {
-                Some(Part {
-                    content: murmur_a2a::model::PartContent::Text(whole),
-                    ..
-                }) => whole.push_str(text),
-                _ => existing.parts.push(Part::text(text)),
-            },
-            Some(existing) => *existing = chunk.clone(),
-            None => entry.task.artifacts.push(chunk.clone()),
-        }
         let update = TaskArtifactUpdate {
             task_id: entry.task.id.clone(),
             context_id: entry.task.context_id.clone(),
@@ -320,7 +449,7 @@ impl TaskStore {
             let inner = self.lock();
             inner
                 .order
-                .iter()
+                .values()
                 .filter(|id| {
                     inner
                         .tasks
@@ -369,11 +498,54 @@ impl TaskStore {
 fn push(entry: &mut Entry, event: StreamEvent) {
     let number = entry.next_event;
     entry.next_event += 1;
-    entry.log.push((number, event));
-    if entry.log.len() > EVENT_LOG_LIMIT {
-        entry.log.remove(0);
+    entry.log_bytes += event_bytes(&event);
+    entry.log.push_back((number, event));
+    while entry.log.len() > EVENT_LOG_LIMIT
+        || (entry.log_bytes > EVENT_LOG_BYTES && entry.log.len() > 1)
+    {
+        if let Some((_, oldest)) = entry.log.pop_front() {
+            entry.log_bytes -= event_bytes(&oldest);
+        }
     }
     entry.changed.send_replace(number);
+}
+
+/// The chunk text an event carries.
+fn event_bytes(event: &StreamEvent) -> usize {
+    match event {
+        StreamEvent::ArtifactUpdate(update) => parts_bytes(&update.artifact.parts),
+        _ => 0,
+    }
+}
+
+fn parts_bytes(parts: &[Part]) -> usize {
+    parts
+        .iter()
+        .map(|part| match &part.content {
+            murmur_a2a::model::PartContent::Text(text) => text.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The text a task carries in its history and artifacts, in bytes.
+fn text_bytes(task: &Task) -> usize {
+    task.history
+        .iter()
+        .map(|m| parts_bytes(&m.parts))
+        .chain(task.artifacts.iter().map(|a| parts_bytes(&a.parts)))
+        .sum()
+}
+
+/// The largest index at most `at` that is a char boundary of `text`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    if at >= text.len() {
+        return text.len();
+    }
+    (0..=at)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0)
 }
 
 fn trim_history(task: &mut Task, history_length: Option<u32>) {
@@ -385,3 +557,104 @@ fn trim_history(task: &mut Task, history_length: Option<u32>) {
 
 /// A shared store.
 pub type SharedStore = Arc<TaskStore>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> Origin {
+        Origin {
+            origin: "client".into(),
+            trust: "external".into(),
+            traceparent: None,
+            claimed_origin: None,
+            claimed_trust: None,
+        }
+    }
+
+    fn add(store: &TaskStore, id: &str) -> Result<(Task, StopSignal), Refused> {
+        store.create(id, "ctx", Message::text("m", Role::User, "hi"), origin())
+    }
+
+    #[test]
+    fn ended_tasks_past_the_limit_are_forgotten_oldest_first() {
+        let store = TaskStore::default();
+        for n in 0..FINISHED_KEPT + 5 {
+            let id = format!("t{n}");
+            add(&store, &id).unwrap();
+            store.set_state(&id, TaskState::Completed, None);
+        }
+        for n in 0..5 {
+            assert!(store.get(&format!("t{n}"), None).is_none(), "t{n} kept");
+        }
+        assert!(store.get("t5", None).is_some());
+        let listed = store.list(&ListTasksParams::default());
+        assert_eq!(listed.total_size as usize, FINISHED_KEPT);
+        assert_eq!(listed.tasks[0].id, format!("t{}", FINISHED_KEPT + 4));
+    }
+
+    #[test]
+    fn unfinished_tasks_past_the_limit_are_refused_until_one_ends() {
+        let store = TaskStore::default();
+        for n in 0..UNFINISHED_LIMIT {
+            add(&store, &format!("t{n}")).unwrap();
+        }
+        assert_eq!(add(&store, "over").unwrap_err(), Refused::Full);
+        store.cancel("t0").unwrap();
+        add(&store, "over").unwrap();
+    }
+
+    #[test]
+    fn a_task_keeps_a_bounded_text_and_says_how_much_it_left_out() {
+        let store = TaskStore::default();
+        add(&store, "t").unwrap();
+        let (_, mut changed) = store.events("t", None).unwrap();
+        let chunk = "é".repeat(512 * 1024); // 1 MiB of two-byte characters
+        for _ in 0..6 {
+            store.artifact_text("t", "response", "response", &chunk, false);
+        }
+        store.artifact_text("t", "response", "response", "", true);
+        let task = store.get("t", None).unwrap();
+        let Some(murmur_a2a::model::PartContent::Text(text)) =
+            task.artifacts[0].parts.first().map(|p| &p.content)
+        else {
+            panic!("no text");
+        };
+        assert!(text.len() < TASK_TEXT_LIMIT + 200, "{}", text.len());
+        assert!(
+            text.ends_with(&format!(
+                "[{} more bytes were streamed; a served task keeps at most {TASK_TEXT_LIMIT} bytes of text, and the session's workdir has it all]",
+                6 * chunk.len() - TASK_TEXT_LIMIT
+            )),
+            "{}",
+            &text[text.len() - 200..]
+        );
+        // Every chunk was still an event; the replay log holds at most its byte limit.
+        assert_eq!(*changed.borrow_and_update(), 7);
+        let (kept, _) = store.events("t", None).unwrap();
+        let bytes: usize = kept.iter().map(|(_, e)| event_bytes(e)).sum();
+        assert!(bytes <= EVENT_LOG_BYTES, "{bytes}");
+        assert!(kept.len() < 7);
+    }
+
+    #[test]
+    fn a_list_page_stops_at_its_byte_limit_and_goes_on_from_there() {
+        let store = TaskStore::default();
+        let big = "x".repeat(3 * 1024 * 1024);
+        for n in 0..5 {
+            let id = format!("t{n}");
+            store
+                .create(&id, "ctx", Message::text("m", Role::User, &big), origin())
+                .unwrap();
+        }
+        let first = store.list(&ListTasksParams::default());
+        assert_eq!(first.tasks.len(), 2);
+        assert_eq!(first.next_page_token, "2");
+        let next = store.list(&ListTasksParams {
+            page_token: Some(first.next_page_token.clone()),
+            ..ListTasksParams::default()
+        });
+        assert_eq!(next.tasks.len(), 2);
+        assert_eq!(next.tasks[0].id, "t2");
+    }
+}

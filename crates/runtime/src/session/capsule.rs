@@ -209,6 +209,8 @@ pub fn stage(
         Default::default()
     };
     let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
+    // An installed tool's name → the sha256 its component had when installed.
+    let mut pinned = std::collections::HashMap::new();
     for entry in capsule
         .artifacts
         .iter()
@@ -219,7 +221,13 @@ pub fn stage(
             None => install::installed(&capsule_dir, &lock, &entry.name, &entry.version)
                 .map_err(installed_error)?,
         };
-        opened.push((entry, LocalArtifact::open(&dir, env)?));
+        let artifact = LocalArtifact::open(&dir, env)?;
+        if entry.path.is_none() {
+            let sha256 = install::pinned_file(&dir, &lock, &entry.name, &artifact.manifest)
+                .map_err(installed_error)?;
+            pinned.insert(entry.name.clone(), sha256);
+        }
+        opened.push((entry, artifact));
     }
     let mut local: Vec<&LocalArtifact> = vec![&component_artifact];
     local.extend(
@@ -249,6 +257,7 @@ pub fn stage(
     let mut tools = Vec::new();
     for (entry, artifact) in &opened {
         let loaded = engine.load_component(&entry.name, &artifact.component_path())?;
+        crate::session::staging::still_pinned(&pinned, &entry.name, loaded.sha256())?;
         components.push(ComponentRef {
             name: entry.name.clone(),
             version: artifact.manifest.version.clone(),
@@ -628,6 +637,7 @@ pub async fn run(
         trace_path: workdir.trace(),
         workdir: workdir.root.clone(),
         exit_status,
+        task_count: 1,
         tasks: vec![TaskReport {
             task_id,
             context_id: None,

@@ -91,6 +91,10 @@ pub struct Received {
     /// The trust class the task runs with.
     pub trust: String,
     pub traceparent: Option<String>,
+    /// The origin the request's headers claimed, when it was not granted.
+    pub claimed_origin: Option<String>,
+    /// The trust class the request's headers claimed, when it was not granted.
+    pub claimed_trust: Option<String>,
 }
 
 impl TaskInput {
@@ -207,10 +211,17 @@ pub struct SessionReport {
     pub workdir: PathBuf,
     pub trace_path: PathBuf,
     pub exit_status: ExitStatus,
+    /// How many tasks ran.
+    pub task_count: u32,
+    /// The last [`REPORTS_KEPT`] of them (all of them for any `mur run` without `--serve`).
     pub tasks: Vec<TaskReport>,
     pub totals: Totals,
     pub duration_ms: u64,
 }
+
+/// The most task reports a session keeps for its report: a served capsule may run any number
+/// of tasks, and its memory must not grow with them.
+pub const REPORTS_KEPT: usize = 1_000;
 
 /// What the caller hears while a session runs.
 pub trait Observer: Send + Sync {
@@ -443,13 +454,23 @@ pub async fn run_fed(
         .attach_trace(trace.clone(), session_event.clone())
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
-    let mut reports = Vec::new();
+    let mut reports = std::collections::VecDeque::new();
+    let mut task_count: u32 = 0;
+    // The first task that did not end `ok` decides the session's exit status.
+    let mut first_not_ok: Option<ExitStatus> = None;
     let outcome: std::io::Result<()> = async {
         context.session_start().await?;
         while let Some(input) = feed.next().await {
             let (report, stop) = context.run_task(&input).await?;
             feed.finished(&input, &report);
-            reports.push(report);
+            task_count = task_count.saturating_add(1);
+            if report.exit_status != ExitStatus::Ok {
+                first_not_ok.get_or_insert(report.exit_status);
+            }
+            reports.push_back(report);
+            if reports.len() > REPORTS_KEPT {
+                reports.pop_front();
+            }
             if stop {
                 break;
             }
@@ -457,18 +478,14 @@ pub async fn run_fed(
         Ok(())
     }
     .await;
-    let exit_status = reports
-        .iter()
-        .map(|report| report.exit_status)
-        .find(|status| *status != ExitStatus::Ok)
-        .unwrap_or(if outcome.is_err() {
-            ExitStatus::Failed
-        } else {
-            ExitStatus::Ok
-        });
+    let exit_status = first_not_ok.unwrap_or(if outcome.is_err() {
+        ExitStatus::Failed
+    } else {
+        ExitStatus::Ok
+    });
     let ending: std::io::Result<()> = async {
         outcome?;
-        context.session_end(exit_status, reports.len() as u32).await
+        context.session_end(exit_status, task_count).await
     }
     .await;
     let totals = trace.totals();
@@ -488,7 +505,8 @@ pub async fn run_fed(
         trace_path: workdir.trace(),
         workdir: workdir.root.clone(),
         exit_status,
-        tasks: reports,
+        task_count,
+        tasks: reports.into(),
         totals,
         duration_ms,
     })

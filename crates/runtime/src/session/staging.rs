@@ -29,6 +29,7 @@
 //! - The system prompt is the `[Capsule]` block, a pure function of the capsule's name and
 //!   version, then the capsule's own prompt.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, Transport};
@@ -300,6 +301,8 @@ pub fn stage_with(
     // installed one is taken from the project store only as `murmur.lock` pins it.
     let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
     let mut local: Vec<usize> = Vec::new();
+    // An installed artifact's name → the sha256 its component had when installed.
+    let mut pinned: HashMap<String, String> = HashMap::new();
     let lock = if capsule.artifacts.iter().any(|entry| entry.path.is_none()) {
         install::read_lock(&capsule_dir).map_err(installed_error)?
     } else {
@@ -324,6 +327,11 @@ pub fn stage_with(
                 .map_err(installed_error)?,
         };
         let artifact = LocalArtifact::open(&dir, env)?;
+        if entry.path.is_none() {
+            let sha256 = install::pinned_file(&dir, &lock, &entry.name, &artifact.manifest)
+                .map_err(installed_error)?;
+            pinned.insert(entry.name.clone(), sha256);
+        }
         opened.push((entry, artifact));
     }
     let refs: Vec<&LocalArtifact> = local.iter().map(|at| &opened[*at].1).collect();
@@ -333,6 +341,7 @@ pub fn stage_with(
     let load =
         |components: &mut Vec<ComponentRef>, entry: &ArtifactEntry, artifact: &LocalArtifact| {
             let component = engine.load_component(&entry.name, &artifact.component_path())?;
+            still_pinned(&pinned, &entry.name, component.sha256())?;
             components.push(ComponentRef {
                 name: entry.name.clone(),
                 version: artifact.manifest.version.clone(),
@@ -364,6 +373,7 @@ pub fn stage_with(
                 &artifact.component_path(),
                 &entry.grants,
             )?;
+            still_pinned(&pinned, &entry.name, component.sha256())?;
             components.push(ComponentRef {
                 name: entry.name.clone(),
                 version: artifact.manifest.version.clone(),
@@ -643,6 +653,26 @@ fn stage_driver(
         injected_secret,
         unresolved_credential,
     })
+}
+
+/// E-REG-010 when the installed artifact `name` loaded bytes (`sha256`) other than those it
+/// was installed with: its file was swapped after the install was verified.
+pub(crate) fn still_pinned(
+    pinned: &HashMap<String, String>,
+    name: &str,
+    sha256: &str,
+) -> Result<(), StageError> {
+    match pinned.get(name) {
+        Some(expected) if expected != sha256 => Err(StageError::invalid(
+            "E-REG-010",
+            format!(
+                "artifact `{name}`: the component loaded (sha256 {sha256}) is not the one \
+                 installed (sha256 {expected})"
+            ),
+            "run `mur install` again, and find out what changed the project store",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A registry artifact that cannot be used as installed.

@@ -426,6 +426,8 @@ impl<'a> SessionContext<'a> {
                     origin: received.origin.clone(),
                     trust: received.trust.clone(),
                     traceparent: received.traceparent.clone(),
+                    claimed_origin: received.claimed_origin.clone(),
+                    claimed_trust: received.claimed_trust.clone(),
                 },
             )?;
         }

@@ -106,25 +106,29 @@ impl Workdir {
 const RESULT: &str = "out/result.txt";
 const TRACE: &str = "trace.jsonl";
 
-/// The longest context id that names a context directory.
-pub const CONTEXT_ID_MAX_LEN: usize = 128;
+/// The longest id a client may choose (a context id, a task id, a message id).
+pub const ID_MAX_LEN: usize = 128;
 
-/// Whether `context_id` can name a directory under `contexts/`: 1 to
-/// [`CONTEXT_ID_MAX_LEN`] ASCII letters, digits, `-`, `_` or `.`, and not `.` or `..`.
-pub fn context_dir_name(context_id: &str) -> bool {
-    (1..=CONTEXT_ID_MAX_LEN).contains(&context_id.len())
-        && context_id != "."
-        && context_id != ".."
-        && context_id
+/// Whether `id` is an id a client may choose, safe to name a directory under `contexts/`: 1 to
+/// [`ID_MAX_LEN`] ASCII letters, digits, `-`, `_` or `.`, not starting with `.`. The door
+/// refuses any other id a client sends; the workdir refuses to make a path of one.
+pub fn is_safe_id(id: &str) -> bool {
+    (1..=ID_MAX_LEN).contains(&id.len())
+        && !id.starts_with('.')
+        && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// What [`is_safe_id`] wants, in words.
+pub const SAFE_ID_RULE: &str =
+    "an id is 1 to 128 ASCII letters, digits, `-`, `_` or `.`, and does not start with `.`";
+
 fn history_path(context_id: &str) -> Result<PathBuf, BeneathError> {
-    if !context_dir_name(context_id) {
+    if !is_safe_id(context_id) {
         return Err(BeneathError::BadPath {
             path: format!("contexts/{}/history.json", context_id.escape_debug()),
-            reason: "a context id is 1 to 128 letters, digits, `-`, `_` or `.`",
+            reason: SAFE_ID_RULE,
         });
     }
     Ok(Path::new("contexts").join(context_id).join("history.json"))

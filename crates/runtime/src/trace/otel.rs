@@ -420,19 +420,19 @@ impl OtelExport {
                 origin,
                 trust,
                 traceparent,
+                claimed_trust,
                 ..
             } => {
-                self.received.insert(
-                    task_id.clone(),
-                    (
-                        traceparent.clone(),
-                        vec![
-                            text("murmur.a2a.method", method),
-                            text("murmur.a2a.origin", origin),
-                            text("murmur.a2a.trust", trust),
-                        ],
-                    ),
-                );
+                let mut attributes = vec![
+                    text("murmur.a2a.method", method),
+                    text("murmur.a2a.origin", origin),
+                    text("murmur.a2a.trust", trust),
+                ];
+                if let Some(claimed) = claimed_trust {
+                    attributes.push(text("murmur.a2a.claimed_trust", claimed));
+                }
+                self.received
+                    .insert(task_id.clone(), (traceparent.clone(), attributes));
             }
             EventBody::TaskStart {
                 task_id,
@@ -1168,9 +1168,11 @@ mod tests {
                 task_id: "tsk_1".into(),
                 context_id: "ctx_1".into(),
                 method: "SendMessage".into(),
-                origin: "peer".into(),
-                trust: "operator".into(),
+                origin: "client".into(),
+                trust: "external".into(),
                 traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+                claimed_origin: Some("peer".into()),
+                claimed_trust: Some("operator".into()),
             },
         );
         let task = session.write(Some(&start), task_start("tsk_1"));

@@ -288,12 +288,18 @@ pub enum EventBody {
         context_id: String,
         /// The JSON-RPC method, as the client named it.
         method: String,
-        /// `peer` (another capsule, by `x-murmur-task-origin`) or `client`.
+        /// `client`: the door authenticates no peer, so every task it takes is a client's.
         origin: String,
-        /// The trust class the task runs with.
+        /// The trust class the task runs with (`external` for a client).
         trust: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         traceparent: Option<String>,
+        /// What the request's `x-murmur-task-origin` claimed, when it sent one; never granted.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        claimed_origin: Option<String>,
+        /// What the request's `x-murmur-task-trust` claimed, when it sent one; never granted.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        claimed_trust: Option<String>,
     },
     /// A component sent a task to a peer capsule (`murmur:message/send`).
     A2aSend {
