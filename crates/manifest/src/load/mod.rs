@@ -181,14 +181,16 @@ fn checked<T>(
         lost_entry,
         shifted,
     } = shape;
-    let mut manifest = repaired?;
     let at_fault: Vec<String> = problems
         .iter()
         .filter(|d| d.is_error())
         .filter_map(|d| d.path.clone())
         .chain(shifted)
         .collect();
+    // Reported even when nothing deserialized (the top level at fault, or more problems than
+    // the shape looks for), so a manifest refused is never refused without a word.
     found.extend(problems);
+    let mut manifest = repaired?;
     if lost_entry {
         return Some(manifest);
     }
