@@ -376,6 +376,18 @@ mod tests {
     }
 
     #[test]
+    fn raw_text_is_taken_from_long_and_non_ascii_lines() {
+        let keys: String = (0..2000).map(|i| format!(", k{i}: {i}.50")).collect();
+        let doc = ok(&format!("{{a: 1{keys}}}\n"));
+        assert_eq!(doc.map.raw("k1999"), Some("1999.50"));
+        let doc = ok("{ä: \"é\", b: 1.50, ü: true}\n");
+        assert_eq!(doc.map.raw("b"), Some("1.50"));
+        assert_eq!(doc.map.raw("ü"), Some("true"));
+        let doc = ok("1.0: ä\n");
+        assert_eq!(doc.value, serde_json::json!({"1.0": "ä"}));
+    }
+
+    #[test]
     fn aliases_expand() {
         let doc = ok("base: &b { x: 1 }\ncopy: *b\n");
         assert_eq!(doc.value["copy"], serde_json::json!({"x": 1}));
