@@ -1,10 +1,9 @@
 //! Loading a hostile manifest of 200,000 unknown keys (`docs/security.md`, "Manifests load in
 //! linear time"): at the top level, read from a file (it fits under
-//! `murmur_manifest::load::MANIFEST_MAX_BYTES`); under one artifact entry, and at the top level
-//! with more type problems than the shape looks for, both given as text to `load_str` (the
-//! entry point below the file-size check: indented that way, the keys take more than the cap).
-
-use std::path::Path;
+//! `murmur_manifest::load::MANIFEST_MAX_BYTES`); under one artifact entry, given as text to
+//! `load_str`, the entry point below the file-size check (indented that way, the keys take more
+//! than the cap); and at the top level with more type problems than the shape looks for, so
+//! every pass of the shape runs.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use murmur_manifest::load::MANIFEST_MAX_BYTES;
