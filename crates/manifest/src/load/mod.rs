@@ -447,6 +447,26 @@ mod tests {
     }
 
     #[test]
+    fn a_typo_of_a_missing_field_is_named_after_an_earlier_pass_took_it_out() {
+        // The first pass ignores `runtim` and stops at `gateway`; the pass that finds
+        // `runtime` missing no longer walks `runtim`, but the hint still names it.
+        let text = "name: x\nversion: \"1.0.0\"\nartifacts:\n  - { name: d, version: \"1.0.0\", runtim: driver, gateway: 5 }\n";
+        let loaded = load_str(text, Path::new("/m/murmur.yaml"), &no_env);
+        let missing = loaded
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::E_MAN_021)
+            .unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+        assert!(
+            missing
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.contains("is `runtim` meant to be `runtime`?")),
+            "{missing}"
+        );
+    }
+
+    #[test]
     fn more_type_problems_than_the_shape_looks_for_are_still_reported() {
         let mut text = String::from("name: x\nversion: \"1.0.0\"\nartifacts:\n");
         for _ in 0..150 {

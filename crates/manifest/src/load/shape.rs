@@ -94,7 +94,10 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
                         .any(|d| d.path.as_deref() == Some(field.as_str()))
                 });
                 if !repeated {
-                    found.push(diagnose(&text, &path, navigate(&work, &segs), map));
+                    // The value as written: the working copy no longer holds the keys earlier
+                    // passes ignored, and a missing field's hint looks among them for a typo.
+                    let written = navigate(value, &removed.original_segs(&segs));
+                    found.push(diagnose(&text, &path, written, map));
                 }
                 // Before the faulted value goes: its going may shift the indices in `ignored`.
                 prune(&mut work, &ignored);
@@ -216,6 +219,24 @@ impl Removed {
             };
         }
         path
+    }
+
+    /// [`Removed::original`] as segments, to find the value in the manifest as written.
+    fn original_segs(&self, segs: &[Seg]) -> Vec<Seg> {
+        let mut path = String::new();
+        let mut original = Vec::with_capacity(segs.len());
+        for seg in segs {
+            let seg = match seg {
+                Seg::Key(key) => Seg::Key(key.clone()),
+                Seg::Index(i) => Seg::Index(self.original_index(&path, *i)),
+            };
+            path = match &seg {
+                Seg::Key(key) => join_key(&path, key),
+                Seg::Index(i) => join_index(&path, *i),
+            };
+            original.push(seg);
+        }
+        original
     }
 
     fn original_index(&self, sequence: &str, index: usize) -> usize {
@@ -496,6 +517,10 @@ mod tests {
         assert_eq!(
             removed.original(&[Seg::Key("a".into()), Seg::Index(2)]),
             "a[4]"
+        );
+        assert_eq!(
+            removed.original_segs(&[Seg::Key("a".into()), Seg::Index(2)]),
+            [Seg::Key("a".into()), Seg::Index(4)]
         );
         assert_eq!(work, serde_json::json!({"a": [2, 3, 4]}));
         assert!(!removed.remove(&mut work, &[]));
