@@ -32,6 +32,8 @@
 //! - `control.settings` name settings a controller may change; `control.agent_settings` only
 //!   `inference.driver`.
 
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -647,6 +649,8 @@ impl CapsuleManifest {
     }
 
     fn validate_artifacts(&self, found: &mut Vec<Diagnostic>) {
+        // Name → index of the first entry with it, so finding a repeated name costs one lookup.
+        let mut first_of: HashMap<&str, usize> = HashMap::new();
         for (i, entry) in self.artifacts.iter().enumerate() {
             let at = format!("artifacts[{i}]");
             let what = if entry.name.trim().is_empty() {
@@ -656,10 +660,18 @@ impl CapsuleManifest {
             };
             found.extend(check_name(&entry.name, &at, &what));
             found.extend(check_version(&entry.version, &at, &what));
-            if let Some(first) = self.artifacts[..i]
-                .iter()
-                .position(|a| a.name == entry.name && !a.name.is_empty())
-            {
+            let repeated = if entry.name.is_empty() {
+                None
+            } else {
+                match first_of.entry(entry.name.as_str()) {
+                    Entry::Occupied(first) => Some(*first.get()),
+                    Entry::Vacant(vacant) => {
+                        vacant.insert(i);
+                        None
+                    }
+                }
+            };
+            if let Some(first) = repeated {
                 found.push(
                     Diagnostic::new(
                         code::E_MAN_014,
@@ -817,8 +829,9 @@ impl CapsuleManifest {
     }
 
     /// Why `name` is not a declared driver, if it is not.
-    fn not_a_driver(&self, name: &str) -> Option<String> {
-        match self.artifact(name) {
+    /// Why `name` is not a driver's, looked up in `by_name` (see [`CapsuleManifest::by_name`]).
+    fn not_a_driver(by_name: &HashMap<&str, &ArtifactEntry>, name: &str) -> Option<String> {
+        match by_name.get(name) {
             Some(entry) if entry.runtime == Runtime::Driver => None,
             Some(entry) => Some(format!(
                 "which is declared with `runtime: {}`, not `runtime: driver`",
@@ -826,6 +839,15 @@ impl CapsuleManifest {
             )),
             None => Some("which is not declared in `artifacts`".to_string()),
         }
+    }
+
+    /// Each artifact name → its first entry, as [`CapsuleManifest::artifact`] finds it.
+    fn by_name(&self) -> HashMap<&str, &ArtifactEntry> {
+        let mut by_name = HashMap::new();
+        for entry in &self.artifacts {
+            by_name.entry(entry.name.as_str()).or_insert(entry);
+        }
+        by_name
     }
 
     fn driver_hint(&self, name: &str) -> String {
@@ -843,6 +865,7 @@ impl CapsuleManifest {
     }
 
     fn validate_inference(&self, inference: &Inference, dir: &Path, found: &mut Vec<Diagnostic>) {
+        let by_name = self.by_name();
         if inference.transport == Transport::Http {
             if inference
                 .model
@@ -864,7 +887,7 @@ impl CapsuleManifest {
             }
         }
         if let Some(driver) = &inference.driver
-            && let Some(why) = self.not_a_driver(&driver.artifact)
+            && let Some(why) = Self::not_a_driver(&by_name, &driver.artifact)
         {
             found.push(
                 Diagnostic::new(
@@ -888,13 +911,11 @@ impl CapsuleManifest {
                 .at_path("inference.alternates"),
             );
         }
+        let mut names: HashSet<&str> = HashSet::new();
         for (i, alternate) in inference.alternates.iter().enumerate() {
             let at = format!("inference.alternates[{i}]");
-            if alternate.name == PRIMARY_CHOICE
-                || inference.alternates[..i]
-                    .iter()
-                    .any(|a| a.name == alternate.name)
-            {
+            let repeated = !names.insert(alternate.name.as_str());
+            if alternate.name == PRIMARY_CHOICE || repeated {
                 let message = if alternate.name == PRIMARY_CHOICE {
                     "an alternate is named `primary`, the name of the primary choice".to_string()
                 } else {
@@ -906,7 +927,7 @@ impl CapsuleManifest {
                         .at_path(format!("{at}.name")),
                 );
             }
-            if let Some(why) = self.not_a_driver(&alternate.driver) {
+            if let Some(why) = Self::not_a_driver(&by_name, &alternate.driver) {
                 found.push(
                     Diagnostic::new(
                         code::E_MAN_009,

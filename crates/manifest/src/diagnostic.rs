@@ -223,6 +223,7 @@ codes! {
     E_MAN_024 = "E-MAN-024": "a URL field is not an http or https URL";
     W_MAN_025 = "W-MAN-025": "the `.env` beside the manifest cannot be parsed";
     W_MAN_026 = "W-MAN-026": "a field that only applies to another runtime";
+    E_MAN_027 = "E-MAN-027": "the manifest file is larger than the loader reads (1 MiB)";
 
     E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";
     E_CAP_002 = "E-CAP-002": "a limit is zero or negative";

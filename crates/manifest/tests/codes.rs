@@ -590,6 +590,25 @@ fn w_man_026_field_of_another_runtime() {
 }
 
 #[test]
+fn e_man_027_manifest_over_the_size_limit() {
+    let mut text = VALID.to_string();
+    while text.len() as u64 <= murmur_manifest::load::MANIFEST_MAX_BYTES {
+        text.push_str("# padding the manifest out past the limit\n");
+    }
+    let written = write(&text);
+    let loaded = written.load();
+    let d = only(&loaded, "E-MAN-027");
+    assert_eq!(loaded.diagnostics.len(), 1, "{:#?}", loaded.diagnostics);
+    assert!(loaded.manifest.is_none());
+    assert!(d.message.contains("larger than 1 MiB"));
+    assert_eq!(d.file.as_deref(), Some(written.file.as_path()));
+    assert_eq!(d.line, None);
+    assert_hint(&d, "under 1 MiB (1048576 bytes)");
+    // The same text given already read is not held to the limit.
+    assert!(load_text(&text).diagnostics.is_empty());
+}
+
+#[test]
 fn e_cap_001_malformed_network_entry() {
     let text = format!(
         "{VALID}capabilities:\n  network:\n    allow:\n      - https://api.anthropic.com\n      - \"ftp://files.example.com\"\n"

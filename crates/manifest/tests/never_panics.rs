@@ -281,6 +281,55 @@ proptest! {
     }
 }
 
+/// A manifest holding `keys` (none known to any type) with `value` each, in the mapping
+/// `spot` names (0 the top level, 1 an artifact entry, 2 `trace`), block or flow style.
+fn unknown_keys_manifest(keys: &[String], value: &str, spot: usize, flow: bool) -> String {
+    let head = "name: x, version: \"1.0.0\"";
+    let entry = "name: d, version: \"1.0.0\", runtime: driver";
+    if flow {
+        let pairs: String = keys.iter().map(|k| format!(", {k}: {value}")).collect();
+        return match spot {
+            0 => format!("{{{head}{pairs}}}\n"),
+            1 => format!("{{{head}, artifacts: [{{{entry}{pairs}}}]}}\n"),
+            _ => format!("{{{head}, trace: {{include_tool_output: true{pairs}}}}}\n"),
+        };
+    }
+    let (opening, indent) = match spot {
+        0 => ("", ""),
+        1 => (
+            "artifacts:\n  - name: d\n    version: \"1.0.0\"\n    runtime: driver\n",
+            "    ",
+        ),
+        _ => ("trace:\n  include_tool_output: true\n", "  "),
+    };
+    let lines: String = keys
+        .iter()
+        .map(|k| format!("{indent}{k}: {value}\n"))
+        .collect();
+    format!("name: x\nversion: \"1.0.0\"\n{opening}{lines}")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Unknown keys by the hundred, anywhere, never panic, and are warned about one by one up
+    /// to 100, then in one more warning.
+    #[test]
+    fn manifests_of_many_unknown_keys_never_panic(
+        keys in prop::collection::btree_set("zz[a-zA-Z0-9_ä-]{0,10}", 0..400),
+        value in prop::sample::select(&["1", "x", "1.50", "true", "", "[1]", "{ a: 1 }", "é"][..]),
+        spot in 0usize..3,
+        flow in any::<bool>(),
+    ) {
+        let keys: Vec<String> = keys.into_iter().collect();
+        let text = unknown_keys_manifest(&keys, value, spot, flow);
+        let loaded = check(&text);
+        let warned = loaded.diagnostics.iter().filter(|d| d.code == "W-MAN-013").count();
+        let expected = keys.len().min(100) + usize::from(keys.len() > 100);
+        prop_assert_eq!(warned, expected, "{:#?}", loaded.diagnostics);
+    }
+}
+
 #[test]
 fn errors_carry_codes_on_a_few_known_bad_inputs() {
     for text in [

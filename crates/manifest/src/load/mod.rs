@@ -1,7 +1,9 @@
 //! Loading a manifest: file → YAML → interpolation → types → meaning, every problem a
 //! [`Diagnostic`] with the file and, where known, the line and column.
 //!
-//! 1. The file is read (`E-MAN-001`). Given a directory, its `murmur.yaml` is read.
+//! 1. The file is read (`E-MAN-001`). Given a directory, its `murmur.yaml` is read. A file
+//!    larger than [`MANIFEST_MAX_BYTES`] is `E-MAN-027`, refused before parsing: at most one
+//!    byte past the cap is ever read, so no file, however large or endless, is read whole.
 //! 2. The YAML is parsed with positions (see `yaml`: `E-MAN-002`, `E-MAN-003`, `E-MAN-020`).
 //! 3. `${NAME}` in string values is interpolated from the environment, then from the `.env`
 //!    beside the manifest (see `interpolate`). A gateway's `api_key` is left as written: it is a
@@ -14,12 +16,14 @@
 //!    one mistake is never reported twice.
 //!
 //! [`Loaded::manifest`] is `Some` exactly when no diagnostic is an error. Nothing here panics,
-//! writes a file, or changes the process environment.
+//! writes a file, or changes the process environment. Loading takes time linear in the size of
+//! the text, whatever it holds (many unknown keys, many type problems, one long line).
 
 mod interpolate;
 mod shape;
 pub(crate) mod yaml;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -37,6 +41,12 @@ pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The file name of a manifest inside its directory.
 pub const MANIFEST_FILE: &str = "murmur.yaml";
+
+/// The largest manifest file the loader reads, in bytes (1 MiB): the project's manifests are a
+/// few KiB (`examples/hello/murmur.yaml` is under 2 KiB), so this leaves room for long schemas
+/// and prompts while bounding the memory and time one manifest can cost. A larger file is
+/// `E-MAN-027`. [`load_str`] is given its text already read, and takes it whatever its size.
+pub const MANIFEST_MAX_BYTES: u64 = 1024 * 1024;
 
 /// Loads the manifest at `path` (a file, or a directory holding `murmur.yaml`), capsule or
 /// artifact as its `runtime:` says.
@@ -69,7 +79,8 @@ pub fn load_artifact(path: &Path, env: Env<'_>) -> Loaded<ArtifactManifest> {
 }
 
 /// Loads a manifest from `text`. `file` names it in diagnostics, and its directory is where
-/// `.env` and relative paths are looked up.
+/// `.env` and relative paths are looked up. The text is not held to [`MANIFEST_MAX_BYTES`]:
+/// that bounds what is read from a file.
 pub fn load_str(text: &str, file: &Path, env: Env<'_>) -> Loaded<Manifest> {
     load_text(text, file, env, Want::Any)
 }
@@ -87,23 +98,56 @@ fn load_file(path: &Path, env: Env<'_>, want: Want) -> Loaded<Manifest> {
     } else {
         path.to_path_buf()
     };
-    match std::fs::read_to_string(&file) {
+    match read_manifest(&file) {
         Ok(text) => load_text(&text, &file, env, want),
-        Err(e) => {
-            let hint = match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    "check the path; a capsule's manifest is `murmur.yaml` in its directory"
-                }
-                std::io::ErrorKind::InvalidData => "save the manifest as UTF-8 text",
-                _ => "check that the file exists and is readable",
-            };
-            Loaded::failed(vec![
-                Diagnostic::new(code::E_MAN_001, format!("cannot read the manifest: {e}"))
-                    .hint(hint)
-                    .in_file(file),
-            ])
-        }
+        Err(diagnostic) => Loaded::failed(vec![*diagnostic]),
     }
+}
+
+/// The text of the manifest file `file`, read with a bound: `E-MAN-027` when it holds more than
+/// [`MANIFEST_MAX_BYTES`] (known from reading one byte past the cap, never the whole file),
+/// `E-MAN-001` when it cannot be read or is not UTF-8.
+fn read_manifest(file: &Path) -> Result<String, Box<Diagnostic>> {
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(file)
+        .and_then(|opened| opened.take(MANIFEST_MAX_BYTES + 1).read_to_end(&mut bytes));
+    if let Err(e) = read {
+        return Err(Box::new(unreadable(&e, file)));
+    }
+    if bytes.len() as u64 > MANIFEST_MAX_BYTES {
+        let mib = MANIFEST_MAX_BYTES / (1024 * 1024);
+        let limit = format!("{mib} MiB ({MANIFEST_MAX_BYTES} bytes)");
+        let too_large = Diagnostic::new(
+            code::E_MAN_027,
+            format!("the manifest is larger than {limit}, the most the loader reads"),
+        )
+        .hint(format!(
+            "keep the manifest under {limit}; a manifest names artifacts and settings, and needs a few KiB"
+        ))
+        .in_file(file);
+        return Err(Box::new(too_large));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        );
+        Box::new(unreadable(&e, file))
+    })
+}
+
+/// `E-MAN-001` for the manifest file `file` that could not be read.
+fn unreadable(e: &std::io::Error, file: &Path) -> Diagnostic {
+    let hint = match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            "check the path; a capsule's manifest is `murmur.yaml` in its directory"
+        }
+        std::io::ErrorKind::InvalidData => "save the manifest as UTF-8 text",
+        _ => "check that the file exists and is readable",
+    };
+    Diagnostic::new(code::E_MAN_001, format!("cannot read the manifest: {e}"))
+        .hint(hint)
+        .in_file(file)
 }
 
 /// `relative` resolved against `dir`, without `.` components.
@@ -181,14 +225,16 @@ fn checked<T>(
         lost_entry,
         shifted,
     } = shape;
-    let mut manifest = repaired?;
     let at_fault: Vec<String> = problems
         .iter()
         .filter(|d| d.is_error())
         .filter_map(|d| d.path.clone())
         .chain(shifted)
         .collect();
+    // Reported even when nothing deserialized (the top level at fault, or more problems than
+    // the shape looks for), so a manifest refused is never refused without a word.
     found.extend(problems);
+    let mut manifest = repaired?;
     if lost_entry {
         return Some(manifest);
     }
@@ -246,9 +292,10 @@ fn kind_of(value: &Value, want: Want) -> (Runtime, Option<Diagnostic>) {
     (kind, mismatch.map(|d| d.at_path("runtime")))
 }
 
-/// Where each field of the YAML file `file` sits (empty when it cannot be read or parsed).
+/// Where each field of the YAML file `file` sits (empty when it cannot be read, is over
+/// [`MANIFEST_MAX_BYTES`], or cannot be parsed).
 pub(crate) fn source_map_of(file: &Path) -> SourceMap {
-    std::fs::read_to_string(file)
+    read_manifest(file)
         .ok()
         .and_then(|text| yaml::parse(&text).ok())
         .map(|(document, _)| document.map)
@@ -286,6 +333,150 @@ pub(crate) fn place(diagnostic: &mut Diagnostic, file: &Path, map: &SourceMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    /// `count` distinct keys no manifest type knows (`u0`, `u1`, …).
+    fn unknown_lines(count: usize, indent: &str) -> String {
+        (0..count).map(|i| format!("{indent}u{i}: 1\n")).collect()
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused_with_e_man_027_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(MANIFEST_FILE);
+        let mut text = String::from("name: big\nversion: \"1.0.0\"\n");
+        let filler = "# a comment line that pads the manifest out\n";
+        while (text.len() as u64) <= MANIFEST_MAX_BYTES {
+            text.push_str(filler);
+        }
+        std::fs::write(&file, &text).unwrap();
+        for loaded in [load(&file, &no_env), load(dir.path(), &no_env)] {
+            assert!(loaded.manifest.is_none());
+            assert_eq!(loaded.diagnostics.len(), 1, "{:#?}", loaded.diagnostics);
+            let d = &loaded.diagnostics[0];
+            assert_eq!(d.code, code::E_MAN_027);
+            assert!(d.message.contains("1 MiB"), "{d}");
+            assert!(
+                d.hint.as_deref().is_some_and(|h| h.contains("1048576")),
+                "{d}"
+            );
+            assert_eq!(d.file.as_deref(), Some(file.as_path()));
+        }
+        assert!(load_capsule(&file, &no_env).diagnostics[0].code == code::E_MAN_027);
+        assert!(load_artifact(&file, &no_env).diagnostics[0].code == code::E_MAN_027);
+        assert!(source_map_of(&file) == SourceMap::default());
+    }
+
+    #[test]
+    fn a_file_of_exactly_the_cap_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(MANIFEST_FILE);
+        let mut text = String::from("name: big\nversion: \"1.0.0\"\n");
+        let cap = usize::try_from(MANIFEST_MAX_BYTES).unwrap();
+        text.push('#');
+        text.push_str(&"x".repeat(cap - text.len() - 1));
+        text.push('\n');
+        assert_eq!(text.len(), cap);
+        std::fs::write(&file, &text).unwrap();
+        let loaded = load(&file, &no_env);
+        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        assert!(loaded.manifest.is_some());
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_still_e_man_001() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(MANIFEST_FILE);
+        std::fs::write(&file, b"name: \xff\xfe\n").unwrap();
+        let loaded = load(&file, &no_env);
+        assert_eq!(loaded.diagnostics.len(), 1);
+        assert_eq!(loaded.diagnostics[0].code, code::E_MAN_001);
+        assert_eq!(
+            loaded.diagnostics[0].hint.as_deref(),
+            Some("save the manifest as UTF-8 text")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_warned_at_their_lines_up_to_the_cap() {
+        let head = "name: x\nversion: \"1.0.0\"\n";
+        for (count, holder) in [(3, ""), (250, ""), (250, "trace")] {
+            let (opening, indent, first_line) = if holder.is_empty() {
+                ("", "", 3)
+            } else {
+                ("trace:\n", "  ", 4)
+            };
+            let text = format!("{head}{opening}{}", unknown_lines(count, indent));
+            let loaded = load_str(&text, Path::new("/m/murmur.yaml"), &no_env);
+            assert!(!loaded.has_errors(), "{:#?}", loaded.diagnostics);
+            let warned: Vec<&Diagnostic> = loaded
+                .diagnostics
+                .iter()
+                .filter(|d| d.code == code::W_MAN_013)
+                .collect();
+            let listed = count.min(shape::MAX_UNKNOWN_KEYS);
+            let summary = usize::from(count > shape::MAX_UNKNOWN_KEYS);
+            assert_eq!(warned.len(), listed + summary, "{count} under `{holder}`");
+            let place = if holder.is_empty() {
+                "at the top level".to_string()
+            } else {
+                format!("in `{holder}`")
+            };
+            for (i, d) in warned.iter().take(listed).enumerate() {
+                assert_eq!(d.message, format!("unknown key `u{i}` {place}"));
+                assert_eq!(d.line, Some(first_line + i), "{d}");
+                assert_eq!(d.column, Some(indent.len() + 1), "{d}");
+            }
+            if summary == 1 {
+                let d = warned[listed];
+                let first = crate::source::join_key(holder, &format!("u{listed}"));
+                assert_eq!(
+                    d.message,
+                    format!(
+                        "{} more unknown keys, from `{first}` on, are not listed one by one",
+                        count - listed
+                    )
+                );
+                assert_eq!(d.line, Some(first_line + listed), "{d}");
+                assert!(d.hint.as_deref().is_some_and(|h| h.contains("first 100")));
+            }
+        }
+    }
+
+    #[test]
+    fn a_typo_of_a_missing_field_is_named_after_an_earlier_pass_took_it_out() {
+        // The first pass ignores `runtim` and stops at `gateway`; the pass that finds
+        // `runtime` missing no longer walks `runtim`, but the hint still names it.
+        let text = "name: x\nversion: \"1.0.0\"\nartifacts:\n  - { name: d, version: \"1.0.0\", runtim: driver, gateway: 5 }\n";
+        let loaded = load_str(text, Path::new("/m/murmur.yaml"), &no_env);
+        let missing = loaded
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::E_MAN_021)
+            .unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+        assert!(
+            missing
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.contains("is `runtim` meant to be `runtime`?")),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn more_type_problems_than_the_shape_looks_for_are_still_reported() {
+        let mut text = String::from("name: x\nversion: \"1.0.0\"\nartifacts:\n");
+        for _ in 0..150 {
+            text.push_str("- { name: [1], version: \"1.0.0\", runtime: driver }\n");
+        }
+        let loaded = load_str(&text, Path::new("/m/murmur.yaml"), &no_env);
+        assert!(loaded.manifest.is_none());
+        assert!(loaded.has_errors());
+        assert!(loaded.diagnostics.iter().all(|d| d.code == code::E_MAN_003));
+    }
 
     #[test]
     fn only_gateway_keys_are_credentials() {

@@ -5,19 +5,25 @@
 //! rest is tried again, until the copy deserializes or the top level itself is at fault. Every
 //! problem is reported at its original path, so the line points at what the user wrote.
 //! Keys no type knows, in any pass, are `W-MAN-013`, with the closest key known at that spot
-//! as the hint; a missing field's hint names a key that looks like a typo of it.
+//! as the hint; a missing field's hint names a key that looks like a typo of it. Only the first
+//! [`MAX_UNKNOWN_KEYS`] in the order of the text are warned about one by one; one more
+//! `W-MAN-013` counts the rest. Each unknown key costs constant work, so a manifest of many
+//! unknown keys loads in time linear in its size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, closest, code, from_serde_error};
-use crate::source::{SourceMap, join_index, join_key, last_key};
+use crate::source::{Place, SourceMap, join_index, join_key, last_key};
 
 /// The most problems reported before giving up on the shape.
 const MAX_PROBLEMS: usize = 100;
+
+/// The most unknown keys warned about one by one; the rest are counted in one more warning.
+pub(crate) const MAX_UNKNOWN_KEYS: usize = 100;
 
 /// What [`deserialize`] found.
 pub(crate) struct Shape<T> {
@@ -43,23 +49,30 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
     let mut removed = Removed::default();
     let mut found: Vec<Diagnostic> = Vec::new();
     // Original paths of unknown keys, from every pass: a key may sit in a value a later pass
-    // no longer sees.
+    // no longer sees. Kept once each, in the order first seen; the set makes each check O(1),
+    // so a manifest of many unknown keys loads in time linear in its size.
     let mut unknown: Vec<(String, String)> = Vec::new();
+    let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut typed = None;
     for _ in 0..MAX_PROBLEMS {
-        let mut ignored: Vec<Vec<Seg>> = Vec::new();
+        let mut ignored: Vec<(Vec<Seg>, bool)> = Vec::new();
         let mut track = serde_path_to_error::Track::new();
         let result = {
-            let mut note = |path: serde_ignored::Path<'_>| ignored.push(from_ignored(&path));
+            let mut note = |path: serde_ignored::Path<'_>| {
+                let mut exact = true;
+                let segs = from_ignored(&path, &mut exact);
+                ignored.push((segs, exact));
+            };
             T::deserialize(serde_ignored::Deserializer::new(
                 serde_path_to_error::Deserializer::new(&work, &mut track),
                 &mut note,
             ))
         };
-        for segs in &ignored {
+        for (segs, _) in &ignored {
             if let Some((Seg::Key(key), up)) = segs.split_last() {
                 let entry = (removed.original(up), key.clone());
-                if !unknown.contains(&entry) {
+                if !seen.contains(&entry) {
+                    seen.insert(entry.clone());
                     unknown.push(entry);
                 }
             }
@@ -81,8 +94,13 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
                         .any(|d| d.path.as_deref() == Some(field.as_str()))
                 });
                 if !repeated {
-                    found.push(diagnose(&text, &path, navigate(&work, &segs), map));
+                    // The value as written: the working copy no longer holds the keys earlier
+                    // passes ignored, and a missing field's hint looks among them for a typo.
+                    let written = navigate(value, &removed.original_segs(&segs));
+                    found.push(diagnose(&text, &path, written, map));
                 }
+                // Before the faulted value goes: its going may shift the indices in `ignored`.
+                prune(&mut work, &ignored);
                 if !removed.remove(&mut work, &segs) {
                     break;
                 }
@@ -96,11 +114,7 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
         .and_then(|t| serde_json::to_value(t).ok())
         .map(|v| known_keys(&v, &removed))
         .unwrap_or_default();
-    found.extend(
-        unknown
-            .iter()
-            .map(|(holder, key)| unknown_key(holder, key, &known, map)),
-    );
+    found.extend(unknown_keys(unknown, &known, map));
     Shape {
         repaired: typed,
         problems: found,
@@ -109,7 +123,7 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Seg {
     Key(String),
     Index(usize),
@@ -129,23 +143,52 @@ fn from_track(path: &serde_path_to_error::Path) -> Vec<Seg> {
     segs
 }
 
-fn from_ignored(path: &serde_ignored::Path<'_>) -> Vec<Seg> {
+/// The segments of an ignored key's path; `exact` turns false when a segment of the value is
+/// not in them (an enum variant's), so the segments may not name where the key sits.
+fn from_ignored(path: &serde_ignored::Path<'_>, exact: &mut bool) -> Vec<Seg> {
     use serde_ignored::Path;
     match path {
         Path::Root => Vec::new(),
         Path::Seq { parent, index } => {
-            let mut segs = from_ignored(parent);
+            let mut segs = from_ignored(parent, exact);
             segs.push(Seg::Index(*index));
             segs
         }
         Path::Map { parent, key } => {
-            let mut segs = from_ignored(parent);
+            let mut segs = from_ignored(parent, exact);
             segs.push(Seg::Key(key.clone()));
             segs
         }
-        Path::Some { parent }
-        | Path::NewtypeStruct { parent }
-        | Path::NewtypeVariant { parent } => from_ignored(parent),
+        Path::Some { parent } | Path::NewtypeStruct { parent } => from_ignored(parent, exact),
+        Path::NewtypeVariant { parent } => {
+            *exact = false;
+            from_ignored(parent, exact)
+        }
+    }
+}
+
+/// Takes the keys a pass ignored out of the working copy: the types ignore them, so the next
+/// pass deserializes the same without them, and it no longer walks them. Without this, each of
+/// up to [`MAX_PROBLEMS`] passes would walk every unknown key again. Only keys whose segments
+/// name exactly where they sit are taken, and each mapping is filtered once.
+fn prune(work: &mut Value, ignored: &[(Vec<Seg>, bool)]) {
+    let mut by_holder: HashMap<&[Seg], HashSet<&str>> = HashMap::new();
+    for (segs, exact) in ignored {
+        if let (true, Some((Seg::Key(key), up))) = (*exact, segs.split_last()) {
+            by_holder.entry(up).or_default().insert(key.as_str());
+        }
+    }
+    for (up, keys) in by_holder {
+        let mut holder = Some(&mut *work);
+        for seg in up {
+            holder = holder.and_then(|v| match seg {
+                Seg::Key(key) => v.get_mut(key.as_str()),
+                Seg::Index(i) => v.get_mut(*i),
+            });
+        }
+        if let Some(Value::Object(object)) = holder {
+            object.retain(|key, _| !keys.contains(key.as_str()));
+        }
     }
 }
 
@@ -176,6 +219,24 @@ impl Removed {
             };
         }
         path
+    }
+
+    /// [`Removed::original`] as segments, to find the value in the manifest as written.
+    fn original_segs(&self, segs: &[Seg]) -> Vec<Seg> {
+        let mut path = String::new();
+        let mut original = Vec::with_capacity(segs.len());
+        for seg in segs {
+            let seg = match seg {
+                Seg::Key(key) => Seg::Key(key.clone()),
+                Seg::Index(i) => Seg::Index(self.original_index(&path, *i)),
+            };
+            path = match &seg {
+                Seg::Key(key) => join_key(&path, key),
+                Seg::Index(i) => join_index(&path, *i),
+            };
+            original.push(seg);
+        }
+        original
     }
 
     fn original_index(&self, sequence: &str, index: usize) -> usize {
@@ -354,12 +415,59 @@ fn known_keys(known: &Value, removed: &Removed) -> HashMap<String, Vec<String>> 
     out
 }
 
-/// `W-MAN-013` for `key` in the mapping at `holder`, suggesting a known key at that spot.
+/// `W-MAN-013` for the first [`MAX_UNKNOWN_KEYS`] of `unknown` in the order of the text, and,
+/// when there are more, one `W-MAN-013` at the next saying how many more there are: a hostile
+/// manifest of a million unknown keys gets 101 warnings, not a million.
+fn unknown_keys(
+    unknown: Vec<(String, String)>,
+    known: &HashMap<String, Vec<String>>,
+    map: &SourceMap,
+) -> Vec<Diagnostic> {
+    let total = unknown.len();
+    let mut placed: Vec<(Option<Place>, String, String)> = unknown
+        .into_iter()
+        .map(|(holder, key)| (map.locate_key(&join_key(&holder, &key)), holder, key))
+        .collect();
+    if total > MAX_UNKNOWN_KEYS {
+        // Keys without a place last, as the loader's final sort puts them.
+        let order = |at: &Option<Place>| match at {
+            Some(at) => (0, at.line, at.column),
+            None => (1, 0, 0),
+        };
+        placed.sort_by_key(|(at, _, _)| order(at));
+    }
+    let mut out: Vec<Diagnostic> = placed
+        .iter()
+        .take(MAX_UNKNOWN_KEYS)
+        .map(|(at, holder, key)| unknown_key(holder, key, *at, known))
+        .collect();
+    if let Some((at, holder, key)) = placed.get(MAX_UNKNOWN_KEYS) {
+        let more = total - MAX_UNKNOWN_KEYS;
+        let mut summary = Diagnostic::new(
+            code::W_MAN_013,
+            format!(
+                "{more} more unknown keys, from `{}` on, are not listed one by one",
+                join_key(holder, key)
+            ),
+        )
+        .hint(format!(
+            "remove the unknown keys; only the first {MAX_UNKNOWN_KEYS} are listed"
+        ));
+        if let Some(at) = at {
+            summary = summary.at_place(*at);
+        }
+        out.push(summary);
+    }
+    out
+}
+
+/// `W-MAN-013` for `key` in the mapping at `holder` (whose key is written `at`), suggesting a
+/// known key at that spot.
 fn unknown_key(
     holder: &str,
     key: &str,
+    at: Option<Place>,
     known: &HashMap<String, Vec<String>>,
-    map: &SourceMap,
 ) -> Diagnostic {
     let path = join_key(holder, key);
     let place = if holder.is_empty() {
@@ -381,7 +489,7 @@ fn unknown_key(
             siblings.join(", ")
         ));
     }
-    match map.locate_key(&path) {
+    match at {
         Some(at) => diagnostic.at_place(at),
         None => diagnostic,
     }
@@ -409,6 +517,10 @@ mod tests {
         assert_eq!(
             removed.original(&[Seg::Key("a".into()), Seg::Index(2)]),
             "a[4]"
+        );
+        assert_eq!(
+            removed.original_segs(&[Seg::Key("a".into()), Seg::Index(2)]),
+            [Seg::Key("a".into()), Seg::Index(4)]
         );
         assert_eq!(work, serde_json::json!({"a": [2, 3, 4]}));
         assert!(!removed.remove(&mut work, &[]));

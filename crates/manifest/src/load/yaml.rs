@@ -9,6 +9,8 @@
 //! is not a mapping, a key that is not a scalar, and a value its tag cannot read (`E-MAN-003`),
 //! and a non-finite number (`E-MAN-015`).
 
+use std::collections::HashMap;
+
 use saphyr::{MarkedYaml, Scalar, YamlData, YamlLoader};
 use saphyr_parser::{Event, Marker, Parser, ScanError, Span, SpannedEventReceiver};
 use serde_json::{Map, Number, Value};
@@ -83,7 +85,8 @@ pub(crate) fn parse(text: &str) -> Result<(Document, Vec<Diagnostic>), Vec<Diagn
         ]);
     }
     let mut converter = Converter {
-        lines: text.lines().collect(),
+        lines: text.lines().map(|line| (line, line.is_ascii())).collect(),
+        char_starts: HashMap::new(),
         map: SourceMap::default(),
         diagnostics: Vec::new(),
     };
@@ -150,7 +153,12 @@ impl<'input> SpannedEventReceiver<'input> for Guarded<'input> {
 }
 
 struct Converter<'t> {
-    lines: Vec<&'t str>,
+    /// The text's lines, each with whether it is ASCII (a column is then a byte offset).
+    lines: Vec<(&'t str, bool)>,
+    /// For each line that is not ASCII and held a scalar's source text: the byte offset at
+    /// which each of its characters starts, built once, so taking a scalar's text out of a
+    /// long line costs the scalar's length, not the line's.
+    char_starts: HashMap<usize, Vec<usize>>,
     map: SourceMap,
     diagnostics: Vec<Diagnostic>,
 }
@@ -274,7 +282,7 @@ impl Converter<'_> {
         }
     }
 
-    fn key_text(&self, key: &MarkedYaml<'_>) -> Option<String> {
+    fn key_text(&mut self, key: &MarkedYaml<'_>) -> Option<String> {
         match &key.data {
             YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
             YamlData::Value(_) => Some(self.source_text(key.span)),
@@ -285,18 +293,31 @@ impl Converter<'_> {
     }
 
     /// The text a one-line scalar was written as.
-    fn source_text(&self, span: Span) -> String {
+    fn source_text(&mut self, span: Span) -> String {
         let (start, end) = (span.start, span.end);
-        let line = start.line().checked_sub(1).and_then(|i| self.lines.get(i));
-        let text = match line {
-            Some(line) if end.line() == start.line() && end.col() > start.col() => line
-                .chars()
-                .skip(start.col())
-                .take(end.col() - start.col())
-                .collect::<String>(),
-            _ => String::new(),
+        let Some(index) = start.line().checked_sub(1) else {
+            return String::new();
         };
-        text.trim().to_string()
+        let Some(&(line, ascii)) = self.lines.get(index) else {
+            return String::new();
+        };
+        if end.line() != start.line() || end.col() <= start.col() {
+            return String::new();
+        }
+        let text = if ascii {
+            line.get(start.col()..end.col().min(line.len()))
+        } else {
+            let starts = self.char_starts.entry(index).or_insert_with(|| {
+                line.char_indices()
+                    .map(|(at, _)| at)
+                    .chain([line.len()])
+                    .collect()
+            });
+            let from = starts.get(start.col()).copied();
+            let to = starts.get(end.col()).or(starts.last()).copied();
+            from.zip(to).and_then(|(from, to)| line.get(from..to))
+        };
+        text.unwrap_or("").trim().to_string()
     }
 }
 
@@ -352,6 +373,18 @@ mod tests {
                 column: 21
             })
         );
+    }
+
+    #[test]
+    fn raw_text_is_taken_from_long_and_non_ascii_lines() {
+        let keys: String = (0..2000).map(|i| format!(", k{i}: {i}.50")).collect();
+        let doc = ok(&format!("{{a: 1{keys}}}\n"));
+        assert_eq!(doc.map.raw("k1999"), Some("1999.50"));
+        let doc = ok("{ä: \"é\", b: 1.50, ü: true}\n");
+        assert_eq!(doc.map.raw("b"), Some("1.50"));
+        assert_eq!(doc.map.raw("ü"), Some("true"));
+        let doc = ok("1.0: ä\n");
+        assert_eq!(doc.value, serde_json::json!({"1.0": "ä"}));
     }
 
     #[test]
