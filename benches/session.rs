@@ -101,6 +101,7 @@ fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
         stream: false,
         host_env: Arc::new(|_| None),
         control: None,
+        cancel: None,
     };
     let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(50));
@@ -136,6 +137,7 @@ fn staged_session(
         stream: false,
         host_env: Arc::new(|_| None),
         control: None,
+        cancel: None,
     };
     (staged, config)
 }

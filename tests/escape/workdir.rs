@@ -69,15 +69,24 @@ inference:
         self.dir.path().join("victim")
     }
 
-    pub(crate) fn run(&self) -> Session {
-        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+    /// `mur run --json` of the capsule, not started yet.
+    pub(crate) fn mur(&self) -> Mur {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
             .env("EMU_KEY", KEY)
             .env("LANG", "C.UTF-8")
             .args(["run", "--json", "--task", "go"])
             .arg(self.dir.path())
             .arg("--workdir")
             .arg(self.dir.path().join("work"))
-            .run();
+    }
+
+    /// Where sessions get their directories.
+    pub(crate) fn sessions(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub(crate) fn run(&self) -> Session {
+        let output = self.mur().run();
         let report: Value = serde_json::from_str(&output.stdout)
             .unwrap_or_else(|_| panic!("mur did not survive to report: {output:#?}"));
         let workdir = PathBuf::from(
@@ -159,7 +168,7 @@ pub(crate) fn probe_call(id: &str, input: Value) -> Value {
     json!({ "reply": { "tool_calls": [ { "id": id, "name": "probe", "input": input } ] } })
 }
 
-fn shell_call(id: &str, binary: &str, args: &[&str]) -> Value {
+pub(crate) fn shell_call(id: &str, binary: &str, args: &[&str]) -> Value {
     json!({ "reply": { "tool_calls": [ {
         "id": id, "name": "shell", "input": { "binary": binary, "args": args }
     } ] } })

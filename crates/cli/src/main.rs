@@ -95,6 +95,12 @@ pub enum Exit {
     Stopped = 3,
     /// `mur send`: the agent's task waits for input.
     Waiting = 4,
+    /// `mur run`: SIGHUP canceled the session (128 + 1).
+    HungUp = 129,
+    /// `mur run`: SIGINT canceled the session (128 + 2).
+    Interrupted = 130,
+    /// `mur run`: SIGTERM canceled the session (128 + 15).
+    Terminated = 143,
 }
 
 fn main() -> ExitCode {

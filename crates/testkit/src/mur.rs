@@ -101,6 +101,17 @@ impl Mur {
         self
     }
 
+    /// Starts `mur` and returns at once, its stdout and stderr piped.
+    pub fn spawn(mut self) -> std::process::Child {
+        use std::process::Stdio;
+        self.command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting mur")
+    }
+
     /// Runs `mur` to its end.
     pub fn run(mut self) -> MurOutput {
         let output = match self.stdin.take() {

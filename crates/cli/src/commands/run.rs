@@ -174,6 +174,7 @@ pub fn run(args: RunArgs) -> Exit {
         stream: args.stream,
         host_env: Arc::new(host_env),
         control: None,
+        cancel: None,
     };
     let observer = Arc::new(Terminal {
         stream: args.stream,
@@ -181,6 +182,31 @@ pub fn run(args: RunArgs) -> Exit {
         mid_line: Default::default(),
     });
     let (engine, staged) = (Arc::new(engine), Arc::new(staged));
+    let signals = match listen_for_signals(&runtime) {
+        Ok(signals) => signals,
+        Err(error) => {
+            return render::failure(
+                args.json,
+                "E-RUN-001",
+                &format!("the signal handlers cannot be installed: {error}"),
+                "retry; this is a problem of the host",
+                Exit::Failed,
+            );
+        }
+    };
+    let mut config = config;
+    if !args.serve {
+        // A signal cancels the session: the running task ends `canceled` with its end hooks,
+        // no other task starts, and the trace is closed.
+        let cancel = session::StopSignal::default();
+        config.cancel = Some(cancel.clone());
+        let mut first = signals.clone();
+        runtime.spawn(async move {
+            if first.wait_for(Option::is_some).await.is_ok() {
+                cancel.stop(session::StopRequest::Canceled);
+            }
+        });
+    }
     let outcome = if args.serve {
         let control_dir = murmur_home().join("control");
         let door = DoorConfig {
@@ -213,7 +239,12 @@ pub fn run(args: RunArgs) -> Exit {
             door,
             on_listening,
             observer.clone(),
-            stop_signal(),
+            {
+                let mut signals = signals.clone();
+                async move {
+                    let _ = signals.wait_for(Option::is_some).await;
+                }
+            },
         ))
     } else {
         runtime.block_on(session::run(engine, staged, &config, observer.clone()))
@@ -227,10 +258,12 @@ pub fn run(args: RunArgs) -> Exit {
                     .store(false, std::sync::atomic::Ordering::Relaxed);
             }
             print_report(&report, args.json);
-            if report.exit_status == ExitStatus::Ok {
-                Exit::Ok
-            } else {
-                Exit::Failed
+            let signal = *signals.borrow();
+            match signal {
+                // A served capsule is stopped by a signal as a matter of course.
+                Some(signal) if !args.serve => signal.exit(),
+                _ if report.exit_status == ExitStatus::Ok => Exit::Ok,
+                _ => Exit::Failed,
             }
         }
         Err(error) => render::failure(
@@ -318,20 +351,66 @@ fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM: a served capsule's signal to stop.
-async fn stop_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// A signal that ends a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndSignal {
+    Hangup,
+    Interrupt,
+    Terminate,
+}
+
+impl EndSignal {
+    fn name(self) -> &'static str {
+        match self {
+            EndSignal::Hangup => "SIGHUP",
+            EndSignal::Interrupt => "SIGINT",
+            EndSignal::Terminate => "SIGTERM",
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
     }
+
+    /// `mur run`'s exit when this signal canceled its session: 128 + the signal's number.
+    fn exit(self) -> Exit {
+        match self {
+            EndSignal::Hangup => Exit::HungUp,
+            EndSignal::Interrupt => Exit::Interrupted,
+            EndSignal::Terminate => Exit::Terminated,
+        }
+    }
+}
+
+/// Takes SIGINT, SIGTERM and SIGHUP from now on: the first is published on the returned
+/// channel (the session is canceled, or a served capsule stops, and `mur` ends once its trace
+/// is closed); a second ends the process at once with 128 + its number. A shell child's whole
+/// process group dies with `mur` either way.
+fn listen_for_signals(
+    runtime: &tokio::runtime::Runtime,
+) -> std::io::Result<tokio::sync::watch::Receiver<Option<EndSignal>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Installed now, before anything runs, so no signal finds the default action.
+    let _entered = runtime.enter();
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let (sender, receiver) = tokio::sync::watch::channel(None);
+    runtime.spawn(async move {
+        loop {
+            let received = tokio::select! {
+                _ = hangup.recv() => EndSignal::Hangup,
+                _ = interrupt.recv() => EndSignal::Interrupt,
+                _ = terminate.recv() => EndSignal::Terminate,
+            };
+            if sender.borrow().is_some() {
+                eprintln!("mur: {} again: exiting now", received.name());
+                std::process::exit(received.exit() as i32);
+            }
+            eprintln!(
+                "mur: {}: ending the session (the trace is being closed; send it again to exit at once)",
+                received.name()
+            );
+            sender.send_replace(Some(received));
+        }
+    });
+    Ok(receiver)
 }
 
 fn tasks(given: &[String], capsule_dir: &Path) -> Result<Vec<TaskInput>, String> {

@@ -156,6 +156,7 @@ pub async fn serve(
         stream: true,
         host_env: config.host_env.clone(),
         control: Some(control),
+        cancel: None,
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;

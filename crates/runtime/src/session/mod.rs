@@ -127,23 +127,39 @@ pub enum StopRequest {
     Failed(Failure),
 }
 
-/// A request to stop a running task, checked by its loop between turns and between tool
-/// calls. The first request wins.
-#[derive(Debug, Clone, Default)]
-pub struct StopSignal(Arc<std::sync::Mutex<Option<StopRequest>>>);
+/// A request to stop a running task. Its loop checks it before each turn, and a model or tool
+/// call in flight is abandoned the moment it is requested. The first request wins.
+#[derive(Debug, Clone)]
+pub struct StopSignal(Arc<tokio::sync::watch::Sender<Option<StopRequest>>>);
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        StopSignal(Arc::new(tokio::sync::watch::channel(None).0))
+    }
+}
 
 impl StopSignal {
     /// Asks the task to stop (a second request changes nothing).
     pub fn stop(&self, reason: StopRequest) {
-        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(reason);
-        }
+        self.0.send_if_modified(|slot| {
+            if slot.is_none() {
+                *slot = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
     }
 
     /// Why the task was asked to stop, if it was.
     pub fn reason(&self) -> Option<StopRequest> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.borrow().clone()
+    }
+
+    /// Resolves once a stop is requested (at once if it was).
+    pub async fn requested(&self) {
+        let mut receiver = self.0.subscribe();
+        let _ = receiver.wait_for(Option::is_some).await;
     }
 }
 
@@ -254,6 +270,11 @@ pub struct SessionConfig {
     /// The launch's control state, shared with the door's `/control`; a fresh one (on
     /// `primary`) when `None`.
     pub control: Option<Arc<control::ControlState>>,
+    /// Cancels the whole session (a signal to `mur run`, say): once it is stopped, the running
+    /// task ends `canceled` at once (its model or tool call abandoned, its end hooks
+    /// dispatched) and no other task starts. A task with a stop signal of its own (a door's)
+    /// keeps it.
+    pub cancel: Option<StopSignal>,
 }
 
 /// A session that could not start (its workdir or trace could not be made) or whose trace
@@ -460,7 +481,13 @@ pub async fn run_fed(
     let mut first_not_ok: Option<ExitStatus> = None;
     let outcome: std::io::Result<()> = async {
         context.session_start().await?;
-        while let Some(input) = feed.next().await {
+        while let Some(mut input) = feed.next().await {
+            if config.cancel.as_ref().is_some_and(|c| c.reason().is_some()) {
+                break;
+            }
+            if input.stop.is_none() {
+                input.stop = config.cancel.clone();
+            }
             let (report, stop) = context.run_task(&input).await?;
             feed.finished(&input, &report);
             task_count = task_count.saturating_add(1);

@@ -501,7 +501,8 @@ impl<'a> SessionContext<'a> {
                 Ending::SpendCeiling(failure) => {
                     break (ExitStatus::SpendCeilingReached, Some(failure), None, false);
                 }
-                Ending::Canceled => break (ExitStatus::Canceled, None, None, false),
+                // A canceled task's end is dispatched too; it cannot be reopened.
+                Ending::Canceled => (ExitStatus::Canceled, None, None, false),
             };
             run.result = text.clone();
             let Some((hook, feedback)) = self
@@ -510,6 +511,13 @@ impl<'a> SessionContext<'a> {
             else {
                 break (status, error, text, stop);
             };
+            if status == ExitStatus::Canceled {
+                self.hooks.log(
+                    &hook,
+                    "on-task-end: reopen-task ignored: the task was canceled",
+                )?;
+                break (status, error, text, stop);
+            }
             let max = self.staged.capsule.lifecycle.max_task_reopens;
             if max == 0 {
                 self.hooks.log(
@@ -891,17 +899,17 @@ impl<'a> SessionContext<'a> {
                 continuation_id: continuation_id.map(str::to_string),
             };
             let data = serde_json::to_string(&request).map_err(std::io::Error::other)?;
-            let report = self
-                .engine
-                .call_tool(
-                    &driver.component,
-                    &self.choice_grants[index],
-                    &ToolInput {
-                        data: Some(data),
-                        log_path: None,
-                    },
-                )
-                .await;
+            let driver_input = ToolInput {
+                data: Some(data),
+                log_path: None,
+            };
+            let call =
+                self.engine
+                    .call_tool(&driver.component, &self.choice_grants[index], &driver_input);
+            // A stop requested while the model is asked abandons the call.
+            let Some(report) = until_stopped(run.stop.as_ref(), call).await else {
+                return Ok(run.stopped().unwrap_or(Ending::Canceled));
+            };
             let input_estimate = match admitted_estimate {
                 Some(estimate) => estimate,
                 None => {
@@ -963,6 +971,9 @@ impl<'a> SessionContext<'a> {
             let output_estimate =
                 tokens::count(&serde_json::to_string(&assistant.message).unwrap_or_default());
             self.spend.record_output(output_estimate);
+            // Where this turn's answer starts: a stop during its tool calls takes the answer and
+            // its results back out, so the history never holds a call without its result.
+            let before_answer = run.history.len();
             run.history.push(assistant);
             run.continuation.record(
                 answer.continuation_id.as_deref(),
@@ -1009,8 +1020,15 @@ impl<'a> SessionContext<'a> {
                 return Ok(Ending::Finished(text));
             }
             for (call_id, name, input) in &calls {
-                self.tool_call(run, turn, &inference_event, call_id, name, input)
-                    .await?;
+                let stop = run.stop.clone();
+                let call = self.tool_call(run, turn, &inference_event, call_id, name, input);
+                match until_stopped(stop.as_ref(), call).await {
+                    Some(done) => done?,
+                    None => {
+                        run.history.truncate(before_answer);
+                        return Ok(run.stopped().unwrap_or(Ending::Canceled));
+                    }
+                }
             }
             if let Some(ending) = self.maybe_compact(run, choice, turn, task_event).await? {
                 return Ok(ending);
@@ -1860,6 +1878,22 @@ struct TaskRun {
     broker: Option<crate::grants::task::SharedBroker>,
     /// What this task's sends to peers are stamped with.
     sender: SendingTask,
+}
+
+/// Runs `work` to its end, or until `stop` is requested: `None` then, and `work` is dropped
+/// where it stands (a shell child's process group dies with it).
+async fn until_stopped<T>(
+    stop: Option<&StopSignal>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match stop {
+        None => Some(work.await),
+        Some(stop) => tokio::select! {
+            biased;
+            done = work => Some(done),
+            () = stop.requested() => None,
+        },
+    }
 }
 
 impl TaskRun {

@@ -1196,7 +1196,11 @@ mod tests {
         );
         assert_eq!(
             attribute(&task_span, "murmur.a2a.origin"),
-            Some(&AttributeValue::from("peer"))
+            Some(&AttributeValue::from("client"))
+        );
+        assert_eq!(
+            attribute(&task_span, "murmur.a2a.claimed_trust"),
+            Some(&AttributeValue::from("operator"))
         );
         assert_eq!(session.span(&turn).span_context.trace_id(), caller);
         assert_ne!(session_span.span_context.trace_id(), caller);

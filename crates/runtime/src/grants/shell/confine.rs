@@ -1,5 +1,6 @@
-//! Confining a shell child: its own process group, resource limits, no inherited descriptors,
-//! and, where the kernel has it, Landlock.
+//! Confining a shell child: its own process group watched by a guardian that kills the whole
+//! group when the call ends or the host goes away (however it dies), resource limits, no
+//! inherited descriptors, and, where the kernel has it, Landlock.
 //!
 //! Landlock rules (built in the parent, applied in the child just before `exec`):
 //! - the workdir: every filesystem right;
@@ -129,14 +130,43 @@ pub(crate) fn rlimits(cpu_seconds: u64) -> [(libc::__rlimit_resource_t, libc::rl
     ]
 }
 
-/// Arranges for `command`'s child to start confined. Everything the child does between
-/// `fork` and `exec` is a plain system call (no allocation, no lock).
+/// The end of a shell call's lifeline that the host holds. While it is open the call's
+/// command runs; when it closes (the call ended, timed out or was abandoned, or `mur` died,
+/// however it died, since the kernel closes a dead process's descriptors) the command's
+/// guardian kills the command's whole process group.
+pub(crate) struct Lifeline(#[allow(dead_code)] OwnedFd);
+
+/// A new lifeline: the host's end, and the end the child's guardian watches (both close on
+/// `exec`; the guardian never execs).
+pub(crate) fn lifeline() -> std::io::Result<(Lifeline, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded: both descriptors are new and owned by nothing else.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    };
+    Ok((Lifeline(write), read))
+}
+
+/// Arranges for `command`'s child to start confined, in two processes: the child forked by the
+/// host becomes the command's *guardian* (the process the host waits for), and the command
+/// runs in a process of its own, in a process group of its own. The guardian waits for the
+/// command and mirrors how it ended, then kills whatever the command left running in its
+/// group; when `lifeline` closes first, it kills the group at once and dies by `SIGKILL`, as a
+/// time limit always ended a child. Everything either process does between `fork` and `exec`
+/// is a plain system call (no allocation, no lock).
 pub(crate) fn confine(
     command: &mut tokio::process::Command,
     ruleset: Option<&OwnedFd>,
     limits: [(libc::__rlimit_resource_t, libc::rlim_t); 4],
+    lifeline: &OwnedFd,
 ) {
     let ruleset = ruleset.map(|fd| fd.as_raw_fd());
+    let lifeline = lifeline.as_raw_fd();
     // SAFETY: the closure only makes async-signal-safe system calls on values it owns.
     unsafe {
         command.pre_exec(move || {
@@ -160,6 +190,15 @@ pub(crate) fn confine(
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            let child = libc::fork();
+            if child == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if child > 0 {
+                guard(child, lifeline);
+            }
+            // The command: a process group of its own, so its guardian can kill all of it.
+            libc::setpgid(0, 0);
             // Every descriptor beyond stdio closes at exec, whoever opened it.
             libc::syscall(
                 libc::SYS_close_range,
@@ -169,5 +208,79 @@ pub(crate) fn confine(
             );
             Ok(())
         });
+    }
+}
+
+extern "C" fn wake(_: libc::c_int) {}
+
+/// The guardian of `command`: see [`confine`]. Never returns.
+///
+/// # Safety
+/// Called only in a child between `fork` and `exec`; makes only async-signal-safe calls.
+unsafe fn guard(command: libc::pid_t, lifeline: libc::c_int) -> ! {
+    // SAFETY: plain system calls on this process and its own child.
+    unsafe {
+        // Either side may run first; both ask the same.
+        libc::setpgid(command, command);
+        // Hold nothing of the host's but the lifeline: not its output pipes, not its files.
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+        if lifeline > 3 {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                (lifeline - 1) as libc::c_uint,
+                0 as libc::c_uint,
+            );
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            (lifeline + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        );
+        // SIGCHLD is blocked but while waiting in ppoll, so an exit is never missed.
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = wake as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
+        let mut blocked: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut blocked);
+        libc::sigaddset(&mut blocked, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
+        let mut waiting: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut waiting);
+        loop {
+            let mut status: libc::c_int = 0;
+            if libc::waitpid(command, &mut status, libc::WNOHANG) == command {
+                // Whatever the command left running in its group ends with it.
+                libc::kill(-command, libc::SIGKILL);
+                if libc::WIFEXITED(status) {
+                    libc::_exit(libc::WEXITSTATUS(status));
+                }
+                let signal = if libc::WIFSIGNALED(status) {
+                    libc::WTERMSIG(status)
+                } else {
+                    libc::SIGKILL
+                };
+                libc::signal(signal, libc::SIG_DFL);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &blocked, std::ptr::null_mut());
+                libc::kill(libc::getpid(), signal);
+                libc::_exit(128 + signal);
+            }
+            let mut watched = libc::pollfd {
+                fd: lifeline,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::ppoll(&mut watched, 1, std::ptr::null(), &waiting) > 0 {
+                // The host let go (the call is over, or `mur` is gone): the group dies now.
+                libc::kill(-command, libc::SIGKILL);
+                libc::waitpid(command, &mut status, 0);
+                libc::kill(libc::getpid(), libc::SIGKILL);
+                libc::_exit(137);
+            }
+        }
     }
 }

@@ -18,6 +18,10 @@
 //!   `capabilities.env.allow` lets through: never a credential), a time limit that kills its
 //!   whole process group, resource limits, no inherited descriptors, and Landlock where the
 //!   kernel has it.
+//! - **Nothing outlives its call.** When the call returns, times out or is abandoned (its task
+//!   canceled), and when `mur` dies however it dies (`SIGKILL` included), the command's whole
+//!   process group is killed by its guardian ([`confine`]). A process that leaves the group
+//!   with `setsid` of its own escapes this.
 
 mod confine;
 pub mod describe;
@@ -295,12 +299,19 @@ impl ShellGrant {
                 Stdio::null()
             })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
+        // Not `kill_on_drop`: killing the guardian alone would leave the command running. The
+        // lifeline's end, held here, ends the whole group when this call ends in any way.
+        let (lifeline, lifeline_child_end) =
+            confine::lifeline().map_err(|error| ShellError::Spawn {
+                binary: binary.clone(),
+                reason: format!("the child's lifeline cannot be made: {error}"),
+            })?;
         confine::confine(
             &mut command,
             ruleset.as_ref(),
             confine::rlimits(timeout.as_secs()),
+            &lifeline_child_end,
         );
 
         let started = Instant::now();
@@ -309,7 +320,8 @@ impl ShellGrant {
             reason: error.to_string(),
         })?;
         drop(ruleset);
-        let pid = child.id();
+        drop(lifeline_child_end);
+        let mut lifeline = Some(lifeline);
         if let (Some(text), Some(mut stdin)) = (request.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
                 let _ = stdin.write_all(text.as_bytes()).await;
@@ -320,13 +332,13 @@ impl ShellGrant {
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (status.map_err(|e| io(e.to_string()))?, false),
             Err(_) => {
-                if let Some(pid) = pid {
-                    // SAFETY: signalling the child's own process group (it called setsid).
-                    unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
-                }
+                // Letting go of the lifeline kills the whole group.
+                drop(lifeline.take());
                 (child.wait().await.map_err(|e| io(e.to_string()))?, true)
             }
         };
+        // The call is over: anything the command left running has died with it.
+        drop(lifeline);
         let (stdout, stdout_bytes) = stdout.await.map_err(|e| io(e.to_string()))?;
         let (stderr, stderr_bytes) = stderr.await.map_err(|e| io(e.to_string()))?;
         let truncated = stdout_bytes > OUTPUT_LIMIT as u64 || stderr_bytes > OUTPUT_LIMIT as u64;
