@@ -7,7 +7,11 @@
 //! - A fixed-duration run with the same 64 workers (1 s warm-up, 5 s measured), every latency
 //!   recorded: requests/s, p50, p90, p99, p99.9, max.
 //! - Memory of a fresh `queue` capsule (VmRSS, VmHWM, RssAnon from `/proc/PID/status`): idle 1 s
-//!   after it listens, and idle 1 s after 100 completed tasks. Also of the load-tested one.
+//!   after it listens, and idle 1 s after each step of completed tasks (`MUR_DOOR_MEMORY_STEPS`,
+//!   cumulative counts, default `100,1000`; `1000,10000,100000` shows it stays flat). Also of
+//!   the load-tested one.
+//! - SendMessage with a 1 KB and a 3 MB text: how long until the door answers with
+//!   `returnImmediately` (accepted), and until the task completed (blocking); the median of 5.
 //!
 //! Every answer is checked: HTTP 200, a JSON-RPC 2.0 success with the request's id, for the
 //! task asked about, in state `TASK_STATE_COMPLETED`. Any failure is counted, shown, and makes
@@ -298,6 +302,61 @@ async fn create_tasks(addr: &str, count: usize) -> Vec<String> {
         ids.push(task["id"].as_str().expect("a task id").to_string());
     }
     ids
+}
+
+/// SendMessage timings for a 1 KB and a 3 MB text of sentences.
+struct SendTimings {
+    runs: usize,
+    /// (label, accepted, completed): medians.
+    rows: Vec<(&'static str, Duration, Duration)>,
+}
+
+/// Sends each text `runs` times, first with `returnImmediately` (timed until the answer), then
+/// blocking (timed until the completed task).
+async fn send_timings(addr: &str, runs: usize) -> SendTimings {
+    let mut conn = Conn::open(addr).await.expect("connecting to the door");
+    let sentence = "The quick brown fox jumps over the lazy dog. ";
+    let mut rows = Vec::new();
+    for (label, bytes) in [("1 KB", 1_000), ("3 MB", 3_000_000)] {
+        let text = sentence.repeat(bytes / sentence.len() + 1);
+        let mut timings = [Vec::new(), Vec::new()];
+        for n in 0..runs {
+            // Blocking first; then accepted-only, and its task is let finish untimed, so
+            // each timing has the queue to itself.
+            for (at, immediately) in [(1, false), (0, true)] {
+                let body = json!({"jsonrpc": "2.0", "id": n, "method": "SendMessage", "params": {
+                    "message": {"messageId": format!("s-{n}"), "role": "ROLE_USER",
+                                "parts": [{"text": &text[..bytes]}]},
+                    "configuration": {"returnImmediately": immediately}}});
+                let started = Instant::now();
+                let (status, answer) = conn
+                    .post(body.to_string())
+                    .await
+                    .expect("the door answers SendMessage");
+                timings[at].push(started.elapsed());
+                assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+                let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+                let task = answer["result"]["task"]["id"].as_str().unwrap_or_default();
+                while immediately {
+                    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "GetTask",
+                                      "params": {"id": task, "historyLength": 0}});
+                    let (_, got) = conn.post(body.to_string()).await.expect("GetTask");
+                    let got: Value = serde_json::from_slice(&got).unwrap_or(Value::Null);
+                    if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+        let median = |mut list: Vec<Duration>| {
+            list.sort();
+            list[list.len() / 2]
+        };
+        let [accepted, completed] = timings;
+        rows.push((label, median(accepted), median(completed)));
+    }
+    SendTimings { runs, rows }
 }
 
 /// One `GetTask`, checked. `Err` says what was wrong.
@@ -613,9 +672,25 @@ fn main() {
     };
     std::thread::sleep(idle_wait);
     let idle = server.memory();
-    runtime.block_on(create_tasks(server.addr(), tasks));
-    std::thread::sleep(idle_wait);
-    let after_tasks = server.memory();
+    let steps: Vec<usize> = match std::env::var("MUR_DOOR_MEMORY_STEPS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect(),
+        Err(_) if measuring => vec![100, 1000],
+        Err(_) => vec![5],
+    };
+    let mut after_steps = Vec::new();
+    let mut done = 0;
+    for step in steps {
+        let started = Instant::now();
+        runtime.block_on(create_tasks(server.addr(), step.saturating_sub(done)));
+        let took = started.elapsed();
+        done = done.max(step);
+        std::thread::sleep(idle_wait);
+        after_steps.push((done, took, server.memory()));
+    }
+    let sends = runtime.block_on(send_timings(server.addr(), if measuring { 5 } else { 1 }));
     server.stop();
     criterion.final_summary();
 
@@ -675,19 +750,38 @@ fn main() {
             idle_wait.as_secs_f64()
         ))
     );
-    println!(
-        "{}",
-        after_tasks.row(&format!(
-            "after {tasks} completed tasks, idle {:.1} s",
-            idle_wait.as_secs_f64()
-        ))
-    );
+    for (count, took, memory) in &after_steps {
+        println!(
+            "{}",
+            memory.row(&format!(
+                "after {count} completed tasks, idle {:.1} s",
+                idle_wait.as_secs_f64()
+            ))
+        );
+        println!(
+            "  ({count} tasks in all; this step took {:.1} s)",
+            took.as_secs_f64()
+        );
+    }
     println!(
         "{}",
         loaded.row(&format!(
             "the load-tested one, after its {tasks} tasks + load"
         ))
     );
+    println!(
+        "SendMessage, one client, the median of {} (ms):",
+        sends.runs
+    );
+    println!("  {:<10} {:>12} {:>12}", "text", "accepted", "completed");
+    for (label, accepted, completed) in &sends.rows {
+        println!(
+            "  {:<10} {:>12.2} {:>12.2}",
+            label,
+            ms(*accepted),
+            ms(*completed)
+        );
+    }
     if failures > 0 {
         println!();
         println!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");

@@ -302,3 +302,79 @@ fn a_door_beyond_loopback_needs_insecure_no_auth_and_says_so_loudly() {
     served.stop();
     door.trace();
 }
+
+#[test]
+fn a_task_streaming_7_mb_keeps_a_bounded_copy_and_lists_in_bounded_pages() {
+    // 7,000 words of 999 bytes (7 MB; a driver answer holds at most 10 MiB): 3,500 chunks.
+    let word = "w".repeat(999);
+    let answer = format!("{word} ").repeat(7_000);
+    let script = serde_json::to_string(&json!({"turns": [{"reply": {"text": answer}}]})).unwrap();
+    let door = Door::new(&script);
+    let mut served = door.serve();
+    let (_, done) = served.rpc(&send(message(json!({}))));
+    let task = &done["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{}",
+        task["status"]
+    );
+    let limit = 4 * 1024 * 1024;
+    let kept = task["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(kept.len() <= limit + 200, "{} bytes kept", kept.len());
+    assert!(
+        kept.contains("more bytes were streamed"),
+        "{}",
+        &kept[kept.len() - 200..]
+    );
+    let status = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        status.len() <= limit + 200,
+        "{} bytes in the status",
+        status.len()
+    );
+    let (_, listed) = served.rpc(&call("ListTasks", json!({"includeArtifacts": true})));
+    assert!(
+        listed.to_string().len() < 10 * 1024 * 1024,
+        "a ListTasks answer of {} bytes",
+        listed.to_string().len()
+    );
+    served.stop();
+    // The session's own files keep the whole answer.
+    let trace = door.trace();
+    let end = trace
+        .iter()
+        .find(|e| e["event_type"] == "task_end")
+        .unwrap();
+    let result = std::fs::read_to_string(end["result_path"].as_str().unwrap()).unwrap();
+    assert_eq!(result.trim_end(), answer.trim_end());
+}
+
+#[test]
+fn past_a_thousand_unfinished_tasks_a_new_one_is_refused_and_the_door_goes_on() {
+    // The model takes a while on the first task: the rest wait in the queue.
+    let door = Door::new("turns:\n  - reply: { text: \"slow\" }\n    first_byte_delay_ms: 60000\n");
+    let mut served = door.serve();
+    let mut request = send(message(json!({})));
+    request["params"]["configuration"] = json!({"returnImmediately": true});
+    for n in 0..1000 {
+        let (_, accepted) = served.rpc(&request);
+        assert!(accepted.get("result").is_some(), "task {n}: {accepted:#}");
+    }
+    let (_, refused) = served.rpc(&request);
+    assert_eq!(refused["error"]["code"], -32004, "{refused:#}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1000 tasks that have not ended"),
+        "{refused:#}"
+    );
+    let (_, listed) = served.rpc(&call("ListTasks", json!({"pageSize": 100})));
+    assert_eq!(listed["result"]["totalSize"], 1000);
+    assert_eq!(listed["result"]["tasks"].as_array().unwrap().len(), 100);
+    assert_eq!(listed["result"]["nextPageToken"], "100");
+    served.stop();
+    door.trace();
+}

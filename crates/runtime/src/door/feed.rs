@@ -323,20 +323,8 @@ impl TaskFeed for DoorFeed {
                 };
                 self.store
                     .artifact_text(task_id, "response", "response", &chunk, true);
-                // The status message repeats the answer: bounded like the artifact.
-                let shown = if answer.len() > crate::door::tasks::TASK_TEXT_LIMIT {
-                    let mut cut = crate::door::tasks::TASK_TEXT_LIMIT;
-                    while !answer.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    format!(
-                        "{}\n[{} more bytes are in the session's out/result.txt]",
-                        &answer[..cut],
-                        answer.len() - cut
-                    )
-                } else {
-                    answer
-                };
+                // The status message repeats the answer, to a bound: the artifact has more.
+                let shown = crate::door::tasks::status_text(answer);
                 self.store
                     .set_state(task_id, TaskState::Completed, text(shown));
             }

@@ -22,6 +22,8 @@
 //!   and the session's own files keep the whole answer.
 //! - Per task, an event log for replay of at most [`EVENT_LOG_LIMIT`] events and
 //!   [`EVENT_LOG_BYTES`] bytes of chunk text; the oldest go first.
+//! - A completed task's status message repeats at most [`STATUS_TEXT_LIMIT`] bytes of its
+//!   answer ([`status_text`]).
 //! - A `ListTasks` page holds at most [`LIST_PAGE_BYTES`] bytes of text (and at least one task).
 //!
 //! Every operation costs time in proportion to what it touches, never to a task's whole
@@ -53,6 +55,22 @@ pub const FINISHED_KEPT: usize = 1_000;
 pub const UNFINISHED_LIMIT: usize = 1_000;
 /// The most bytes of text one `ListTasks` page carries (a page holds at least one task).
 pub const LIST_PAGE_BYTES: usize = 8 * 1024 * 1024;
+/// The most bytes of an answer a completed task's status message repeats.
+pub const STATUS_TEXT_LIMIT: usize = 1024 * 1024;
+
+/// `answer` as a completed task's status message shows it: whole up to [`STATUS_TEXT_LIMIT`],
+/// else cut there with a note saying where the rest is.
+pub fn status_text(answer: String) -> String {
+    if answer.len() <= STATUS_TEXT_LIMIT {
+        return answer;
+    }
+    let cut = floor_char_boundary(&answer, STATUS_TEXT_LIMIT);
+    format!(
+        "{}\n[{} more bytes are in the `response` artifact and the session's out/result.txt]",
+        &answer[..cut],
+        answer.len() - cut
+    )
+}
 
 /// Where a task came from, as `a2a_task_received` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
