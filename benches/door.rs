@@ -337,15 +337,17 @@ async fn send_timings(addr: &str, runs: usize) -> SendTimings {
                 assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
                 let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
                 let task = answer["result"]["task"]["id"].as_str().unwrap_or_default();
-                while immediately {
-                    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "GetTask",
-                                      "params": {"id": task, "historyLength": 0}});
-                    let (_, got) = conn.post(body.to_string()).await.expect("GetTask");
-                    let got: Value = serde_json::from_slice(&got).unwrap_or(Value::Null);
-                    if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED" {
-                        break;
+                if immediately {
+                    loop {
+                        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "GetTask",
+                                          "params": {"id": task, "historyLength": 0}});
+                        let (_, got) = conn.post(body.to_string()).await.expect("GetTask");
+                        let got: Value = serde_json::from_slice(&got).unwrap_or(Value::Null);
+                        if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             }
         }

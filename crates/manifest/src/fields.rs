@@ -53,6 +53,31 @@ pub(crate) fn check_http_url(text: &str, path: &str) -> Option<Diagnostic> {
     )
 }
 
+/// `E-MAN-015` when `file` (the value of `field`, naming a file of the manifest's directory) is
+/// not a relative path of plain names: absolute, empty, or climbing with `..`. What an artifact
+/// loads must stay inside its directory, where an archive's pins cover it.
+pub(crate) fn check_inside_dir(file: &std::path::Path, field: &str) -> Option<Diagnostic> {
+    use std::path::Component;
+    let plain = file
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && file.components().any(|c| matches!(c, Component::Normal(_)));
+    (!plain).then(|| {
+        Diagnostic::new(
+            code::E_MAN_015,
+            format!(
+                "`{field}` is `{}`, which is not a file inside the manifest's directory",
+                file.display().to_string().escape_debug()
+            ),
+        )
+        .hint(format!(
+            "write `{field}:` relative to the directory of this murmur.yaml, without `..`, \
+             such as `{field}: component.wasm`, and keep the file there"
+        ))
+        .at_path(field)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,29 +109,4 @@ mod tests {
             Some("E-MAN-024")
         );
     }
-}
-
-/// `E-MAN-015` when `file` (the value of `field`, naming a file of the manifest's directory) is
-/// not a relative path of plain names: absolute, empty, or climbing with `..`. What an artifact
-/// loads must stay inside its directory, where an archive's pins cover it.
-pub(crate) fn check_inside_dir(file: &std::path::Path, field: &str) -> Option<Diagnostic> {
-    use std::path::Component;
-    let plain = file
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-        && file.components().any(|c| matches!(c, Component::Normal(_)));
-    (!plain).then(|| {
-        Diagnostic::new(
-            code::E_MAN_015,
-            format!(
-                "`{field}` is `{}`, which is not a file inside the manifest's directory",
-                file.display().to_string().escape_debug()
-            ),
-        )
-        .hint(format!(
-            "write `{field}:` relative to the directory of this murmur.yaml, without `..`, \
-             such as `{field}: component.wasm`, and keep the file there"
-        ))
-        .at_path(field)
-    })
 }

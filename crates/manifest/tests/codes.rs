@@ -368,6 +368,51 @@ fn e_man_015_values_out_of_range() {
     assert_at(budget, &fixed, "-0.1");
 }
 
+#[test]
+fn e_man_015_a_file_outside_the_manifests_directory() {
+    for (field, value) in [
+        ("component", "../../x.wasm"),
+        ("component", "/tmp/x.wasm"),
+        ("component", "a/../../x.wasm"),
+        ("skill", "../notes.md"),
+    ] {
+        let runtime = if field == "skill" { "skill" } else { "tool" };
+        let text = format!(
+            "name: t\nversion: \"0.1.0\"\nruntime: {runtime}\ninput_schema: {{ type: object }}\n{field}: {value}\n"
+        );
+        let text = if runtime == "skill" {
+            text.replace("input_schema: { type: object }\n", "")
+        } else {
+            text
+        };
+        let written = write(&text);
+        let loaded = murmur_manifest::load_artifact(&written.file, &no_env);
+        let d = loaded
+            .diagnostics
+            .iter()
+            .find(|d| d.code == "E-MAN-015")
+            .unwrap_or_else(|| panic!("{field}: {value}: {:?}", loaded.diagnostics));
+        assert!(d.message.contains(&format!("`{field}`")), "{d}");
+        assert!(d.message.contains("not a file inside"), "{d}");
+        assert_at(d, &text, value);
+        assert_hint(d, "relative to the directory");
+        assert!(loaded.manifest.is_none());
+    }
+    // Plain relative names, `./` included, are fine.
+    for value in ["component.wasm", "./out/tool.wasm"] {
+        let text = format!(
+            "name: t\nversion: \"0.1.0\"\nruntime: tool\ninput_schema: {{ type: object }}\ncomponent: {value}\n"
+        );
+        let written = write(&text);
+        let loaded = murmur_manifest::load_artifact(&written.file, &no_env);
+        assert!(
+            codes(&loaded).is_empty(),
+            "{value}: {:?}",
+            loaded.diagnostics
+        );
+    }
+}
+
 const LOCAL: &str = r#"name: reviewer
 version: "1.0.0"
 artifacts:

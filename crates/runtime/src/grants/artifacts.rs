@@ -166,7 +166,7 @@ impl ArtifactManager {
                 "error[E-REG-010]: `{name}` is declared but not installed (run `mur install`)"
             ));
         };
-        let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).map_err(|error| {
+        let manifest = read_manifest_text(&dir.join("murmur.yaml")).map_err(|error| {
             format!("error[E-REG-010]: the murmur.yaml of `{name}` cannot be read: {error}")
         })?;
         let env = self.host_env.clone();
@@ -335,4 +335,20 @@ impl Host for HostState {
             "murmur:artifact-manager/manage.remove is not implemented".to_string(),
         ))
     }
+}
+
+/// A manifest's text, read up to the loader's own cap ([`murmur_manifest::MANIFEST_MAX_BYTES`]).
+fn read_manifest_text(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(murmur_manifest::MANIFEST_MAX_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > murmur_manifest::MANIFEST_MAX_BYTES {
+        return Err(std::io::Error::other(format!(
+            "it is over {} bytes",
+            murmur_manifest::MANIFEST_MAX_BYTES
+        )));
+    }
+    Ok(text)
 }
