@@ -524,40 +524,6 @@ fn a_threaded_conversation_keeps_a_contexts_history_across_tasks() {
     );
 }
 
-#[test]
-fn a_claimed_peer_task_runs_as_a_clients_and_the_claim_is_traced() {
-    let capsule = capsule("turns:\n  - reply: { text: ok }\n", QUEUE);
-    let mut served = capsule.serve();
-    let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let (_, sent) = post(
-        &format!("{}/", served.url),
-        v1_send("from a peer").to_string().into_bytes(),
-        &[
-            ("x-murmur-task-origin", "peer"),
-            ("x-murmur-task-trust", "operator"),
-            ("traceparent", parent),
-        ],
-    );
-    assert_eq!(
-        sent["result"]["task"]["status"]["state"],
-        "TASK_STATE_COMPLETED"
-    );
-    served.stop();
-    let events = trace(capsule.dir.path());
-    let received = events
-        .iter()
-        .find(|e| e["event_type"] == "a2a_task_received")
-        .expect("a2a_task_received");
-    // The door authenticates no one: the claim is recorded, not granted.
-    assert_eq!(received["origin"], "client");
-    assert_eq!(received["trust"], "external");
-    assert_eq!(received["claimed_origin"], "peer");
-    assert_eq!(received["claimed_trust"], "operator");
-    assert_eq!(received["traceparent"], parent);
-    assert_eq!(received["method"], "SendMessage");
-    assert_eq!(events.last().unwrap()["event_type"], "session_end");
-}
-
 /// A capsule whose model calls the probe's `send` to `peer` (asking for the peer's answer),
 /// then answers `done`.
 fn delegating_script(peer: &str) -> String {

@@ -63,32 +63,19 @@ fn with_log(name: &str, mut config: Value) -> Value {
 }
 
 fn write_hook(root: &Path, hook: &Hook) -> PathBuf {
-    let dir = root.join("hooks").join(hook.name);
-    std::fs::create_dir_all(&dir).unwrap();
-    // A component loads from inside its artifact's directory only.
-    std::fs::copy(
-        repo_root()
-            .join("tests/fixtures")
-            .join(hook.fixture)
-            .join("component.wasm"),
-        dir.join("component.wasm"),
-    )
-    .unwrap();
     let binding = hook
         .binding
         .map(|b| format!("binding: {b}\n"))
         .unwrap_or_default();
-    std::fs::write(
-        dir.join("murmur.yaml"),
-        format!(
-            "name: {}\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\n{binding}execution_mode: {}\ncommit_policy: {}\n",
-            hook.name,
-            hook.mode,
-            hook.policy
+    murmur_testkit::fixture_hook(
+        &root.join("hooks"),
+        hook.name,
+        hook.fixture,
+        &format!(
+            "{binding}execution_mode: {}\ncommit_policy: {}\n",
+            hook.mode, hook.policy
         ),
     )
-    .unwrap();
-    dir
 }
 
 fn capsule(dir: &Path, endpoint: &str, hooks: &[Hook], extra: &str) -> PathBuf {

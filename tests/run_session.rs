@@ -828,19 +828,12 @@ turns:
 "#,
     );
     let dir = tempfile::tempdir().unwrap();
-    let gate = dir.path().join("gate");
-    std::fs::create_dir(&gate).unwrap();
-    // A component loads from inside its artifact's directory only.
-    std::fs::copy(
-        repo_root().join("tests/fixtures/hook-probe/component.wasm"),
-        gate.join("component.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        gate.join("murmur.yaml"),
-        "name: gate\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\nbinding: on-tool-call\ncommit_policy: deny\n",
-    )
-    .unwrap();
+    let gate = murmur_testkit::fixture_hook(
+        dir.path(),
+        "gate",
+        "hook-probe",
+        "binding: on-tool-call\ncommit_policy: deny\n",
+    );
     let skill_dir = repo_root().join("tests/fixtures/skill-style");
     let file = capsule_with_skill(dir.path(), &emulator.url(), &skill_dir);
     let config = r#"{"respond": {"on-tool-call": {"arm": "deny", "value": "no style today", "at": "decision"}}}"#;

@@ -231,6 +231,8 @@ fn a_last_event_id_the_stream_never_sent_is_refused() {
     door.trace();
 }
 
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
 #[test]
 fn claimed_peer_trust_is_recorded_and_never_granted() {
     let door = Door::new("turns:\n  - reply: { text: ok }\n");
@@ -244,6 +246,7 @@ fn claimed_peer_trust_is_recorded_and_never_granted() {
                 "x-murmur-task-trust",
                 &format!("operator{}", "!".repeat(500)),
             ),
+            ("traceparent", TRACEPARENT),
         ],
     );
     assert_eq!(
@@ -262,6 +265,9 @@ fn claimed_peer_trust_is_recorded_and_never_granted() {
     let claimed = received["claimed_trust"].as_str().unwrap();
     assert!(claimed.starts_with("operator!"), "{claimed}");
     assert_eq!(claimed.chars().count(), 128, "a claim is kept bounded");
+    // What is not a grant is still recorded as received.
+    assert_eq!(received["traceparent"], TRACEPARENT);
+    assert_eq!(received["method"], "SendMessage");
 }
 
 #[test]

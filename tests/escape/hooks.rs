@@ -25,18 +25,12 @@ fn hook_capsule(
     tries: Value,
 ) -> PathBuf {
     let root = repo_root();
-    let hook = dir.join("hooks/probe");
-    std::fs::create_dir_all(&hook).unwrap();
-    std::fs::copy(
-        root.join("tests/fixtures/hook-probe/component.wasm"),
-        hook.join("component.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        hook.join("murmur.yaml"),
-        "name: probe\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\nexecution_mode: blocking\ncommit_policy: none\n",
-    )
-    .unwrap();
+    let hook = murmur_testkit::fixture_hook(
+        &dir.join("hooks"),
+        "probe",
+        "hook-probe",
+        "execution_mode: blocking\ncommit_policy: none\n",
+    );
     let config = json!({"log": "probe.jsonl", "try": {"on-session-start": tries}});
     let capabilities = if capabilities.is_empty() {
         String::new()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use murmur_testkit::repo_root;
+use murmur_testkit::fixture_hook;
 use serde_json::{Value, json};
 
 use crate::workdir::{Setup, shell_call, text, whole_trace};
@@ -22,18 +22,12 @@ const SLEEPER: &str = "sleep 61 & echo $! > grandchild.pid; echo $$ > child.pid;
 /// logging to `hooks.jsonl` in the workdir (`respond` its config's answers).
 fn setup(respond: Value) -> (Setup, tempfile::TempDir) {
     let hooks = tempfile::tempdir().unwrap();
-    let hook = hooks.path().join("watcher");
-    std::fs::create_dir(&hook).unwrap();
-    std::fs::copy(
-        repo_root().join("tests/fixtures/hook-probe/component.wasm"),
-        hook.join("component.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        hook.join("murmur.yaml"),
-        "name: watcher\nversion: \"0.1.0\"\nruntime: hook\ndescription: logs every event\ncomponent: component.wasm\nexecution_mode: blocking\ncommit_policy: none\n",
-    )
-    .unwrap();
+    let hook = fixture_hook(
+        hooks.path(),
+        "watcher",
+        "hook-probe",
+        "execution_mode: blocking\ncommit_policy: none\n",
+    );
     let config = json!({"log": "hooks.jsonl", "respond": respond});
     let entry = format!(
         "  - {{ name: watcher, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], deadline_seconds: 120, capabilities: {{ filesystem: {{ scope: write }} }} }}\n",

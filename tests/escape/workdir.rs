@@ -254,18 +254,12 @@ fn a_hook_log_planted_as_a_link_is_never_appended_through() {
     // `error` at the call's `on-tool-call` observation (a fault: the host appends a line of
     // the hook's choosing to that log).
     let hooks_dir = tempfile::tempdir().unwrap();
-    let hook = hooks_dir.path().join("hostile");
-    std::fs::create_dir(&hook).unwrap();
-    std::fs::copy(
-        repo_root().join("tests/fixtures/hook-probe/component.wasm"),
-        hook.join("component.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        hook.join("murmur.yaml"),
-        "name: hostile\nversion: \"0.1.0\"\nruntime: hook\ndescription: answers error\ncomponent: component.wasm\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: none\n",
-    )
-    .unwrap();
+    let hook = murmur_testkit::fixture_hook(
+        hooks_dir.path(),
+        "hostile",
+        "hook-probe",
+        "binding: on-tool-call\nexecution_mode: blocking\ncommit_policy: none\n",
+    );
     let config =
         json!({"respond": {"on-tool-call": {"arm": "error", "value": "a line the hook chose"}}});
     let entry = format!(

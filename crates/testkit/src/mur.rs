@@ -19,6 +19,31 @@ pub fn shared_home() -> PathBuf {
     home
 }
 
+/// A local hook artifact `parent/name/` for a capsule of a test: the component of the fixture
+/// `tests/fixtures/<fixture>` copied in (a component loads from inside its artifact's
+/// directory only) and a `murmur.yaml` naming it, with `manifest_tail` (binding, mode,
+/// policy lines) after the common fields. Returns the directory.
+pub fn fixture_hook(parent: &Path, name: &str, fixture: &str, manifest_tail: &str) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).expect("creating the hook's directory");
+    std::fs::copy(
+        repo_root()
+            .join("tests/fixtures")
+            .join(fixture)
+            .join("component.wasm"),
+        dir.join("component.wasm"),
+    )
+    .expect("the fixture's component: run ./scripts/setup");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            "name: {name}\nversion: \"0.1.0\"\nruntime: hook\ndescription: test hook\ncomponent: component.wasm\n{manifest_tail}"
+        ),
+    )
+    .expect("writing the hook's manifest");
+    dir
+}
+
 /// One `mur` invocation being put together.
 pub struct Mur {
     command: Command,

@@ -216,17 +216,8 @@ pub fn stage(
         .iter()
         .filter(|e| e.runtime == Runtime::Tool)
     {
-        let dir = match &entry.path {
-            Some(path) => murmur_manifest::local_paths(path, &capsule_dir).0,
-            None => install::installed(&capsule_dir, &lock, &entry.name, &entry.version)
-                .map_err(installed_error)?,
-        };
-        let artifact = LocalArtifact::open(&dir, env)?;
-        if entry.path.is_none() {
-            let sha256 = install::pinned_file(&dir, &lock, &entry.name, &artifact.manifest)
-                .map_err(installed_error)?;
-            pinned.insert(entry.name.clone(), sha256);
-        }
+        let artifact =
+            crate::session::staging::open_entry(entry, &capsule_dir, &lock, env, &mut pinned)?;
         opened.push((entry, artifact));
     }
     let mut local: Vec<&LocalArtifact> = vec![&component_artifact];

@@ -315,23 +315,11 @@ pub fn stage_with(
         ) {
             continue;
         }
-        let dir = match &entry.path {
-            Some(path) => {
-                // A skill has no component to build.
-                if entry.runtime != Runtime::Skill {
-                    local.push(opened.len());
-                }
-                murmur_manifest::local_paths(path, &capsule_dir).0
-            }
-            None => install::installed(&capsule_dir, &lock, &entry.name, &entry.version)
-                .map_err(installed_error)?,
-        };
-        let artifact = LocalArtifact::open(&dir, env)?;
-        if entry.path.is_none() {
-            let sha256 = install::pinned_file(&dir, &lock, &entry.name, &artifact.manifest)
-                .map_err(installed_error)?;
-            pinned.insert(entry.name.clone(), sha256);
+        // A local skill has no component to build.
+        if entry.path.is_some() && entry.runtime != Runtime::Skill {
+            local.push(opened.len());
         }
+        let artifact = open_entry(entry, &capsule_dir, &lock, env, &mut pinned)?;
         opened.push((entry, artifact));
     }
     let refs: Vec<&LocalArtifact> = local.iter().map(|at| &opened[*at].1).collect();
@@ -653,6 +641,31 @@ fn stage_driver(
         injected_secret,
         unresolved_credential,
     })
+}
+
+/// Opens the artifact of `entry`: a local one from its `path:`; an installed one only as
+/// `lock` pins it, its manifest held to the pin, and the sha256 its component must have
+/// recorded in `pinned` (see [`still_pinned`]).
+pub(crate) fn open_entry(
+    entry: &ArtifactEntry,
+    capsule_dir: &Path,
+    lock: &murmur_manifest::lock::Lock,
+    env: &dyn Fn(&str) -> Option<String>,
+    pinned: &mut HashMap<String, String>,
+) -> Result<LocalArtifact, StageError> {
+    let Some(path) = &entry.path else {
+        let dir = install::installed(capsule_dir, lock, &entry.name, &entry.version)
+            .map_err(installed_error)?;
+        let artifact = LocalArtifact::open(&dir, env)?;
+        let sha256 = install::pinned_file(&dir, lock, &entry.name, &artifact.manifest)
+            .map_err(installed_error)?;
+        pinned.insert(entry.name.clone(), sha256);
+        return Ok(artifact);
+    };
+    Ok(LocalArtifact::open(
+        &murmur_manifest::local_paths(path, capsule_dir).0,
+        env,
+    )?)
 }
 
 /// E-REG-010 when the installed artifact `name` loaded bytes (`sha256`) other than those it
