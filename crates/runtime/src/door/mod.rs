@@ -34,6 +34,9 @@
 //!   `ListTasks` filter and page token, `Last-Event-ID`) is checked before use: an id is 1 to
 //!   128 ASCII letters, digits, `-`, `_` or `.`, not starting with `.`; anything else is
 //!   -32602 naming the field. No id a client sends becomes a path unchecked.
+//! - **Bounds.** What the door keeps does not grow with what it is sent or serves: tasks that
+//!   have not ended, ended tasks, each task's text and replay log, and a `ListTasks` page are
+//!   capped ([`tasks`]); a served session keeps its last 1,000 task reports.
 //! - **Control.** `/control` on the same listener ([`control`]): the settings in force and the
 //!   driver choices, changed with `PUT /control/settings/<name>`; `control.secrets` injected and
 //!   forgotten with `PUT|DELETE /control/secrets/<name>`, from loopback only. Every route wants

@@ -160,10 +160,6 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
             Err(Refused::NotCancelable(state) | Refused::NotAccepting(state)) => {
                 Err(RpcError::task_not_cancelable(&params.id, state))
             }
-            Err(Refused::Full) => Err(RpcError::task_not_cancelable(
-                &params.id,
-                TaskState::Unknown,
-            )),
         }),
         Call::SubscribeToTask(params) => {
             let Some(task) = door.store.get(&params.id, Some(0)) else {
@@ -288,7 +284,6 @@ impl Door {
                         state_name(state)
                     )))
                 }
-                Err(Refused::Full) => Err(full()),
             };
         }
         match self.acceptance {

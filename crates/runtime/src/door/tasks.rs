@@ -14,7 +14,7 @@
 //! What the store keeps is bounded, whatever clients send or the agent streams:
 //!
 //! - At most [`UNFINISHED_LIMIT`] tasks that have not ended; a new task past it is refused
-//!   ([`Refused::Full`]).
+//!   ([`StoreFull`]).
 //! - At most [`FINISHED_KEPT`] ended tasks: past it, the one that ended longest ago is
 //!   forgotten (GetTask then answers task-not-found).
 //! - Per task, at most [`TASK_TEXT_LIMIT`] bytes of artifact text: past it an artifact ends
@@ -94,9 +94,11 @@ pub enum Refused {
     /// The task has ended (or, for a message, does not wait for input).
     NotAccepting(TaskState),
     NotCancelable(TaskState),
-    /// [`UNFINISHED_LIMIT`] tasks have not ended yet.
-    Full,
 }
+
+/// A new task refused: [`UNFINISHED_LIMIT`] tasks have not ended yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreFull;
 
 struct Entry {
     task: Task,
@@ -170,7 +172,7 @@ impl TaskStore {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// A new task in `submitted`, its history holding `message`; [`Refused::Full`] when
+    /// A new task in `submitted`, its history holding `message`; [`StoreFull`] when
     /// [`UNFINISHED_LIMIT`] tasks have not ended.
     pub fn create(
         &self,
@@ -178,7 +180,7 @@ impl TaskStore {
         context_id: &str,
         mut message: Message,
         origin: Origin,
-    ) -> Result<(Task, StopSignal), Refused> {
+    ) -> Result<(Task, StopSignal), StoreFull> {
         message.task_id = Some(task_id.to_string());
         message.context_id = Some(context_id.to_string());
         let mut status = TaskStatus::new(TaskState::Submitted);
@@ -189,7 +191,7 @@ impl TaskStore {
         let (changed, _) = watch::channel(0);
         let mut inner = self.lock();
         if inner.unfinished() >= UNFINISHED_LIMIT {
-            return Err(Refused::Full);
+            return Err(StoreFull);
         }
         let seq = inner.next_seq;
         inner.next_seq += 1;
@@ -590,7 +592,7 @@ mod tests {
         }
     }
 
-    fn add(store: &TaskStore, id: &str) -> Result<(Task, StopSignal), Refused> {
+    fn add(store: &TaskStore, id: &str) -> Result<(Task, StopSignal), StoreFull> {
         store.create(id, "ctx", Message::text("m", Role::User, "hi"), origin())
     }
 
@@ -617,7 +619,7 @@ mod tests {
         for n in 0..UNFINISHED_LIMIT {
             add(&store, &format!("t{n}")).unwrap();
         }
-        assert_eq!(add(&store, "over").unwrap_err(), Refused::Full);
+        assert_eq!(add(&store, "over").unwrap_err(), StoreFull);
         store.cancel("t0").unwrap();
         add(&store, "over").unwrap();
     }
