@@ -1,4 +1,10 @@
 //! One session's agent loop: tasks, their turns, and every point where hooks are heard.
+//!
+//! A task asked to stop (its client canceled it, or the whole session was canceled) stops
+//! before its next turn, or at once when a model or tool call is in flight: the call is
+//! abandoned and the turn's answer taken back out of the history, so no tool call is ever kept
+//! without its result. A canceled task's `on-task-end` is still dispatched; it cannot be
+//! reopened.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,7 +86,7 @@ enum Ending {
     Stop(Failure),
     /// The next call would have passed `inference.max_session_tokens`.
     SpendCeiling(Failure),
-    /// The task's client canceled it.
+    /// The task's client, or a signal to the session, canceled it.
     Canceled,
 }
 
