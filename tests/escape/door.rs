@@ -12,7 +12,7 @@ use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::{Mur, repo_root};
 use serde_json::{Value, json};
 
-use crate::workdir::whole_trace;
+use super::workdir::whole_trace;
 
 const KEY: &str = "sk-emulator-escape-door";
 const SECRET: &str = "the host's secret history";

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use murmur_testkit::fixture_hook;
 use serde_json::{Value, json};
 
-use crate::workdir::{Setup, shell_call, text, whole_trace};
+use super::workdir::{Setup, shell_call, text, whole_trace};
 
 /// The command: a grandchild sleeping in the background, then the child itself; both write
 /// their pids into the workdir, and neither would end for a minute.

@@ -1,0 +1,23 @@
+//! The black-box tests of `mur`: every module drives the real `mur` binary (built by cargo for
+//! this test, `CARGO_BIN_EXE_mur`) against real components over real sockets on loopback. They
+//! are one test binary, so the suite links once; `cargo test --test mur <module>::` runs one
+//! file's tests.
+
+mod a2a_python;
+mod artifacts;
+mod capsule_components;
+mod check;
+mod control;
+mod door;
+mod driver_choices;
+mod escape;
+mod first_party_hooks;
+mod hooks;
+mod otel;
+mod run_credentials;
+mod run_driver_answers;
+mod run_session;
+mod sandbox;
+mod shell;
+mod tool_invoke;
+mod trace_cli;
