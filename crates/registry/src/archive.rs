@@ -262,10 +262,7 @@ impl ArchiveError {
     }
 }
 
-/// The lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+pub use crate::sha256_hex;
 
 /// Packs `artifact`: its manifest and the component (or skill text) it names, read as they are
 /// on disk now (see the module docs).

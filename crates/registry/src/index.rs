@@ -43,9 +43,9 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::sha256_hex;
 use murmur_manifest::diagnostic::code;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use url::Url;
 
 /// The index's file name at the registry's root.
@@ -708,11 +708,6 @@ fn read_capped(
         }
     }
     Ok(bytes)
-}
-
-/// The sha256 of `bytes`, as 64 lowercase hex digits.
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 impl Index {

@@ -21,3 +21,10 @@ pub mod install;
 pub mod source;
 
 pub use source::{BuildError, LocalArtifact};
+
+/// The lowercase hex sha256 of `bytes`: how Murmur names an archive, a component, an installed
+/// file, and (in the trace) a prompt or an input it does not hold. The one place it is computed.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

@@ -10,11 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use murmur_registry::index::{INDEX_FILE, Index, IndexEntry, Registry, RegistryError, publish};
-use sha2::{Digest, Sha256};
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+use murmur_registry::sha256_hex;
 
 fn archive(seed: u8, len: usize) -> Vec<u8> {
     (0..len)

@@ -11,7 +11,6 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 /// Whether a load was answered from the cache.
@@ -80,9 +79,4 @@ impl ComponentCache {
         temp.persist(entry).map_err(|error| error.error)?;
         Ok(())
     }
-}
-
-/// The lowercase hex sha256 of `bytes`: a component's identity.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }

@@ -30,8 +30,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use crate::bindings::{Tool, ToolPre};
 use crate::error::RuntimeError;
 use crate::grants::HostState;
+pub use cache::CacheStatus;
 use cache::ComponentCache;
-pub use cache::{CacheStatus, sha256_hex};
 pub use limits::CallLimits;
 
 /// How often the epoch advances: the resolution of every call deadline.
@@ -190,7 +190,7 @@ impl Engine {
             component: name.to_string(),
             reason,
         };
-        let sha256 = sha256_hex(bytes);
+        let sha256 = murmur_registry::sha256_hex(bytes);
         let (component, cache_status) = match &self.cache {
             Some(cache) => cache
                 .load(&self.wasm, &sha256, bytes)

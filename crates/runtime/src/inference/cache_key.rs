@@ -7,8 +7,6 @@
 //! the sha256 of the whole value, so it stays unique per task and still opens with the
 //! capsule's name. Compaction and a dropped continuation do not change it.
 
-use sha2::{Digest, Sha256};
-
 /// The longest key sent.
 pub const MAX_LEN: usize = 64;
 
@@ -21,7 +19,7 @@ pub fn prompt_cache_key(capsule_name: &str, context_id: Option<&str>, task_id: &
     if full.chars().count() <= MAX_LEN {
         return full;
     }
-    let digest = hex::encode(Sha256::digest(full.as_bytes()));
+    let digest = murmur_registry::sha256_hex(full.as_bytes());
     let suffix = &digest[..16];
     let keep = MAX_LEN - 1 - suffix.len();
     let head: String = full.chars().take(keep).collect();

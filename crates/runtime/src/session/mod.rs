@@ -465,7 +465,7 @@ pub async fn run_fed(
                     .has_alternates()
                     .then(|| serde_json::Value::from(staged.choices.session_listing())),
                 max_session_tokens: staged.max_session_tokens,
-                system_prompt_sha256: crate::trace::sha256_hex(&staged.system_prompt),
+                system_prompt_sha256: murmur_registry::sha256_hex(staged.system_prompt.as_bytes()),
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;

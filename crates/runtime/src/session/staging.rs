@@ -758,7 +758,7 @@ fn stage_skill(entry: &ArtifactEntry, artifact: &LocalArtifact) -> Result<Staged
             input_schema: skill_input_schema(),
         },
         version: manifest.version.clone(),
-        sha256: crate::trace::sha256_hex(&text),
+        sha256: murmur_registry::sha256_hex(text.as_bytes()),
         text,
     })
 }

@@ -444,7 +444,7 @@ impl<'a> SessionContext<'a> {
                 context_id: Some(context_id.clone()),
                 source: input.source.as_str().to_string(),
                 input_chars: input.text.chars().count() as u64,
-                input_sha256: crate::trace::sha256_hex(&input.text),
+                input_sha256: murmur_registry::sha256_hex(input.text.as_bytes()),
             },
         )?;
         self.observer.note(&format!("task {task_id}"));

@@ -445,7 +445,7 @@ mod tests {
             },
             version: "0.1.0".to_string(),
             text: text.to_string(),
-            sha256: crate::trace::sha256_hex(text),
+            sha256: murmur_registry::sha256_hex(text.as_bytes()),
         };
         let answer = skill_answer(&skill, "tsk_1", 2, "call_s");
         let Message::Tool {
@@ -473,7 +473,7 @@ mod tests {
                 call_id: "call_s".to_string(),
                 skill: "style".to_string(),
                 version: "0.1.0".to_string(),
-                sha256: crate::trace::sha256_hex(text),
+                sha256: murmur_registry::sha256_hex(text.as_bytes()),
                 output_bytes: text.len() as u64,
             }
         );

@@ -1749,7 +1749,7 @@ mod tests {
                     context_id: Some(format!("ctx_{task_id}")),
                     source: "cli".to_string(),
                     input_chars: input.len() as u64,
-                    input_sha256: crate::trace::sha256_hex(input),
+                    input_sha256: murmur_registry::sha256_hex(input.as_bytes()),
                 },
             )
         }

@@ -21,10 +21,3 @@ mod writer;
 
 pub use schema::{Event, EventBody, Totals};
 pub use writer::{Trace, TraceWriter};
-
-/// The lowercase hex sha256 of `text`: how the trace names a prompt or an input without
-/// holding it.
-pub fn sha256_hex(text: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
-}
