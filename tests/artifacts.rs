@@ -1,4 +1,4 @@
-//! Artifacts through the real `mur` (SPEC §11): `mur build` packs reproducibly, `mur publish`
+//! Artifacts through the real `mur`: `mur build` packs reproducibly, `mur publish`
 //! fills a directory registry, `mur install` installs from a directory and from an HTTP
 //! registry on loopback and writes `murmur.lock`, and `mur run` uses what was installed. Every
 //! refusal has its own code and leaves nothing written.

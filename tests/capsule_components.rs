@@ -1,4 +1,4 @@
-//! Capsule components through the real `mur` (SPEC §4, §11; seed `murmur:capsule/run`,
+//! Capsule components through the real `mur` (`murmur:capsule/run`,
 //! `murmur:artifact-manager/manage`, `murmur:tool-registry/invoke`): a capsule without
 //! `inference:` runs its component's `run`; the component pulls `write-file` mid-session from a
 //! directory registry and invokes it; only allowlisted tools are callable; a tampered archive

@@ -1,4 +1,4 @@
-//! The control plane (SPEC §10), driven over real HTTP on loopback and through `mur control`: a
+//! The control plane, driven over real HTTP on loopback and through `mur control`: a
 //! served capsule with three driver choices (the primary and `fast` on one Anthropic driver, `gpt`
 //! on the OpenAI Chat driver keyed by an injected secret), each provider an emulator that records
 //! what reached it.

@@ -1,4 +1,4 @@
-//! The A2A door (SPEC §9): `mur run --serve` driven over real HTTP on loopback, in both
+//! The A2A door: `mur run --serve` driven over real HTTP on loopback, in both
 //! protocol versions, every answer checked against the published schema of its version.
 
 use std::path::Path;

@@ -1,7 +1,7 @@
-//! Driver choices (seed `driver_choice`, SPEC §10) through the real `mur run`: two emulated
+//! Driver choices through the real `mur run`: two emulated
 //! providers in one session, an Anthropic-shaped primary and an OpenAI Responses-shaped
 //! alternate, the agent switching between them with its `switch-driver` tool. Each test names
-//! the rule of the seed it holds.
+//! the rule of driver choices it holds.
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! Hooks (SPEC §8; seed `murmur:hook/lifecycle`): one test per row of the seed's tables and
+//! Hooks: one test per row of the hook contract's tables and
 //! per event-field note, through the real `mur` with fixture hooks built from source, the real
 //! Anthropic driver and the provider emulator.
 //!

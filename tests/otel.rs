@@ -1,4 +1,4 @@
-//! OTLP/HTTP export (SPEC §12, issue 9): `mur run` with `observability.otel_endpoint` sends
+//! OTLP/HTTP export: `mur run` with `observability.otel_endpoint` sends
 //! its spans to a real receiver on loopback, which decodes them with the `opentelemetry-proto`
 //! types. The span tree, the ids (recomputable from `trace.jsonl`), the GenAI attributes, the
 //! trace context continued across A2A, and an export that fails without failing the session.

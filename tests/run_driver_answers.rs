@@ -1,4 +1,4 @@
-//! How the runtime reads a driver's answer (seed: "Reported token usage"): a malformed `usage`
+//! How the runtime reads a driver's answer: a malformed `usage`
 //! degrades to no report, member by member, and an absent number is never written as 0. The
 //! probe driver returns exactly the answer its config holds.
 

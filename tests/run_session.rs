@@ -1,5 +1,5 @@
 //! `mur run` drives an agent capsule end to end: the real binary, the real first-party driver
-//! components, the provider emulator on loopback. Each test names the SPEC §6 / seed rule it
+//! components, the provider emulator on loopback. Each test names the rule it
 //! holds.
 
 use std::path::{Path, PathBuf};

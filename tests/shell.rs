@@ -1,6 +1,6 @@
-//! The model's `shell` tool (SPEC §7; seed `murmur:shell/execute` and the `shell-event`
-//! notes), through `mur run` with the real Anthropic driver and the emulator scripting the
-//! model's calls. Also the `on-shell` rows of the hook tables.
+//! The model's `shell` tool (`murmur:shell/execute` and the `shell-event` notes), through
+//! `mur run` with the real Anthropic driver and the emulator scripting the model's calls. Also
+//! the `on-shell` rows of the hook tables.
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! `mur tool invoke`: the tool contract as a tool author meets it: first-party tools round trip,
-//! `data` over `data-path`, every `data-path` row of the seed, reserved metadata, bad input, and
-//! the compiled-component cache across processes.
+//! `data` over `data-path`, every `data-path` rule of the contract, reserved metadata, bad
+//! input, and the compiled-component cache across processes.
 
 use std::path::{Path, PathBuf};
 

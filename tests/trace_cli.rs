@@ -1,6 +1,6 @@
 //! `mur trace show|report|diff` on the traces of real sessions: the real `mur` binary runs a
 //! capsule with the first-party driver, `read-file` and `write-file` against the provider
-//! emulator, then reads its trace back (SPEC §12, §13; seed: `state_effect`/`resource_id`).
+//! emulator, then reads its trace back (`state_effect`/`resource_id`, `docs/trace.md`).
 
 use std::path::{Path, PathBuf};
 

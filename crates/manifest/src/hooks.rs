@@ -1,5 +1,5 @@
 //! A hook's contract: which handler it binds to, whether it blocks, and which arm it expects
-//! to be committed. The rules are the seed's table "What each handler can commit".
+//! to be committed. The rules are the table "What each handler can commit".
 //!
 //! - [`honored_arm`] is that table: the one arm each handler commits (`on-stage` commits
 //!   `write-manifests`, `on-task-end` commits `reopen-task`, …; the session handlers commit

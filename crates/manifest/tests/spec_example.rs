@@ -1,4 +1,4 @@
-//! The full example manifest of SPEC §3 loads, typed as the spec describes, with no
+//! The full example manifest (`tests/fixtures/spec-example`) loads, typed field by field, with no
 //! diagnostic, while `ANTHROPIC_API_KEY` is unset (its `api_key` is not interpolated at load).
 
 mod common;

@@ -13,8 +13,8 @@
 //!   limit. Hitting either is reported as such ([`RuntimeError::Deadline`],
 //!   [`RuntimeError::MemoryLimit`]), distinct from an ordinary trap, and never takes the
 //!   process down.
-//! - **The tool contract.** [`tool`] calls `murmur:tool/run` and applies the seed's rules to what
-//!   comes back: `data` verbatim, `data-path` resolved under the workdir by strict rules, reserved
+//! - **The tool contract.** [`tool`] calls `murmur:tool/run` and applies its rules to what comes
+//!   back: `data` verbatim, `data-path` resolved under the workdir by strict rules, reserved
 //!   metadata keys read first-tuple-wins.
 //!
 //! The runtime does not print: progress and results go back to the caller as values.

@@ -1,5 +1,4 @@
-//! The tool contract: calling `murmur:tool/run` and reading what comes back (seed,
-//! `murmur:tool/run`).
+//! The tool contract: calling `murmur:tool/run` and reading what comes back.
 //!
 //! What a caller can rely on:
 //!

@@ -1,4 +1,4 @@
-//! The control state of a staged capsule (SPEC §10): credential sources per choice as staging
+//! The control state of a staged capsule: credential sources per choice as staging
 //! resolves them, and every rule of a change and its refusal, with the trace events each leaves.
 
 use std::path::{Path, PathBuf};

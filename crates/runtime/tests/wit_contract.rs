@@ -1,5 +1,5 @@
 //! The WIT tree parses as a whole, every package carries a version, and each world imports and
-//! exports exactly what the seed's Worlds table says. The shapes SPEC §4 fixes for 0.1.0 are
+//! exports exactly what `wit/worlds.wit` promises. The shapes fixed for 0.1.0 are
 //! checked field by field, so a change to them cannot slip in unversioned.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! The control plane (SPEC §10), on the door's listener: a controller reads a running capsule's
+//! The control plane, on the door's listener: a controller reads a running capsule's
 //! settings and changes them, and injects and forgets its secrets.
 //!
 //! What it promises:

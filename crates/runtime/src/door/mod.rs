@@ -1,4 +1,4 @@
-//! The A2A door (SPEC §9): `mur run --serve` serves a capsule over A2A, JSON-RPC 2.0 over HTTP
+//! The A2A door: `mur run --serve` serves a capsule over A2A, JSON-RPC 2.0 over HTTP
 //! with SSE streams, in the protocol's 1.0 names and its 0.3 names alike.
 //!
 //! What the door promises:

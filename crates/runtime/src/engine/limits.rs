@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-/// The default wall-clock deadline of a tool or driver call (SPEC §5).
+/// The default wall-clock deadline of a tool or driver call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
-/// The default wall-clock deadline of a hook call (SPEC §5).
+/// The default wall-clock deadline of a hook call.
 pub const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
 /// The default memory ceiling of one call: 256 MiB.
 pub const DEFAULT_MEMORY_BYTES: u64 = 256 * 1024 * 1024;

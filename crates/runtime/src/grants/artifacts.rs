@@ -1,5 +1,5 @@
 //! `murmur:artifact-manager/manage`: a capsule component inspects and installs artifacts during
-//! its session (seed, `murmur:artifact-manager/manage`; SPEC §11).
+//! its session.
 //!
 //! What a capsule component can rely on:
 //!

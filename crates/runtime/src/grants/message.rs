@@ -1,4 +1,4 @@
-//! `murmur:message/send`: a tool sends a task to a peer capsule (seed, `murmur:message/send`).
+//! `murmur:message/send`: a tool sends a task to a peer capsule.
 //!
 //! What a tool can rely on, and what it cannot change:
 //!

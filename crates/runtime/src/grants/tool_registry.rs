@@ -1,5 +1,4 @@
-//! `murmur:tool-registry/invoke`: a capsule component calls a tool by name (seed,
-//! `murmur:tool-registry/invoke`).
+//! `murmur:tool-registry/invoke`: a capsule component calls a tool by name.
 //!
 //! What a capsule component can rely on, and what it cannot change:
 //!

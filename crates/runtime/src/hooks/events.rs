@@ -69,8 +69,8 @@ impl Handler {
         !matches!(self, Handler::Stage | Handler::TaskStart | Handler::TaskEnd)
     }
 
-    /// The one arm the runtime commits for this handler (seed: "What each handler can
-    /// commit").
+    /// The one arm the runtime commits for this handler (the table of
+    /// `murmur_manifest::hooks::honored_arm`).
     pub fn honored(self) -> Option<CommitPolicy> {
         murmur_manifest::hooks::honored_arm(self.binding())
     }

@@ -1,11 +1,12 @@
-//! Hooks (SPEC §8; seed `murmur:hook/lifecycle`, every table of it).
+//! Hooks.
 //!
 //! What the runtime promises a hook, and the capsule about its hooks:
 //!
 //! - **Staging.** A hook's `binding` / `execution_mode` / `commit_policy` are checked against
-//!   the seed's table when its manifest loads, before any component is compiled. A component
-//!   missing one of the six required handlers fails to load naming it; `on-task-start` and
-//!   `on-task-end` are optional; a missing `on-stage` is a warning.
+//!   the hook contract's table (`murmur_manifest::hooks`) when its manifest loads, before any
+//!   component is compiled. A component missing one of the six required handlers fails to
+//!   load naming it; `on-task-start` and `on-task-end` are optional; a missing `on-stage` is a
+//!   warning.
 //! - **Who hears what.** A hook with a `binding` receives that handler's events only; without
 //!   one, every event. `on-tool-call` and `on-shell` are dispatched twice: the decision point
 //!   (`outcome: none`) only to hooks declaring `commit_policy: deny` on that binding, then the

@@ -1,4 +1,4 @@
-//! The prompt cache routing hint (seed: "Prompt cache routing hint").
+//! The prompt cache routing hint.
 //!
 //! Every request carries a `prompt_cache_key`, fixed for every turn of a task:
 //! `<capsule-name>:<context-id>:<task-id>`, or `<capsule-name>:<task-id>` for a task with no

@@ -1,5 +1,5 @@
 //! Driver choices: the named pairs of one driver artifact and one model that a session's agent
-//! loop may be switched between (seed `driver_choice`, SPEC §10).
+//! loop may be switched between.
 //!
 //! What this module promises:
 //!

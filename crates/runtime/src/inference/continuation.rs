@@ -1,4 +1,4 @@
-//! Stateful driver continuation (seed: "Stateful driver continuation").
+//! Stateful driver continuation.
 //!
 //! | situation | what the runtime does |
 //! |---|---|

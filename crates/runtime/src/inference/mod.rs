@@ -7,8 +7,8 @@
 //! - The stored history keeps the runtime's envelope keys (`id`, `source_id`, `produced_by`);
 //!   the wire view a driver receives never carries them ([`neutral`]).
 //! - A driver's answer is read strictly where it matters (`stop_reason`, `content`) and
-//!   leniently where the seed says so: a malformed `usage` degrades to no report, member by
-//!   member, and an absent number is never recorded as `0` ([`response`]).
+//!   leniently where `docs/driver-protocol.md` says so: a malformed `usage` degrades to no
+//!   report, member by member, and an absent number is never recorded as `0` ([`response`]).
 //! - The `prompt_cache_key` is fixed for every turn of a task ([`cache_key`]); a held
 //!   `continuation_id` is used only on the task's context it came from ([`continuation`]).
 //! - Token counts are the runtime's own cl100k estimate ([`tokens`]); provider counts are

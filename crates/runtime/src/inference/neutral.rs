@@ -1,4 +1,4 @@
-//! The neutral message format (SPEC §6): what the conversation is made of, whatever the
+//! The neutral message format: what the conversation is made of, whatever the
 //! provider.
 //!
 //! A [`StoredMessage`] is a [`Message`] plus the runtime's envelope: `id` (`msg_` + uuid, an

@@ -1,4 +1,4 @@
-//! Reading a driver's answer (docs/driver-protocol.md; seed: "Reported token usage").
+//! Reading a driver's answer (`docs/driver-protocol.md`, "Reported token usage").
 //!
 //! - A `passed` result's `data` must be a JSON object with a known `stop_reason` and a
 //!   `content` array of neutral blocks; anything else is a malformed answer.
@@ -122,7 +122,7 @@ pub fn read_answer(output: &ToolOutput) -> Result<Answer, Failure> {
     })
 }
 
-/// Reads a `usage` member under the seed's degradation rules.
+/// Reads a `usage` member under the degradation rules of `docs/driver-protocol.md`.
 pub fn read_usage(usage: Option<&Value>) -> Option<Usage> {
     let usage = usage?.as_object()?;
     let member = |name: &str| usage.get(name).and_then(Value::as_u64);

@@ -1,6 +1,5 @@
 //! Capsule components: a capsule whose manifest has no `inference:` and names a component of
-//! `world capsule` runs that component's `murmur:capsule/run` once, as one session (SPEC §4,
-//! seed `murmur:capsule/run`).
+//! `world capsule` runs that component's `murmur:capsule/run` once, as one session.
 //!
 //! Which component: the capsule manifest's own `component:`/`build:`, else its one artifact
 //! entry of `runtime: capsule` with `path:`. A capsule with neither (and no `inference:`) is

@@ -1,5 +1,5 @@
 //! The control state of one running capsule: the settings in force and the injected secrets,
-//! changed by a controller (the door's `/control`) or by the agent (`switch-driver`), SPEC §10.
+//! changed by a controller (the door's `/control`) or by the agent (`switch-driver`).
 //!
 //! What it promises:
 //!

@@ -1,4 +1,4 @@
-//! Sessions: staging a capsule, then running its tasks through the agent loop (SPEC §6).
+//! Sessions: staging a capsule, then running its tasks through the agent loop.
 //!
 //! A session is one launch of a capsule: id `ses_` + 32 hex, one workdir, one `trace.jsonl`.
 //! For each task (`tsk_` + 24 hex, in its own context `ctx_` + 24 hex): the task's text is the

@@ -1103,7 +1103,7 @@ impl<'a> SessionContext<'a> {
         Ok(())
     }
 
-    /// One tool call, dispatched in the order SPEC §6 gives: the `shell` tool (when
+    /// One tool call, dispatched in this order: the `shell` tool (when
     /// allowlisted), a skill, the runtime's `switch-driver`, a WASM tool (an undeclared name is
     /// an error result). For a WASM tool: the decision point, the call (unless denied), the
     /// observation.

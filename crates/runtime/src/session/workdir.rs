@@ -1,4 +1,4 @@
-//! The session workdir (SPEC §6): `<root>/<session-id>/` holding `trace.jsonl`,
+//! The session workdir: `<root>/<session-id>/` holding `trace.jsonl`,
 //! `out/result.txt`, `logs/`, `contexts/<context-id>/history.json`, `MURMUR.md`, and whatever
 //! the capsule's components write there.
 

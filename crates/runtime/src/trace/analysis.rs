@@ -1,4 +1,4 @@
-//! Reading a session's trace back: what `mur trace show|report|diff` prints (SPEC §12).
+//! Reading a session's trace back: what `mur trace show|report|diff` prints.
 //!
 //! What it promises:
 //!

@@ -1,5 +1,5 @@
 //! The session trace: `trace.jsonl`, one JSON object a line, the source of truth of what a
-//! session did (SPEC §12).
+//! session did.
 //!
 //! What it promises:
 //!

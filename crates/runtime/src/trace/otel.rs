@@ -1,4 +1,4 @@
-//! OTLP/HTTP export of a session's trace as OpenTelemetry spans (SPEC §12).
+//! OTLP/HTTP export of a session's trace as OpenTelemetry spans.
 //!
 //! What it promises:
 //!

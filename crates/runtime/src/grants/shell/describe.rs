@@ -1,4 +1,4 @@
-//! What a shell call is, for people and for policy hooks (seed: `shell-event` notes).
+//! What a shell call is, for people and for policy hooks.
 //!
 //! - `binary`: the canonical absolute path when the name resolved, else the bare name.
 //! - `argv`: the exact arguments passed to the executable, after its name, untruncated.

@@ -1,4 +1,4 @@
-//! The shell grant (SPEC §7; seed `murmur:shell/execute`): allowlisted binaries, run directly,
+//! The shell grant: allowlisted binaries, run directly,
 //! confined.
 //!
 //! What it promises:
