@@ -40,7 +40,6 @@ use axum::routing::{get, put};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::door::server::Door;
 use crate::session::control::{ControlRefusal, ControlState, Principal};
 
 /// The session's control token. Its value is never printed by `Debug`.
@@ -209,8 +208,16 @@ fn remove_stale(dir: &Path) {
     }
 }
 
-/// The control routes, to be merged into the door's router.
-pub(crate) fn routes() -> Router<Arc<Door>> {
+/// What the control routes serve: the launch's control state, the bearer token they want,
+/// and the largest body they read.
+pub(crate) struct ControlPlane {
+    pub control: Arc<ControlState>,
+    pub token: ControlToken,
+    pub body_limit: usize,
+}
+
+/// The control routes over `plane`, to be merged into the door's router (whatever its state).
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>(plane: Arc<ControlPlane>) -> Router<S> {
     Router::new()
         .route("/control", get(show))
         .route("/control/settings/{name}", put(set_setting))
@@ -218,6 +225,7 @@ pub(crate) fn routes() -> Router<Arc<Door>> {
             "/control/secrets/{name}",
             put(inject_secret).delete(forget_secret),
         )
+        .with_state(plane)
 }
 
 fn answer(status: StatusCode, value: &Value) -> Response {
@@ -289,8 +297,8 @@ fn respond(outcome: Result<Value, Denied>) -> Response {
 }
 
 /// 401, unless `headers` carry the session's token.
-fn authorize(door: &Door, headers: &HeaderMap) -> Result<(), Denied> {
-    if door.control_token.authorizes(headers) {
+fn authorize(door: &ControlPlane, headers: &HeaderMap) -> Result<(), Denied> {
+    if door.token.authorizes(headers) {
         return Ok(());
     }
     Err(Denied::new(
@@ -315,7 +323,7 @@ fn from_loopback(peer: &SocketAddr) -> Result<(), Denied> {
 
 /// The body's `value`: 413 over the door's limit, 422 when the body is not a JSON object with
 /// a `value`.
-async fn value_of(door: &Door, body: Body) -> Result<Value, Denied> {
+async fn value_of(door: &ControlPlane, body: Body) -> Result<Value, Denied> {
     let bytes = axum::body::to_bytes(body, door.body_limit)
         .await
         .map_err(|_| {
@@ -345,12 +353,12 @@ fn secrets(control: &ControlState) -> Value {
     json!({ "secrets": control.snapshot()["secrets"] })
 }
 
-async fn show(State(door): State<Arc<Door>>, headers: HeaderMap) -> Response {
+async fn show(State(door): State<Arc<ControlPlane>>, headers: HeaderMap) -> Response {
     respond(authorize(&door, &headers).map(|()| door.control.snapshot()))
 }
 
 async fn set_setting(
-    State(door): State<Arc<Door>>,
+    State(door): State<Arc<ControlPlane>>,
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
     body: Body,
@@ -367,7 +375,7 @@ async fn set_setting(
 }
 
 async fn inject_secret(
-    State(door): State<Arc<Door>>,
+    State(door): State<Arc<ControlPlane>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
@@ -386,7 +394,7 @@ async fn inject_secret(
 }
 
 async fn forget_secret(
-    State(door): State<Arc<Door>>,
+    State(door): State<Arc<ControlPlane>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,

@@ -104,8 +104,11 @@ pub async fn serve(
     let (queue, receiver) = tokio::sync::mpsc::unbounded_channel();
     let control = ControlState::new(staged.clone());
     let door = Arc::new(Door {
-        control: control.clone(),
-        control_token,
+        control: Arc::new(control::ControlPlane {
+            control: control.clone(),
+            token: control_token,
+            body_limit: door_config.body_limit,
+        }),
         store: store.clone(),
         queue,
         acceptance: lifecycle.task_acceptance,

@@ -36,10 +36,8 @@ pub(crate) struct Queued {
 /// What the door's handlers share.
 pub(crate) struct Door {
     pub store: Store,
-    /// The launch's settings and secrets, served at `/control`.
-    pub control: Arc<crate::session::control::ControlState>,
-    /// The bearer token `/control` wants.
-    pub control_token: crate::door::control::ControlToken,
+    /// The launch's settings and secrets, served at `/control` with the token they want.
+    pub control: Arc<crate::door::control::ControlPlane>,
     pub queue: tokio::sync::mpsc::UnboundedSender<Queued>,
     pub acceptance: TaskAcceptance,
     /// Under `single`: whether the one task was taken.
@@ -53,7 +51,7 @@ pub(crate) fn router(door: Arc<Door>) -> Router {
         .route("/.well-known/agent-card.json", get(card))
         .route("/.well-known/agent.json", get(card_v03))
         .route("/", post(rpc_endpoint))
-        .merge(crate::door::control::routes())
+        .merge(crate::door::control::routes(door.control.clone()))
         .with_state(door)
 }
 

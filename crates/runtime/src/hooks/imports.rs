@@ -23,7 +23,6 @@ use crate::bindings::hook::murmur::runtime::inference::{
 use crate::engine::Engine;
 use crate::grants::{Grants, HostState};
 use crate::hooks::events::{from_wit_list, to_wit};
-use crate::hooks::runner::Scope;
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::neutral::{Block, StoredMessage};
 use crate::inference::request::DriverRequest;
@@ -48,6 +47,20 @@ pub(crate) struct HookServices {
     /// `conversation/read`, and writes hook logs into it.
     pub workdir: Arc<crate::beneath::BeneathDir>,
     pub session_id: String,
+}
+
+/// What a dispatch is about: the task, turn and conversation it happens in.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+    pub turn: u32,
+    /// The trace event the hook's own events (a `run-inference`) hang under.
+    pub parent_event: String,
+    pub task_input: Option<String>,
+    pub task_result: Option<String>,
+    /// The task's conversation, for hooks granted `conversation/read`.
+    pub history: Option<Arc<Vec<StoredMessage>>>,
 }
 
 /// Who is calling, and about what: set on a hook's store before each dispatch.

@@ -45,8 +45,9 @@ use crate::error::RuntimeError;
 use crate::grants::HostState;
 use events::PerHandler;
 pub use events::{Handler, HookEvent, HookOutput};
+pub use imports::Scope;
 pub(crate) use imports::{HookScope, HookServices};
-pub use runner::{Denial, Dispatched, HookSet, Scope};
+pub use runner::{Denial, Dispatched, HookSet};
 
 /// The name the `hook` world exports its handlers under.
 pub const LIFECYCLE: &str = "murmur:hook/lifecycle@0.1.0";

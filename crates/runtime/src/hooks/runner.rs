@@ -14,25 +14,10 @@ use crate::engine::TICK;
 use crate::error::RuntimeError;
 use crate::grants::{Grants, HostState};
 use crate::hooks::events::{self, Handler, HookEvent, HookOutput, arm_name};
-use crate::hooks::imports::{HookScope, HookServices};
-use crate::inference::neutral::StoredMessage;
+use crate::hooks::imports::{HookScope, HookServices, Scope};
 use crate::tool::{classify_failure, deadline_ticks};
 use crate::trace::Trace;
 use crate::trace::schema::EventBody;
-
-/// What a dispatch is about: the task, turn and conversation it happens in.
-#[derive(Debug, Clone, Default)]
-pub struct Scope {
-    pub task_id: Option<String>,
-    pub context_id: Option<String>,
-    pub turn: u32,
-    /// The trace event the hook's own events (a `run-inference`) hang under.
-    pub parent_event: String,
-    pub task_input: Option<String>,
-    pub task_result: Option<String>,
-    /// The task's conversation, for hooks granted `conversation/read`.
-    pub history: Option<Arc<Vec<StoredMessage>>>,
-}
 
 /// A call refused at the decision point.
 #[derive(Debug, Clone, PartialEq, Eq)]
