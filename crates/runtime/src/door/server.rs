@@ -230,12 +230,18 @@ fn check_client_ids(call: &Call) -> Result<(), RpcError> {
     Ok(())
 }
 
-/// The task offset a `ListTasks` page token stands for: decimal digits only.
-pub(crate) fn page_offset(token: &str) -> Option<usize> {
-    if token.is_empty() || token.len() > 19 || !token.bytes().all(|b| b.is_ascii_digit()) {
+/// `text` as a number a client sends back (a page offset, an event number): decimal digits
+/// only, no sign, no spaces, no more than a `u64` holds.
+fn decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    token.parse().ok()
+    text.parse().ok()
+}
+
+/// The task offset a `ListTasks` page token stands for.
+pub(crate) fn page_offset(token: &str) -> Option<usize> {
+    decimal(token).and_then(|offset| usize::try_from(offset).ok())
 }
 
 /// The event a resubscribing client saw last (`Last-Event-ID`), if it sent one: the decimal
@@ -252,10 +258,7 @@ fn last_event_id(headers: &HeaderMap, latest: Option<u64>) -> Result<Option<u64>
         )
     };
     let text = value.to_str().map_err(|_| bad())?.trim();
-    if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let number: u64 = text.parse().map_err(|_| bad())?;
+    let number = decimal(text).ok_or_else(bad)?;
     if number > latest.unwrap_or(0) {
         return Err(bad());
     }

@@ -64,7 +64,7 @@ pub fn status_text(answer: String) -> String {
     if answer.len() <= STATUS_TEXT_LIMIT {
         return answer;
     }
-    let cut = floor_char_boundary(&answer, STATUS_TEXT_LIMIT);
+    let cut = answer.floor_char_boundary(STATUS_TEXT_LIMIT);
     format!(
         "{}\n[{} more bytes are in the `response` artifact and the session's out/result.txt]",
         &answer[..cut],
@@ -342,7 +342,7 @@ impl TaskStore {
             .insert(artifact_id.to_string(), true)
             .is_some();
         let room = TASK_TEXT_LIMIT.saturating_sub(entry.kept_bytes);
-        let kept = &text[..floor_char_boundary(text, room)];
+        let kept = &text[..text.floor_char_boundary(room)];
         let left_out = text.len() - kept.len();
         entry.kept_bytes += kept.len();
         let existing = entry
@@ -555,17 +555,6 @@ fn text_bytes(task: &Task) -> usize {
         .map(|m| parts_bytes(&m.parts))
         .chain(task.artifacts.iter().map(|a| parts_bytes(&a.parts)))
         .sum()
-}
-
-/// The largest index at most `at` that is a char boundary of `text`.
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    if at >= text.len() {
-        return text.len();
-    }
-    (0..=at)
-        .rev()
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(0)
 }
 
 fn trim_history(task: &mut Task, history_length: Option<u32>) {
