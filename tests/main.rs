@@ -13,6 +13,7 @@ mod driver_choices;
 mod escape;
 mod first_party_hooks;
 mod hooks;
+mod house;
 mod otel;
 mod run_credentials;
 mod run_driver_answers;

@@ -10,7 +10,11 @@
 //! it cannot be read.
 
 mod commands;
+mod environment;
+mod exit;
 mod render;
+
+use exit::Exit;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,23 +90,6 @@ enum ToolCommand {
     Invoke(commands::tool::InvokeArgs),
 }
 
-/// How `mur` ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Ok = 0,
-    Failed = 1,
-    BadInput = 2,
-    Stopped = 3,
-    /// `mur send`: the agent's task waits for input.
-    Waiting = 4,
-    /// `mur run`: SIGHUP canceled the session (128 + 1).
-    HungUp = 129,
-    /// `mur run`: SIGINT canceled the session (128 + 2).
-    Interrupted = 130,
-    /// `mur run`: SIGTERM canceled the session (128 + 15).
-    Terminated = 143,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit = match cli.command {
@@ -128,20 +115,4 @@ fn main() -> ExitCode {
         } => commands::tool::invoke(args),
     };
     ExitCode::from(exit as u8)
-}
-
-/// Process-environment lookups for `${NAME}` interpolation and `env.allow`.
-pub fn host_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
-/// The user's murmur home: `$MURMUR_HOME`, else `~/.murmur`.
-pub fn murmur_home() -> PathBuf {
-    if let Some(home) = std::env::var_os("MURMUR_HOME") {
-        return PathBuf::from(home);
-    }
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir)
-        .join(".murmur")
 }

@@ -42,8 +42,9 @@ use serde_json::Value;
 
 use crate::artifact::{Build, Runtime};
 use crate::diagnostic::{Diagnostic, code, serde_error};
+use crate::fields::resolve_path;
 use crate::fields::{check_http_url, check_inside_dir, check_name, check_version};
-use crate::load::{is_variable_name, resolve_path};
+use crate::load::is_variable_name;
 use crate::network::NetworkRule;
 
 /// The name of the primary driver choice, reserved among alternates.

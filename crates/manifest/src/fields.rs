@@ -1,5 +1,7 @@
 //! Rules shared by every manifest and artifact entry: names, versions, URLs, file paths.
 
+use std::path::{Path, PathBuf};
+
 use crate::diagnostic::{Diagnostic, code};
 use crate::source::join_key;
 
@@ -76,6 +78,11 @@ pub(crate) fn check_inside_dir(file: &std::path::Path, field: &str) -> Option<Di
         ))
         .at_path(field)
     })
+}
+
+/// `relative` resolved against `dir`, without `.` components.
+pub(crate) fn resolve_path(dir: &Path, relative: &Path) -> PathBuf {
+    dir.join(relative).components().collect()
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ use crate::Loaded;
 use crate::artifact::{ArtifactManifest, Runtime};
 use crate::capsule::{ArtifactEntry, CapsuleManifest};
 use crate::diagnostic::{Diagnostic, code};
-use crate::load::{Env, MANIFEST_FILE, dir_of, load_artifact, place, resolve_path, source_map_of};
+use crate::fields::resolve_path;
+use crate::load::{Env, MANIFEST_FILE, dir_of, load_artifact, place, source_map_of};
 
 /// The artifact directory and manifest file an entry's `path:` names, relative to
 /// `capsule_dir`, the capsule manifest's directory.

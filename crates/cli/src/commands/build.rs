@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use murmur_registry::source::{self, BuildError, LocalArtifact};
 use serde_json::json;
 
-use crate::{Exit, host_env, render};
+use crate::environment::host_env;
+use crate::exit::Exit;
+use crate::render;
 
 pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, json: bool) -> Exit {
     let paths = if paths.is_empty() {

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use murmur_manifest::Manifest;
 use serde_json::json;
 
-use crate::{Exit, host_env, render};
+use crate::environment::host_env;
+use crate::exit::Exit;
+use crate::render;
 
 pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
     let path = path.unwrap_or_else(|| PathBuf::from("."));

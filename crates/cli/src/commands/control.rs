@@ -23,7 +23,9 @@ use std::path::PathBuf;
 use murmur_runtime::door::control_client::{ControlError, Controller};
 use serde_json::{Value, json};
 
-use crate::{Exit, murmur_home, render};
+use crate::environment::murmur_home;
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Subcommand)]
 pub enum ControlCommand {

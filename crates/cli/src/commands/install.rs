@@ -10,7 +10,9 @@ use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
 use serde_json::json;
 
-use crate::{Exit, host_env, murmur_home, render};
+use crate::environment::{cached_engine, host_env, murmur_home};
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Args)]
 pub struct InstallArgs {
@@ -105,7 +107,7 @@ pub fn run(args: InstallArgs) -> Exit {
         Err(error) => return failed(args.json, &error),
     };
     // Compile each installed component into the cache: the first run starts warm.
-    if let Ok(engine) = crate::commands::run::cached_engine() {
+    if let Ok(engine) = cached_engine() {
         for artifact in &installed {
             let Ok(local) = murmur_registry::LocalArtifact::open(&artifact.dir, &host_env) else {
                 continue;

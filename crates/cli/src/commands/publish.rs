@@ -11,7 +11,9 @@ use serde_json::json;
 
 use crate::commands::build::report_error;
 use crate::commands::install::default_registry;
-use crate::{Exit, host_env, render};
+use crate::environment::host_env;
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Args)]
 pub struct PublishArgs {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use murmur_registry::index::Registry;
+use murmur_runtime::Engine;
 use murmur_runtime::door::{DoorConfig, OnListening, control};
 use murmur_runtime::grants::ChunkKind;
 use murmur_runtime::session::capsule::{self, CapsuleConfig};
@@ -25,12 +26,13 @@ use murmur_runtime::session::staging::Lookups;
 use murmur_runtime::session::{
     self, ExitStatus, Observer, SessionConfig, SessionReport, StageError, TaskInput, TaskSource,
 };
-use murmur_runtime::{Engine, EngineConfig};
 use serde_json::json;
 
 use murmur_manifest::credentials;
 
-use crate::{Exit, host_env, murmur_home, render};
+use crate::environment::{cached_engine, host_env, murmur_home};
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -522,12 +524,4 @@ fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime, Engine), E
         )
     })?;
     Ok((runtime, engine))
-}
-
-/// The engine with the user's compile cache, as every `mur` command that loads components uses.
-pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
-    Engine::new(EngineConfig {
-        cache_dir: Some(murmur_home().join("cache").join("components")),
-        pooling: false,
-    })
 }

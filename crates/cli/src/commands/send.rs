@@ -21,7 +21,8 @@ use murmur_a2a::{
 };
 use murmur_runtime::door::client::{PeerClient, PeerError};
 
-use crate::{Exit, render};
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Args)]
 pub struct SendArgs {

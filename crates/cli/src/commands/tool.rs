@@ -22,7 +22,9 @@ use murmur_runtime::tool::{ToolInput, ToolStatus};
 use serde_json::json;
 
 use crate::commands::build::report_error;
-use crate::{Exit, host_env, render};
+use crate::environment::host_env;
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Args)]
 pub struct InvokeArgs {
@@ -108,7 +110,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     };
-    let engine = match crate::commands::run::cached_engine() {
+    let engine = match crate::environment::cached_engine() {
         Ok(engine) => engine,
         Err(error) => return stopped(&error, args.json),
     };

@@ -34,7 +34,8 @@ use murmur_runtime::trace::{Event, EventBody, Totals};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Exit, render};
+use crate::exit::Exit;
+use crate::render;
 
 #[derive(clap::Subcommand)]
 pub enum TraceCommand {

@@ -150,11 +150,6 @@ fn unreadable(e: &std::io::Error, file: &Path) -> Diagnostic {
         .in_file(file)
 }
 
-/// `relative` resolved against `dir`, without `.` components.
-pub(crate) fn resolve_path(dir: &Path, relative: &Path) -> PathBuf {
-    dir.join(relative).components().collect()
-}
-
 /// The directory `file` sits in (`.` for a bare file name).
 pub(crate) fn dir_of(file: &Path) -> PathBuf {
     match file.parent() {

@@ -20,7 +20,7 @@ use murmur_manifest::capsule::TaskAcceptance;
 use serde_json::Value;
 
 use crate::door::Store;
-use crate::door::tasks::{Origin, Refused};
+use crate::door::tasks::{Origin, Refused, decimal, page_offset};
 use crate::session::workdir::{SAFE_ID_RULE, is_safe_id};
 use crate::session::{Received, StopSignal, new_id};
 
@@ -228,20 +228,6 @@ fn check_client_ids(call: &Call) -> Result<(), RpcError> {
         Call::GetExtendedAgentCard | Call::PushNotificationConfig(_) => {}
     }
     Ok(())
-}
-
-/// `text` as a number a client sends back (a page offset, an event number): decimal digits
-/// only, no sign, no spaces, no more than a `u64` holds.
-fn decimal(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
-}
-
-/// The task offset a `ListTasks` page token stands for.
-pub(crate) fn page_offset(token: &str) -> Option<usize> {
-    decimal(token).and_then(|offset| usize::try_from(offset).ok())
 }
 
 /// The event a resubscribing client saw last (`Last-Event-ID`), if it sent one: the decimal

@@ -268,7 +268,7 @@ impl TaskStore {
         let start = params
             .page_token
             .as_deref()
-            .and_then(crate::door::server::page_offset)
+            .and_then(page_offset)
             .unwrap_or(0);
         let mut bytes = 0;
         let mut tasks: Vec<Task> = Vec::new();
@@ -566,6 +566,20 @@ fn trim_history(task: &mut Task, history_length: Option<u32>) {
 
 /// A shared store.
 pub type SharedStore = Arc<TaskStore>;
+
+/// `text` as a number a client sends back (a page offset, an event number): decimal digits
+/// only, no sign, no spaces, no more than a `u64` holds.
+pub(crate) fn decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// The task offset a `ListTasks` page token stands for.
+pub(crate) fn page_offset(token: &str) -> Option<usize> {
+    decimal(token).and_then(|offset| usize::try_from(offset).ok())
+}
 
 #[cfg(test)]
 mod tests {

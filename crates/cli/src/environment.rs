@@ -1,0 +1,30 @@
+//! What `mur` reads of the user's machine: the process environment, the murmur home, and the
+//! compile cache under it.
+
+use std::path::PathBuf;
+
+use murmur_runtime::{Engine, EngineConfig};
+
+/// Process-environment lookups for `${NAME}` interpolation and `env.allow`.
+pub fn host_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The user's murmur home: `$MURMUR_HOME`, else `~/.murmur`.
+pub fn murmur_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("MURMUR_HOME") {
+        return PathBuf::from(home);
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".murmur")
+}
+
+/// The engine with the user's compile cache, as every `mur` command that loads components uses.
+pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
+    Engine::new(EngineConfig {
+        cache_dir: Some(murmur_home().join("cache").join("components")),
+        pooling: false,
+    })
+}
