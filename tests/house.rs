@@ -22,7 +22,7 @@ struct Module {
     /// Child modules by name.
     children: BTreeSet<String>,
     /// Names brought in by `use`, with the path they stand for (relative to this module).
-    aliases: BTreeMap<String, (Vec<String>, bool)>,
+    aliases: BTreeMap<String, Vec<String>>,
     /// Modules glob-imported by `pub use path::*`.
     globs: Vec<Vec<String>>,
 }
@@ -80,8 +80,7 @@ impl Crate {
                 syn::Item::Union(item) => Some(item.ident.to_string()),
                 syn::Item::Macro(item) => item.ident.as_ref().map(|ident| ident.to_string()),
                 syn::Item::Use(item) => {
-                    let public = !matches!(item.vis, syn::Visibility::Inherited);
-                    collect_aliases(&item.tree, Vec::new(), public, module);
+                    collect_aliases(&item.tree, module);
                     None
                 }
                 syn::Item::Mod(item) => {
@@ -145,7 +144,7 @@ impl Crate {
                 let module = self.modules.get(from)?;
                 if !module.children.contains(name) {
                     // A name a `use` brought in: read the path it stands for.
-                    let (target, _) = module.aliases.get(name)?;
+                    let target = module.aliases.get(name)?;
                     if target.len() < 2 || target == written {
                         return None;
                     }
@@ -183,7 +182,7 @@ impl Crate {
         if module.items.contains(first) {
             return Some(module.file.clone());
         }
-        if let Some((target, _)) = module.aliases.get(first) {
+        if let Some(target) = module.aliases.get(first) {
             let (anchor, target_rest) = self.anchor(&base, target)?;
             let mut full = target_rest;
             full.extend_from_slice(&rest[1..]);
@@ -240,42 +239,52 @@ fn is_test_only(item: &syn::Item) -> bool {
     })
 }
 
-fn collect_aliases(tree: &syn::UseTree, prefix: Vec<String>, public: bool, module: &mut Module) {
+/// The imports of one `use` item, flattened: each path it names with the name it binds
+/// (`None` for a glob, whose path is the module it opens).
+fn flatten_use(
+    tree: &syn::UseTree,
+    prefix: Vec<String>,
+    out: &mut Vec<(Option<String>, Vec<String>)>,
+) {
     match tree {
         syn::UseTree::Path(path) => {
             let mut prefix = prefix;
             prefix.push(path.ident.to_string());
-            collect_aliases(&path.tree, prefix, public, module);
+            flatten_use(&path.tree, prefix, out);
+        }
+        syn::UseTree::Name(name) if name.ident == "self" => {
+            out.push((prefix.last().cloned(), prefix));
         }
         syn::UseTree::Name(name) => {
-            let mut target = prefix.clone();
-            let ident = name.ident.to_string();
-            let alias = if ident == "self" {
-                prefix.last().cloned()
-            } else {
-                Some(ident.clone())
-            };
-            if ident != "self" {
-                target.push(ident);
-            }
-            if let Some(alias) = alias {
-                module.aliases.insert(alias, (target, public));
-            }
+            let mut target = prefix;
+            target.push(name.ident.to_string());
+            out.push((Some(name.ident.to_string()), target));
         }
         syn::UseTree::Rename(rename) => {
             let mut target = prefix;
             if rename.ident != "self" {
                 target.push(rename.ident.to_string());
             }
-            module
-                .aliases
-                .insert(rename.rename.to_string(), (target, public));
+            out.push((Some(rename.rename.to_string()), target));
         }
-        syn::UseTree::Glob(_) => module.globs.push(prefix),
+        syn::UseTree::Glob(_) => out.push((None, prefix)),
         syn::UseTree::Group(group) => {
             for tree in &group.items {
-                collect_aliases(tree, prefix.clone(), public, module);
+                flatten_use(tree, prefix.clone(), out);
             }
+        }
+    }
+}
+
+fn collect_aliases(tree: &syn::UseTree, module: &mut Module) {
+    let mut imports = Vec::new();
+    flatten_use(tree, Vec::new(), &mut imports);
+    for (name, target) in imports {
+        match name {
+            Some(name) => {
+                module.aliases.insert(name, target);
+            }
+            None => module.globs.push(target),
         }
     }
 }
@@ -286,43 +295,18 @@ struct References {
     found: Vec<Reference>,
 }
 
-impl References {
-    fn use_tree(&mut self, tree: &syn::UseTree, prefix: Vec<String>) {
-        match tree {
-            syn::UseTree::Path(path) => {
-                let mut prefix = prefix;
-                prefix.push(path.ident.to_string());
-                self.use_tree(&path.tree, prefix);
-            }
-            syn::UseTree::Name(name) => {
-                let mut written = prefix;
-                if name.ident != "self" {
-                    written.push(name.ident.to_string());
-                }
-                self.found.push((self.path.clone(), written));
-            }
-            syn::UseTree::Rename(rename) => {
-                let mut written = prefix;
-                if rename.ident != "self" {
-                    written.push(rename.ident.to_string());
-                }
-                self.found.push((self.path.clone(), written));
-            }
-            syn::UseTree::Glob(_) => self.found.push((self.path.clone(), prefix)),
-            syn::UseTree::Group(group) => {
-                for tree in &group.items {
-                    self.use_tree(tree, prefix.clone());
-                }
-            }
-        }
-    }
-}
-
 impl<'ast> Visit<'ast> for References {
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
         // A public re-export is a name for something defined elsewhere, not an import.
         if matches!(item.vis, syn::Visibility::Inherited) {
-            self.use_tree(&item.tree, Vec::new());
+            let mut imports = Vec::new();
+            flatten_use(&item.tree, Vec::new(), &mut imports);
+            let path = &self.path;
+            self.found.extend(
+                imports
+                    .into_iter()
+                    .map(|(_, written)| (path.clone(), written)),
+            );
         }
     }
 

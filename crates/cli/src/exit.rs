@@ -1,6 +1,5 @@
 //! How `mur` ends: the exit codes docs/cli.md documents, one variant each.
 
-/// How `mur` ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     Ok = 0,

@@ -14,8 +14,6 @@ mod environment;
 mod exit;
 mod render;
 
-use exit::Exit;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -33,8 +33,8 @@ pub fn failure(
     code: &str,
     message: &str,
     hint: &str,
-    exit: crate::Exit,
-) -> crate::Exit {
+    exit: crate::exit::Exit,
+) -> crate::exit::Exit {
     failure_human(code, message, hint);
     if json {
         println!(

@@ -22,7 +22,7 @@ use murmur_runtime::tool::{ToolInput, ToolStatus};
 use serde_json::json;
 
 use crate::commands::build::report_error;
-use crate::environment::host_env;
+use crate::environment::{cached_engine, host_env};
 use crate::exit::Exit;
 use crate::render;
 
@@ -110,7 +110,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     };
-    let engine = match crate::environment::cached_engine() {
+    let engine = match cached_engine() {
         Ok(engine) => engine,
         Err(error) => return stopped(&error, args.json),
     };
