@@ -10,7 +10,7 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use murmur_registry::source::{LocalArtifact, ensure_components};
 use murmur_runtime::tool::ToolInput;
-use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent};
+use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RunWorld};
 
 fn load(engine: &Engine, relative: &str) -> LoadedComponent {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,7 +19,11 @@ fn load(engine: &Engine, relative: &str) -> LoadedComponent {
     let artifact = LocalArtifact::open(&dir, &|_| None).expect("artifact manifest");
     ensure_components(&[&artifact]).expect("building the component");
     engine
-        .load_component(&artifact.manifest.name, &artifact.component_path())
+        .load_component(
+            &artifact.manifest.name,
+            &artifact.component_path(),
+            RunWorld::Tool,
+        )
         .expect("loading the component")
 }
 

@@ -23,8 +23,6 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::wire::FieldError;
-
 /// The numeric codes, by name.
 pub mod codes {
     pub const PARSE_ERROR: i64 = -32700;
@@ -145,17 +143,6 @@ impl RpcError {
         )
     }
 
-    /// -32002: the task is in a state that cannot be canceled (typically terminal).
-    pub fn task_not_cancelable(task_id: &str, state: crate::TaskState) -> Self {
-        let state = crate::wire::state_v03(state);
-        RpcError::a2a(
-            codes::TASK_NOT_CANCELABLE,
-            format!("Task cannot be canceled: {task_id:?} is {state}"),
-            "TASK_NOT_CANCELABLE",
-            &[("taskId", task_id), ("state", state)],
-        )
-    }
-
     /// -32003: the agent does not do push notifications.
     pub fn push_notification_not_supported() -> Self {
         RpcError::a2a(
@@ -233,7 +220,7 @@ impl RpcError {
     }
 
     /// An A2A-specific error with its `google.rpc.ErrorInfo`.
-    fn a2a(code: i64, message: String, reason: &str, metadata: &[(&str, &str)]) -> Self {
+    pub(crate) fn a2a(code: i64, message: String, reason: &str, metadata: &[(&str, &str)]) -> Self {
         let mut info = Map::new();
         info.insert("@type".into(), ERROR_INFO_TYPE.into());
         info.insert("reason".into(), reason.into());
@@ -326,5 +313,34 @@ impl From<FieldError> for RpcError {
     /// A field error in request params is an invalid-params error naming that field.
     fn from(error: FieldError) -> Self {
         RpcError::invalid_params(error.field, error.description)
+    }
+}
+
+/// A field that is missing or wrong, by its path from the top of what was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// `message.parts[0].text`; empty for the object that was read itself.
+    pub field: String,
+    pub description: String,
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.description)
+        } else {
+            write!(f, "{}: {}", self.field, self.description)
+        }
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            description: description.into(),
+        }
     }
 }

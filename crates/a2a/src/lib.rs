@@ -42,7 +42,7 @@ pub mod time;
 mod version;
 pub mod wire;
 
-pub use error::RpcError;
+pub use error::{FieldError, RpcError};
 pub use model::*;
 pub use version::Version;
-pub use wire::{FieldError, Wire};
+pub use wire::Wire;

@@ -13,6 +13,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::RpcError;
+
 /// A free-form key/value map (`google.protobuf.Struct` in v1.0, `{ [k: string]: any }` in v0.3).
 pub type Metadata = Map<String, Value>;
 
@@ -109,7 +111,17 @@ impl TaskState {
 
     /// The state's name as people read it, the v0.3 spelling: `input-required`.
     pub fn as_str(self) -> &'static str {
-        crate::wire::state_v03(self)
+        match self {
+            TaskState::Submitted => "submitted",
+            TaskState::Working => "working",
+            TaskState::InputRequired => "input-required",
+            TaskState::AuthRequired => "auth-required",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Canceled => "canceled",
+            TaskState::Rejected => "rejected",
+            TaskState::Unknown => "unknown",
+        }
     }
 
     /// Completed, failed, canceled or rejected: the task will never change again, accepts no
@@ -125,6 +137,21 @@ impl TaskState {
     /// returns at such a state, as it does at a terminal one.
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+}
+
+/// The error that names a state lives beside the states, so that `error` needs nothing of the
+/// model.
+impl RpcError {
+    /// -32002: the task is in a state that cannot be canceled (typically terminal).
+    pub fn task_not_cancelable(task_id: &str, state: TaskState) -> Self {
+        let state = state.as_str();
+        RpcError::a2a(
+            crate::error::codes::TASK_NOT_CANCELABLE,
+            format!("Task cannot be canceled: {task_id:?} is {state}"),
+            "TASK_NOT_CANCELABLE",
+            &[("taskId", task_id), ("state", state)],
+        )
     }
 }
 

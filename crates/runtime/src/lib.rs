@@ -31,6 +31,6 @@ pub mod session;
 pub mod tool;
 pub mod trace;
 
-pub use engine::{Engine, EngineConfig, LoadedComponent};
+pub use engine::{Engine, EngineConfig, LoadedComponent, RunWorld};
 pub use error::RuntimeError;
 pub use grants::Grants;

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use murmur_registry::source::{LocalArtifact, ensure_components};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
-use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RuntimeError};
+use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RunWorld, RuntimeError};
 
 fn probe(engine: &Engine) -> LoadedComponent {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/probe");
     let artifact = LocalArtifact::open(&dir, &|_| None).expect("the probe's manifest");
     ensure_components(&[&artifact]).expect("building the probe");
     engine
-        .load_component("probe", &artifact.component_path())
+        .load_component("probe", &artifact.component_path(), RunWorld::Tool)
         .expect("loading the probe")
 }
 
@@ -159,4 +159,79 @@ async fn message_send_needs_a_sending_tool_and_the_peer_in_the_allowlist() {
         listener.accept().is_err(),
         "no connection may reach a peer outside the allowlist"
     );
+}
+
+/// A component that imports one interface, with its exact type, and exports nothing.
+fn importing(interface: &str, instance_type: &str) -> Vec<u8> {
+    format!("(component (import \"{interface}\" (instance {instance_type})))").into_bytes()
+}
+
+#[test]
+fn a_driver_cannot_import_task_or_message_send_which_a_tool_may() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let task = importing(
+        "murmur:task/task@0.1.0",
+        r#"(export "request-input" (func (param "prompt" string) (result string)))"#,
+    );
+    let message = importing(
+        "murmur:message/send@0.1.0",
+        r#"
+        (type $message' (record (field "message-id" string) (field "context-id" (option string))
+                                (field "text" string)))
+        (export "message" (type $message (eq $message')))
+        (type $state' (enum "submitted" "working" "input-required" "completed" "failed"
+                            "rejected" "canceled"))
+        (export "task-state" (type $state (eq $state')))
+        (type $result' (record (field "task-id" string) (field "context-id" string)
+                               (field "state" $state)))
+        (export "task-result" (type $result (eq $result')))
+        (export "send" (func (param "peer-url" string) (param "message" $message)
+                             (result (result $result (error string)))))
+        "#,
+    );
+    let reason = |outcome: Result<LoadedComponent, RuntimeError>| match outcome {
+        Err(RuntimeError::Load { reason, .. }) => reason,
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("loaded"),
+    };
+    for (interface, bytes) in [
+        ("murmur:task/task@0.1.0", &task),
+        ("murmur:message/send@0.1.0", &message),
+    ] {
+        let as_driver = reason(engine.load_component_bytes("d", bytes, RunWorld::Driver));
+        assert!(
+            as_driver.contains("`driver`-world") && as_driver.contains(interface),
+            "{as_driver}"
+        );
+        // The same import links in the tool world: loading then stops only at the missing
+        // export, which proves the import above is the interface's exact type.
+        let as_tool = reason(engine.load_component_bytes("t", bytes, RunWorld::Tool));
+        assert!(
+            as_tool.contains("does not export `murmur:tool/run@0.1.0`")
+                && !as_tool.contains(interface),
+            "{as_tool}"
+        );
+    }
+}
+
+#[test]
+fn the_probe_tool_loads_as_a_tool_and_not_as_a_driver() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/probe");
+    let artifact = LocalArtifact::open(&dir, &|_| None).expect("the probe's manifest");
+    ensure_components(&[&artifact]).expect("building the probe");
+    let path = artifact.component_path();
+    assert!(
+        engine
+            .load_component("probe", &path, RunWorld::Tool)
+            .is_ok()
+    );
+    match engine.load_component("probe", &path, RunWorld::Driver) {
+        Err(RuntimeError::Load { reason, .. }) => assert!(
+            reason.contains("murmur:task/task") || reason.contains("murmur:message/send"),
+            "{reason}"
+        ),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a component importing tool-only interfaces loaded as a driver"),
+    }
 }

@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::Version;
 use crate::base64;
+use crate::error::FieldError;
 use crate::model::*;
 use read::{Mode, Obj, kind};
 
@@ -32,35 +33,6 @@ pub trait Wire: Sized {
     /// Reads `version`'s JSON. The error names the offending field by its path
     /// (`message.parts[0].kind`).
     fn from_wire(version: Version, value: &Value) -> Result<Self, FieldError>;
-}
-
-/// A field that is missing or wrong, by its path from the top of what was read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// `message.parts[0].text`; empty for the object that was read itself.
-    pub field: String,
-    pub description: String,
-}
-
-impl std::fmt::Display for FieldError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.field.is_empty() {
-            f.write_str(&self.description)
-        } else {
-            write!(f, "{}: {}", self.field, self.description)
-        }
-    }
-}
-
-impl std::error::Error for FieldError {}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            description: description.into(),
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -116,21 +88,6 @@ impl Out {
 // ---------------------------------------------------------------------------------------------
 // Enums
 
-/// The v0.3 name of a state (`input-required`).
-pub(crate) fn state_v03(state: TaskState) -> &'static str {
-    match state {
-        TaskState::Submitted => "submitted",
-        TaskState::Working => "working",
-        TaskState::InputRequired => "input-required",
-        TaskState::AuthRequired => "auth-required",
-        TaskState::Completed => "completed",
-        TaskState::Failed => "failed",
-        TaskState::Canceled => "canceled",
-        TaskState::Rejected => "rejected",
-        TaskState::Unknown => "unknown",
-    }
-}
-
 /// The v1.0 name of a state (`TASK_STATE_INPUT_REQUIRED`) and its proto number.
 fn state_v1(state: TaskState) -> (&'static str, i64) {
     match state {
@@ -148,7 +105,7 @@ fn state_v1(state: TaskState) -> (&'static str, i64) {
 
 fn state_name(state: TaskState, version: Version) -> &'static str {
     match version {
-        Version::V0_3 => state_v03(state),
+        Version::V0_3 => state.as_str(),
         Version::V1_0 => state_v1(state).0,
     }
 }
@@ -159,7 +116,7 @@ fn read_state(value: &Value, version: Version) -> Option<TaskState> {
     TaskState::ALL
         .into_iter()
         .find(|&state| match (version, value) {
-            (Version::V0_3, Value::String(name)) => name == state_v03(state),
+            (Version::V0_3, Value::String(name)) => name == state.as_str(),
             (Version::V1_0, Value::String(name)) => name == state_v1(state).0,
             (Version::V1_0, Value::Number(number)) => number.as_i64() == Some(state_v1(state).1),
             _ => false,

@@ -2,8 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use super::FieldError;
 use crate::Version;
+use crate::error::FieldError;
 use crate::model::Metadata;
 
 /// How hard to be on what peers send.

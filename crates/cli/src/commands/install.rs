@@ -6,8 +6,10 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use murmur_manifest::Runtime;
 use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
+use murmur_runtime::RunWorld;
 use serde_json::json;
 
 use crate::environment::{cached_engine, host_env, murmur_home};
@@ -112,9 +114,14 @@ pub fn run(args: InstallArgs) -> Exit {
             let Ok(local) = murmur_registry::LocalArtifact::open(&artifact.dir, &host_env) else {
                 continue;
             };
+            // Hooks and capsule components are compiled when a session first loads them.
+            let world = match local.manifest.runtime {
+                Runtime::Tool | Runtime::Driver => RunWorld::of(local.manifest.runtime),
+                Runtime::Hook | Runtime::Skill | Runtime::Capsule => continue,
+            };
             let component = local.component_path();
             if component.is_file()
-                && let Err(error) = engine.load_component(&artifact.name, &component)
+                && let Err(error) = engine.load_component(&artifact.name, &component, world)
             {
                 return render::failure(
                     args.json,

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use murmur_manifest::Runtime;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_registry::source::{self, LocalArtifact};
-use murmur_runtime::RuntimeError;
 use murmur_runtime::grants::env::{Identity, component_env};
 use murmur_runtime::grants::message::SendingTask;
 use murmur_runtime::grants::{ChunkKind, Grants, NetworkPolicy};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
+use murmur_runtime::{RunWorld, RuntimeError};
 use serde_json::json;
 
 use crate::commands::build::report_error;
@@ -114,8 +114,11 @@ pub fn invoke(args: InvokeArgs) -> Exit {
         Ok(engine) => engine,
         Err(error) => return stopped(&error, args.json),
     };
-    let component = match engine.load_component(&artifact.manifest.name, &artifact.component_path())
-    {
+    let component = match engine.load_component(
+        &artifact.manifest.name,
+        &artifact.component_path(),
+        RunWorld::of(artifact.manifest.runtime),
+    ) {
         Ok(component) => component,
         Err(error) => return stopped(&error, args.json),
     };

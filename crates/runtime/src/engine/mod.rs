@@ -6,9 +6,11 @@
 //!
 //! - Components are compiled once per content (see [`cache`]) and pre-linked once per load, so a
 //!   call pays only for instantiation, the call itself and teardown.
-//! - The linker offers WASI 0.2 (filesystem, clocks, random, cli, and sockets that every store
-//!   denies), `wasi:http` outgoing requests checked by [`crate::grants::http`], and the
-//!   `murmur:task/task` and `murmur:text/chunks` imports of the `tool` and `driver` worlds. A
+//! - Every linker offers WASI 0.2 (filesystem, clocks, random, cli, and sockets that every store
+//!   denies) and `wasi:http` outgoing requests checked by [`crate::grants::http`]. Beyond that,
+//!   each world links exactly its imports in `wit/worlds.wit` ([`RunWorld`]): a driver gets
+//!   `murmur:text/chunks` only; a tool gets `murmur:task/task` and `murmur:text/chunks`, and
+//!   `murmur:message/send` of `runtime-host` (a tool may delegate to a peer capsule). A
 //!   component importing anything else fails to load with an error naming the import.
 //! - Capsule components (`world capsule`) are loaded through a linker of their own: the same
 //!   WASI, `murmur:tool-registry/invoke`, and the `runtime-host` interfaces
@@ -27,9 +29,12 @@ use std::time::Duration;
 use murmur_manifest::capsule::HookGrant;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use crate::bindings::{Tool, ToolPre};
+use crate::bindings::ToolPre;
 use crate::error::RuntimeError;
 use crate::grants::HostState;
+use crate::grants::chunks::ChunkSink;
+use crate::grants::message::MessageGrant;
+use crate::grants::task::SharedBroker;
 pub use cache::CacheStatus;
 use cache::ComponentCache;
 pub use limits::CallLimits;
@@ -50,7 +55,8 @@ pub struct EngineConfig {
 /// The process's engine. Cheap to share by reference; create one per process.
 pub struct Engine {
     wasm: wasmtime::Engine,
-    linker: Linker<HostState>,
+    tool_linker: Linker<HostState>,
+    driver_linker: Linker<HostState>,
     /// The linker of capsule components.
     capsule_linker: Linker<HostState>,
     /// Hook linkers, one per set of granted host interfaces, built when first needed.
@@ -58,6 +64,32 @@ pub struct Engine {
         std::sync::Mutex<std::collections::HashMap<Vec<HookGrant>, Arc<Linker<HostState>>>>,
     cache: Option<ComponentCache>,
     ticker_stop: Arc<AtomicBool>,
+}
+
+/// The two worlds whose components export `murmur:tool/run`, which decide what is linked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunWorld {
+    /// A tool: may ask for input (`murmur:task/task`), stream text, and send to peers.
+    Tool,
+    /// An inference driver: may only stream text (`murmur:text/chunks`).
+    Driver,
+}
+
+impl RunWorld {
+    /// The world of an artifact by its manifest's `runtime`: a driver's, else a tool's.
+    pub fn of(runtime: murmur_manifest::artifact::Runtime) -> RunWorld {
+        match runtime {
+            murmur_manifest::artifact::Runtime::Driver => RunWorld::Driver,
+            _ => RunWorld::Tool,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            RunWorld::Tool => "tool",
+            RunWorld::Driver => "driver",
+        }
+    }
 }
 
 /// A component compiled and pre-linked, ready to be called any number of times.
@@ -105,7 +137,11 @@ impl Engine {
             component: "<engine>".to_string(),
             reason: error.to_string(),
         })?;
-        let linker = tool_linker(&wasm).map_err(|error| RuntimeError::Load {
+        let tool_linker = tool_linker(&wasm).map_err(|error| RuntimeError::Load {
+            component: "<linker>".to_string(),
+            reason: error_chain(&error),
+        })?;
+        let driver_linker = driver_linker(&wasm).map_err(|error| RuntimeError::Load {
             component: "<linker>".to_string(),
             reason: error.to_string(),
         })?;
@@ -123,7 +159,8 @@ impl Engine {
         })?;
         Ok(Engine {
             wasm,
-            linker,
+            tool_linker,
+            driver_linker,
             capsule_linker,
             hook_linkers: Default::default(),
             cache,
@@ -131,9 +168,14 @@ impl Engine {
         })
     }
 
-    /// Reads, compiles (or loads from the cache) and pre-links the component at `path`.
-    /// `name` is what later errors call it.
-    pub fn load_component(&self, name: &str, path: &Path) -> Result<LoadedComponent, RuntimeError> {
+    /// Reads, compiles (or loads from the cache) and pre-links the component at `path` as a
+    /// component of `world`. `name` is what later errors call it.
+    pub fn load_component(
+        &self,
+        name: &str,
+        path: &Path,
+        world: RunWorld,
+    ) -> Result<LoadedComponent, RuntimeError> {
         let bytes = std::fs::read(path).map_err(|error| {
             if error.kind() == std::io::ErrorKind::NotFound {
                 RuntimeError::ComponentMissing {
@@ -146,7 +188,7 @@ impl Engine {
                 }
             }
         })?;
-        self.load_component_bytes(name, &bytes)
+        self.load_component_bytes(name, &bytes, world)
     }
 
     /// As [`Engine::load_component`], from bytes already in memory.
@@ -154,16 +196,24 @@ impl Engine {
         &self,
         name: &str,
         bytes: &[u8],
+        world: RunWorld,
     ) -> Result<LoadedComponent, RuntimeError> {
         let load_error = |reason: String| RuntimeError::Load {
             component: name.to_string(),
             reason,
         };
         let (component, sha256, cache_status) = self.compile(name, bytes)?;
-        let instance_pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|error| load_error(error_chain(&error)))?;
+        let linker = match world {
+            RunWorld::Tool => &self.tool_linker,
+            RunWorld::Driver => &self.driver_linker,
+        };
+        let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
+            load_error(format!(
+                "linking it as a `{}`-world component: {}",
+                world.name(),
+                error_chain(&error)
+            ))
+        })?;
         let pre = ToolPre::new(instance_pre).map_err(|error| {
             load_error(format!(
                 "it does not export `murmur:tool/run@0.1.0` as the tool and driver worlds \
@@ -248,13 +298,21 @@ pub(crate) fn wasi_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<
     Ok(linker)
 }
 
-/// The linker of the `tool` and `driver` worlds, with the WASI a component may hold.
+/// The linker of the `tool` world (`murmur:task/task`, `murmur:text/chunks`), with
+/// `murmur:message/send` of `runtime-host`, through which a tool delegates to a peer.
 fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = driver_linker(engine)?;
+    add_task(&mut linker)?;
+    add_message(&mut linker)?;
+    Ok(linker)
+}
+
+/// The linker of the `driver` world: `murmur:text/chunks` only.
+fn driver_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = wasi_linker(engine)?;
-    Tool::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
-    crate::bindings::host::murmur::message::send::add_to_linker::<HostState, HasSelf<HostState>>(
+    crate::bindings::murmur::text::chunks::add_to_linker::<_, HasSelf<Option<ChunkSink>>>(
         &mut linker,
-        |state| state,
+        |state: &mut HostState| &mut state.chunks,
     )?;
     Ok(linker)
 }
@@ -271,11 +329,24 @@ fn capsule_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostStat
         HostState,
         HasSelf<HostState>,
     >(&mut linker, |state| state)?;
-    crate::bindings::host::murmur::message::send::add_to_linker::<HostState, HasSelf<HostState>>(
-        &mut linker,
-        |state| state,
-    )?;
+    add_message(&mut linker)?;
     Ok(linker)
+}
+
+/// `murmur:task/task`, answered by the call's input broker.
+fn add_task(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    crate::bindings::murmur::task::task::add_to_linker::<_, HasSelf<Option<SharedBroker>>>(
+        linker,
+        |state: &mut HostState| &mut state.input,
+    )
+}
+
+/// `murmur:message/send` of `runtime-host`, answered by the call's message grant.
+fn add_message(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    crate::bindings::host::murmur::message::send::add_to_linker::<_, HasSelf<MessageGrant>>(
+        linker,
+        |state: &mut HostState| &mut state.message,
+    )
 }
 
 /// Advances the engine's epoch every [`TICK`] until `stop` is set.

@@ -37,9 +37,9 @@ use crate::bindings::host::murmur::artifact_manager::manage::{
     ArtifactDescription, ArtifactInfo, Host, SessionDiagnostics,
 };
 use crate::engine::Engine;
+use crate::grants::env::HostEnv;
 use crate::grants::tool_registry::{AllowedTool, Allowlist};
 use crate::grants::{Grants, HostState};
-use crate::session::HostEnv;
 use crate::trace::{EventBody, Trace};
 
 /// One artifact installed for the session.
@@ -241,7 +241,11 @@ impl ArtifactManager {
                 .map_err(|error| coded(error.code(), error.to_string()))?;
             let component = self
                 .engine
-                .load_component(&installed.name, &artifact.component_path())
+                .load_component(
+                    &installed.name,
+                    &artifact.component_path(),
+                    crate::RunWorld::Tool,
+                )
                 .map_err(|error| {
                     coded(
                         error.code(),

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use crate::bindings::murmur::text::chunks::Host;
-use crate::grants::HostState;
 
 /// Which kind of text a chunk is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,16 +17,17 @@ pub enum ChunkKind {
 /// Receives every chunk of a call, in order.
 pub type ChunkSink = Arc<dyn Fn(ChunkKind, &str) + Send + Sync>;
 
-impl Host for HostState {
+/// A call streams to its sink, if it has one.
+impl Host for Option<ChunkSink> {
     async fn emit_chunk(&mut self, chunk: String) -> wasmtime::Result<()> {
-        if let Some(sink) = &self.chunks {
+        if let Some(sink) = self {
             sink(ChunkKind::Text, &chunk);
         }
         Ok(())
     }
 
     async fn emit_thinking_chunk(&mut self, chunk: String) -> wasmtime::Result<()> {
-        if let Some(sink) = &self.chunks {
+        if let Some(sink) = self {
             sink(ChunkKind::Thinking, &chunk);
         }
         Ok(())

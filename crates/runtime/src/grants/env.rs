@@ -81,6 +81,9 @@ pub fn component_env(
     env
 }
 
+/// Looks up a host environment variable: where the allowed names take their values.
+pub type HostEnv = std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use crate::bindings::host::murmur::message::send::{
     Host, Message as WitMessage, TaskResult, TaskState as WitState,
 };
 use crate::door::client::{PeerClient, PeerError};
-use crate::grants::{HostState, NetworkPolicy};
+use crate::grants::NetworkPolicy;
 use crate::trace::context::SpanRef;
 
 /// The task a tool runs for: what its sends are stamped with.
@@ -103,13 +103,13 @@ fn wit_state(state: TaskState) -> WitState {
     }
 }
 
-impl Host for HostState {
+impl Host for MessageGrant {
     async fn send(
         &mut self,
         peer_url: String,
         message: WitMessage,
     ) -> wasmtime::Result<Result<TaskResult, String>> {
-        let grant = &mut self.message;
+        let grant = self;
         let Some(sender) = grant.sender.clone() else {
             return Ok(Err(
                 "murmur:message/send is available to tools only".to_string()
@@ -149,7 +149,7 @@ impl Host for HostState {
                 Err(text)
             }
         };
-        self.message.sends.push(record);
+        grant.sends.push(record);
         Ok(answer)
     }
 }

@@ -44,6 +44,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::engine::CallLimits;
 use crate::engine::limits::MemoryLimiter;
 use crate::error::RuntimeError;
+use crate::trace::schema::ComponentGrants;
 pub use chunks::{ChunkKind, ChunkSink};
 pub use http::{GatewayCredential, NetworkPolicy, Refusal, SecretStore};
 
@@ -196,6 +197,35 @@ impl WasiHttpView for HostState {
             ctx: &mut self.http,
             table: &mut self.table,
             hooks: &mut self.http_grant,
+        }
+    }
+}
+
+impl Grants {
+    /// What the trace lists of these grants, held by the component `name` of `runtime`.
+    pub fn listing(&self, name: &str, runtime: &str) -> ComponentGrants {
+        let grants = self;
+        ComponentGrants {
+            name: name.to_string(),
+            runtime: runtime.to_string(),
+            filesystem: grants.filesystem.scope.as_str().to_string(),
+            path: grants
+                .filesystem
+                .path
+                .as_ref()
+                .map(|path| path.display().to_string()),
+            read_only: grants
+                .read_only
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect(),
+            network: grants
+                .network
+                .rules()
+                .iter()
+                .map(|rule| rule.as_str().to_string())
+                .collect(),
+            env: grants.env.iter().map(|(name, _)| name.clone()).collect(),
         }
     }
 }

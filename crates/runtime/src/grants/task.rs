@@ -9,7 +9,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::bindings::murmur::task::task::Host;
-use crate::grants::HostState;
 
 /// The message a component's call fails with when it asks for input outside an A2A task.
 pub const NO_TASK: &str =
@@ -27,9 +26,10 @@ pub trait InputBroker: Send + Sync {
 /// A shared broker.
 pub type SharedBroker = Arc<dyn InputBroker>;
 
-impl Host for HostState {
+/// A call inside an A2A task holds the task's broker; any other holds none.
+impl Host for Option<SharedBroker> {
     async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
-        match &self.input {
+        match self {
             Some(broker) => broker.request(prompt).await.map_err(wasmtime::Error::msg),
             None => Err(wasmtime::Error::msg(NO_TASK)),
         }

@@ -246,7 +246,11 @@ pub fn stage(
     }];
     let mut tools = Vec::new();
     for (entry, artifact) in &opened {
-        let loaded = engine.load_component(&entry.name, &artifact.component_path())?;
+        let loaded = engine.load_component(
+            &entry.name,
+            &artifact.component_path(),
+            crate::RunWorld::Tool,
+        )?;
         crate::session::staging::still_pinned(&pinned, &entry.name, loaded.sha256())?;
         components.push(ComponentRef {
             name: entry.name.clone(),
@@ -423,7 +427,7 @@ pub async fn run(
             workdir: None,
         })?;
     let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
-    let trace = Trace::new(super::exported(
+    let trace = Trace::new(crate::session::run::exported(
         workdir.create_trace(&session_id).map_err(trace_error)?,
         &staged.capsule,
         &workdir,
@@ -445,7 +449,7 @@ pub async fn run(
                 components: staged.components.clone(),
                 grants: Vec::new(),
                 tools: staged.tools.iter().map(|tool| tool.name.clone()).collect(),
-                containment: super::containment(),
+                containment: crate::session::run::containment(),
                 inference_choices: None,
                 max_session_tokens: None,
                 system_prompt_sha256: String::new(),

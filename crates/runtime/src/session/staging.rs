@@ -82,6 +82,12 @@ impl StageError {
     }
 }
 
+/// The name of the model's shell tool.
+pub(crate) const SHELL_TOOL: &str = "shell";
+
+/// The name of the agent's runtime tool for `control.agent_settings: [inference.driver]`.
+pub(crate) const SWITCH_DRIVER_TOOL: &str = "switch-driver";
+
 /// A staged tool.
 pub struct StagedTool {
     pub spec: ToolSpec,
@@ -326,18 +332,20 @@ pub fn stage_with(
     ensure_components(&refs)?;
 
     let mut components = Vec::new();
-    let load =
-        |components: &mut Vec<ComponentRef>, entry: &ArtifactEntry, artifact: &LocalArtifact| {
-            let component = engine.load_component(&entry.name, &artifact.component_path())?;
-            still_pinned(&pinned, &entry.name, component.sha256())?;
-            components.push(ComponentRef {
-                name: entry.name.clone(),
-                version: artifact.manifest.version.clone(),
-                runtime: artifact.manifest.runtime.to_string(),
-                sha256: component.sha256().to_string(),
-            });
-            Ok::<_, StageError>(component)
-        };
+    let load = |components: &mut Vec<ComponentRef>,
+                entry: &ArtifactEntry,
+                artifact: &LocalArtifact,
+                world: crate::RunWorld| {
+        let component = engine.load_component(&entry.name, &artifact.component_path(), world)?;
+        still_pinned(&pinned, &entry.name, component.sha256())?;
+        components.push(ComponentRef {
+            name: entry.name.clone(),
+            version: artifact.manifest.version.clone(),
+            runtime: artifact.manifest.runtime.to_string(),
+            sha256: component.sha256().to_string(),
+        });
+        Ok::<_, StageError>(component)
+    };
 
     // Every driver a choice names, each staged once: the primary's first.
     let mut driver_names: Vec<&str> = vec![driver_ref.artifact.as_str()];
@@ -391,7 +399,7 @@ pub fn stage_with(
                 component,
             });
         } else if driver_names.contains(&entry.name.as_str()) {
-            let component = load(&mut components, entry, artifact)?;
+            let component = load(&mut components, entry, artifact, crate::RunWorld::Driver)?;
             drivers.push(stage_driver(
                 entry,
                 artifact,
@@ -405,7 +413,7 @@ pub fn stage_with(
                 },
             )?);
         } else if entry.runtime == Runtime::Tool {
-            let component = load(&mut components, entry, artifact)?;
+            let component = load(&mut components, entry, artifact, crate::RunWorld::Tool)?;
             tools.push(stage_tool(entry, artifact, component)?);
         }
     }
@@ -797,10 +805,7 @@ fn runtime_tool_clash<'a>(
 ) -> Option<StageError> {
     let mut offered = Vec::new();
     if !capsule.capabilities.shell.allow.is_empty() {
-        offered.push((
-            crate::session::task::SHELL_TOOL,
-            "`capabilities.shell.allow` names a binary",
-        ));
+        offered.push((SHELL_TOOL, "`capabilities.shell.allow` names a binary"));
     }
     if capsule
         .control
@@ -808,7 +813,7 @@ fn runtime_tool_clash<'a>(
         .contains(&murmur_manifest::capsule::Setting::InferenceDriver)
     {
         offered.push((
-            crate::session::task::SWITCH_DRIVER_TOOL,
+            SWITCH_DRIVER_TOOL,
             "`control.agent_settings` grants `inference.driver`",
         ));
     }

@@ -31,7 +31,7 @@ use crate::inference::response::{Answer, StopReason, read_answer};
 use crate::inference::spend::SpendMeter;
 use crate::inference::tokens::{self, MessageCounts};
 use crate::session::control::{ControlState, Principal};
-use crate::session::staging::StagedSkill;
+use crate::session::staging::{SHELL_TOOL, SWITCH_DRIVER_TOOL, StagedSkill};
 use crate::session::tools::{SessionTool, ToolCallSite, fence, skill_answer};
 use crate::session::workdir::Workdir;
 use crate::session::{
@@ -199,21 +199,17 @@ impl<'a> SessionContext<'a> {
         let mut grant_listing: Vec<ComponentGrants> = Vec::new();
         for (tool, session_tool) in staged.tools.iter().zip(&tools) {
             let session_tool: &SessionTool = session_tool;
-            grant_listing.push(ComponentGrants::of(
-                &tool.spec.name,
-                "tool",
-                &session_tool.grants,
-            ));
+            grant_listing.push(session_tool.grants.listing(&tool.spec.name, "tool"));
         }
         for (hook, grants) in staged.hooks.iter().zip(&hook_grants) {
-            grant_listing.push(ComponentGrants::of(&hook.name, "hook", grants));
+            grant_listing.push(grants.listing(&hook.name, "hook"));
         }
         for (choice, grants) in staged.choices.iter().zip(&choice_grants) {
             if !grant_listing
                 .iter()
                 .any(|g| g.runtime == "driver" && g.name == choice.driver)
             {
-                grant_listing.push(ComponentGrants::of(&choice.driver, "driver", grants));
+                grant_listing.push(grants.listing(&choice.driver, "driver"));
             }
         }
         let hooks = HookSet::start(services, hook_grants);
@@ -1794,12 +1790,6 @@ fn workdir_failure(what: &str, reason: &crate::beneath::BeneathError) -> Failure
 fn message_is_error(message: &Message) -> bool {
     matches!(message, Message::Tool { is_error: true, .. })
 }
-
-/// The name of the model's shell tool.
-pub(crate) const SHELL_TOOL: &str = "shell";
-
-/// The name of the agent's runtime tool for `control.agent_settings: [inference.driver]`.
-pub(crate) const SWITCH_DRIVER_TOOL: &str = "switch-driver";
 
 /// The `switch-driver` tool as the model is offered it: one of the choice names.
 fn switch_driver_spec(staged: &Staged) -> ToolSpec {

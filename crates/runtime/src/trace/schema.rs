@@ -55,34 +55,6 @@ pub struct ComponentGrants {
     pub env: Vec<String>,
 }
 
-impl ComponentGrants {
-    /// The listing of `grants`, held by the component `name` of `runtime`.
-    pub fn of(name: &str, runtime: &str, grants: &crate::grants::Grants) -> ComponentGrants {
-        ComponentGrants {
-            name: name.to_string(),
-            runtime: runtime.to_string(),
-            filesystem: grants.filesystem.scope.as_str().to_string(),
-            path: grants
-                .filesystem
-                .path
-                .as_ref()
-                .map(|path| path.display().to_string()),
-            read_only: grants
-                .read_only
-                .iter()
-                .map(|path| path.display().to_string())
-                .collect(),
-            network: grants
-                .network
-                .rules()
-                .iter()
-                .map(|rule| rule.as_str().to_string())
-                .collect(),
-            env: grants.env.iter().map(|(name, _)| name.clone()).collect(),
-        }
-    }
-}
-
 /// How a call ended in error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorRef {

@@ -17,18 +17,17 @@
 //! - A deadline, a memory limit and a trap are three different errors, and every request a grant
 //!   refused during the call is reported, whatever the call's end.
 
+mod call;
+
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use wasmtime::Store;
 
 use crate::beneath::{BeneathDir, BeneathError};
 use crate::bindings;
-use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
 use crate::error::RuntimeError;
-use crate::grants::message::PeerSend;
-use crate::grants::{Grants, Refusal};
+pub use call::ToolCallReport;
+pub(crate) use call::{classify_failure, deadline_ticks};
 
 /// The largest file `data-path` may name: 10 MiB.
 pub const DATA_PATH_MAX_BYTES: u64 = 10 * 1024 * 1024;
@@ -96,131 +95,6 @@ pub struct ToolOutput {
     pub state_effect: Option<StateEffect>,
     pub resource_id: Option<String>,
     pub continuation_id: Option<String>,
-}
-
-/// Everything one call produced.
-#[derive(Debug)]
-pub struct ToolCallReport {
-    pub outcome: Result<ToolOutput, RuntimeError>,
-    /// Requests a grant refused during the call, in order.
-    pub refusals: Vec<Refusal>,
-    /// Tasks the component sent to peer capsules (`murmur:message/send`), sent or refused.
-    pub sends: Vec<PeerSend>,
-    /// What the component wrote to stdout and stderr (the first 64 KiB of each).
-    pub stdout: String,
-    pub stderr: String,
-    pub duration: Duration,
-}
-
-impl Engine {
-    /// Calls `run` of `component` once with `input`, under `grants`.
-    pub async fn call_tool(
-        &self,
-        component: &LoadedComponent,
-        grants: &Grants,
-        input: &ToolInput,
-    ) -> ToolCallReport {
-        let started = Instant::now();
-        let state = match grants.host_state() {
-            Ok(state) => state,
-            Err(error) => {
-                return ToolCallReport {
-                    outcome: Err(error),
-                    refusals: Vec::new(),
-                    sends: Vec::new(),
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    duration: started.elapsed(),
-                };
-            }
-        };
-        let mut store = Store::new(self.wasm(), state);
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks(grants.limits.deadline));
-        store.epoch_deadline_trap();
-
-        let wit_input = bindings::ToolInput {
-            data: input.data.clone(),
-            log_path: input.log_path.clone(),
-        };
-        // The epoch stops a component running its own code; the timer also stops one parked
-        // in a host call. The timer runs a tick later so the epoch, which names the cause
-        // more precisely, normally fires first.
-        let timed = tokio::time::timeout(grants.limits.deadline + 2 * TICK, async {
-            let tool = component.pre.instantiate_async(&mut store).await?;
-            tool.murmur_tool_run()
-                .call_run(&mut store, &wit_input)
-                .await
-        })
-        .await;
-
-        let state = store.data();
-        let outcome = match timed {
-            Err(_elapsed) => Err(RuntimeError::Deadline {
-                component: component.name().to_string(),
-                deadline: grants.limits.deadline,
-            }),
-            Ok(Err(error)) => Err(classify_failure(
-                component.name(),
-                grants.limits.deadline,
-                state,
-                &error,
-            )),
-            Ok(Ok(result)) => match result.data.as_ref().map(|data| data.len() as u64) {
-                Some(bytes) if bytes > DATA_MAX_BYTES => Err(RuntimeError::DataTooLarge {
-                    component: component.name().to_string(),
-                    bytes,
-                    limit: DATA_MAX_BYTES,
-                }),
-                _ => read_result(component.name(), &grants.workdir, result.into()),
-            },
-        };
-        ToolCallReport {
-            outcome,
-            refusals: state.http_grant.refusals.clone(),
-            sends: state.message.sends.clone(),
-            stdout: state.stdout.text(),
-            stderr: state.stderr.text(),
-            duration: started.elapsed(),
-        }
-    }
-}
-
-pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
-    (deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1)
-}
-
-/// Names why a call failed: the memory ceiling, the deadline, or an ordinary trap.
-pub(crate) fn classify_failure(
-    component: &str,
-    deadline: Duration,
-    state: &crate::grants::HostState,
-    error: &wasmtime::Error,
-) -> RuntimeError {
-    if let Some(requested) = state.limiter.refused_at() {
-        return RuntimeError::MemoryLimit {
-            component: component.to_string(),
-            limit_bytes: state.limiter.limit_bytes(),
-            requested_bytes: requested,
-        };
-    }
-    if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
-        return RuntimeError::Deadline {
-            component: component.to_string(),
-            deadline,
-        };
-    }
-    let mut message = error_chain(error);
-    let stderr = state.stderr.text();
-    let last_lines: Vec<&str> = stderr.lines().rev().take(5).collect();
-    if !last_lines.is_empty() {
-        message.push_str("; its stderr ends with: ");
-        message.push_str(&last_lines.into_iter().rev().collect::<Vec<_>>().join(" | "));
-    }
-    RuntimeError::Trap {
-        component: component.to_string(),
-        message,
-    }
 }
 
 impl From<bindings::ToolResult> for ToolResult {

@@ -1,0 +1,228 @@
+//! The session loop: the workdir, the trace and its export, then each task the feed hands out,
+//! the session hooks around them, and `session_end` however the session ends.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::session::workdir::Workdir;
+use crate::session::{
+    ExitStatus, Observer, REPORTS_KEPT, SessionConfig, SessionError, SessionReport, Staged,
+    TaskInput, TaskReport, new_id,
+};
+use crate::trace::schema::{CapsuleRef, EventBody};
+use crate::trace::{Trace, TraceWriter};
+
+/// `writer`, with the OTLP export `observability.otel_endpoint` asks for. An export that
+/// cannot start is told (`W-TRC-004`) and left out: observability never stops a session.
+pub(crate) fn exported(
+    writer: TraceWriter,
+    capsule: &murmur_manifest::capsule::CapsuleManifest,
+    workdir: &Workdir,
+) -> TraceWriter {
+    let Some(endpoint) = &capsule.observability.otel_endpoint else {
+        return writer;
+    };
+    let service = crate::trace::otel::ServiceInfo {
+        capsule_name: capsule.name.clone(),
+        capsule_version: capsule.version.clone(),
+    };
+    match crate::trace::otel::OtelExport::start(endpoint, &service, workdir.dir().clone()) {
+        Ok(export) => writer.with_export(export),
+        Err(reason) => {
+            eprintln!(
+                "warning[W-TRC-004]: spans will not be exported: {reason}\n  hint: fix `observability.otel_endpoint`; the session runs without export"
+            );
+            writer
+        }
+    }
+}
+
+/// How shell children are contained on this host, as `session_start` reports it.
+pub(crate) fn containment() -> serde_json::Value {
+    match crate::grants::shell::landlock_abi() {
+        Some(abi) => serde_json::json!({"landlock": "enforced", "landlock_abi": abi}),
+        None => serde_json::json!({
+            "landlock": "unavailable",
+            "reason": "the kernel offers no Landlock: shell children are confined by their \
+                       environment, working directory and resource limits only"
+        }),
+    }
+}
+
+/// Runs every task of `config` as one session of `staged`.
+///
+/// Order: the workdir, `on-stage` (before the trace exists), `trace.jsonl` and
+/// `session_start`, `on-session-start`, each task, `on-session-end`, the async hooks' queues
+/// drained, `session_end`.
+pub async fn run(
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
+    config: &SessionConfig,
+    observer: Arc<dyn Observer>,
+) -> Result<SessionReport, SessionError> {
+    let mut feed = ListFeed(config.tasks.clone().into_iter());
+    run_fed(engine, staged, config, observer, &mut feed).await
+}
+
+/// Where a session's tasks come from, one at a time, and who hears how each ended.
+pub trait TaskFeed: Send {
+    /// The next task; `None` ends the session.
+    fn next(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>>;
+    /// The task `input` ended as `report` says.
+    fn finished(&mut self, _input: &TaskInput, _report: &TaskReport) {}
+}
+
+/// The tasks of a list, in order.
+struct ListFeed(std::vec::IntoIter<TaskInput>);
+
+impl TaskFeed for ListFeed {
+    fn next(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>> {
+        let next = self.0.next();
+        Box::pin(async move { next })
+    }
+}
+
+/// Runs the tasks `feed` hands out as one session of `staged` (`config.tasks` is not read).
+pub async fn run_fed(
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
+    config: &SessionConfig,
+    observer: Arc<dyn Observer>,
+    feed: &mut dyn TaskFeed,
+) -> Result<SessionReport, SessionError> {
+    crate::inference::tokens::warm();
+    let started = Instant::now();
+    let session_id = new_id("ses_", 32);
+    let workdir =
+        Workdir::create(&config.workdir_root, &session_id).map_err(|error| SessionError {
+            code: "E-RUN-001",
+            message: format!(
+                "the session workdir under {} could not be created: {error}",
+                config.workdir_root.display()
+            ),
+            hint: "check that the workdir root is writable".to_string(),
+            workdir: None,
+        })?;
+    let context = crate::session::task::SessionContext::new(
+        engine,
+        staged.clone(),
+        config,
+        &session_id,
+        &workdir,
+        observer,
+    );
+    context
+        .stage_hooks()
+        .await
+        .map_err(|error| SessionError::trace(&workdir, error))?;
+
+    let trace = Trace::new(exported(
+        workdir
+            .create_trace(&session_id)
+            .map_err(|error| SessionError::trace(&workdir, error))?,
+        &staged.capsule,
+        &workdir,
+    ));
+    workdir
+        .write_murmur_md(&staged)
+        .map_err(|error| SessionError::trace(&workdir, error.into()))?;
+    let session_event = trace
+        .write(
+            None,
+            EventBody::SessionStart {
+                capsule: CapsuleRef {
+                    name: staged.capsule.name.clone(),
+                    version: staged.capsule.version.clone(),
+                },
+                murmur_version: env!("CARGO_PKG_VERSION").to_string(),
+                workdir: workdir.root.display().to_string(),
+                model: staged.model.clone(),
+                driver: staged.driver.name.clone(),
+                credential_source: staged.driver.credential_source.as_str().to_string(),
+                components: staged.components.clone(),
+                grants: context.grant_listing().to_vec(),
+                tools: staged.declared_tool_names(),
+                containment: containment(),
+                inference_choices: staged
+                    .choices
+                    .has_alternates()
+                    .then(|| serde_json::Value::from(staged.choices.session_listing())),
+                max_session_tokens: staged.max_session_tokens,
+                system_prompt_sha256: murmur_registry::sha256_hex(staged.system_prompt.as_bytes()),
+            },
+        )
+        .map_err(|error| SessionError::trace(&workdir, error))?;
+    let context = context.with_trace(trace.clone(), session_event.clone());
+    context
+        .control()
+        .attach_trace(trace.clone(), session_event.clone())
+        .map_err(|error| SessionError::trace(&workdir, error))?;
+
+    let mut reports = std::collections::VecDeque::new();
+    let mut task_count: u32 = 0;
+    // The first task that did not end `ok` decides the session's exit status.
+    let mut first_not_ok: Option<ExitStatus> = None;
+    let outcome: std::io::Result<()> = async {
+        context.session_start().await?;
+        while let Some(mut input) = feed.next().await {
+            if config.cancel.as_ref().is_some_and(|c| c.reason().is_some()) {
+                break;
+            }
+            if input.stop.is_none() {
+                input.stop = config.cancel.clone();
+            }
+            let (report, stop) = context.run_task(&input).await?;
+            feed.finished(&input, &report);
+            task_count = task_count.saturating_add(1);
+            if report.exit_status != ExitStatus::Ok {
+                first_not_ok.get_or_insert(report.exit_status);
+            }
+            reports.push_back(report);
+            if reports.len() > REPORTS_KEPT {
+                reports.pop_front();
+            }
+            if stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    let exit_status = first_not_ok.unwrap_or(if outcome.is_err() {
+        ExitStatus::Failed
+    } else {
+        ExitStatus::Ok
+    });
+    let ending: std::io::Result<()> = async {
+        outcome?;
+        context.session_end(exit_status, task_count).await
+    }
+    .await;
+    let totals = trace.totals();
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let end = trace.write(
+        Some(&session_event),
+        EventBody::SessionEnd {
+            exit_status: exit_status.as_str().to_string(),
+            duration_ms,
+            totals: totals.clone(),
+        },
+    );
+    ending.map_err(|error| SessionError::trace(&workdir, error))?;
+    end.map_err(|error| SessionError::trace(&workdir, error))?;
+    Ok(SessionReport {
+        session_id,
+        trace_path: workdir.trace(),
+        workdir: workdir.root.clone(),
+        exit_status,
+        task_count,
+        tasks: reports.into(),
+        totals,
+        duration_ms,
+    })
+}
