@@ -424,28 +424,10 @@ fn workspace() -> PathBuf {
         .unwrap()
 }
 
-/// The cycles not yet broken, each as the set of its files. The list may only shrink: a cycle
-/// that is not here fails the test, and so does one here that is gone or has changed, so the
-/// list always says exactly what is left to untangle.
-const CYCLES_LEFT: &[&[&str]] = &[&[
-    "crates/runtime/src/engine/mod.rs",
-    "crates/runtime/src/grants/artifacts.rs",
-    "crates/runtime/src/grants/mod.rs",
-    "crates/runtime/src/grants/tool_registry.rs",
-    "crates/runtime/src/hooks/imports.rs",
-    "crates/runtime/src/hooks/mod.rs",
-    "crates/runtime/src/session/staging.rs",
-    "crates/runtime/src/session/workdir.rs",
-]];
-
 #[test]
 fn no_module_imports_a_module_that_imports_it_back() {
     let workspace = workspace();
     let mut report = String::new();
-    let mut left: Vec<Vec<String>> = CYCLES_LEFT
-        .iter()
-        .map(|group| group.iter().map(|file| file.to_string()).collect())
-        .collect();
     let roots = crate_roots(&workspace);
     assert!(roots.len() > 10, "found only {} crate roots", roots.len());
     for root in roots {
@@ -454,11 +436,6 @@ fn no_module_imports_a_module_that_imports_it_back() {
         for group in cycles(&edges) {
             let name =
                 |file: &PathBuf| file.strip_prefix(&workspace).unwrap().display().to_string();
-            let names: Vec<String> = group.iter().map(name).collect();
-            if let Some(known) = left.iter().position(|known| *known == names) {
-                left.remove(known);
-                continue;
-            }
             report.push_str(&format!("a cycle of {} files:\n", group.len()));
             for ((from, to), written) in &edges {
                 if group.contains(from) && group.contains(to) {
@@ -466,11 +443,6 @@ fn no_module_imports_a_module_that_imports_it_back() {
                 }
             }
         }
-    }
-    for gone in left {
-        report.push_str(&format!(
-            "a cycle in CYCLES_LEFT is gone or changed; update the list: {gone:?}\n"
-        ));
     }
     assert!(report.is_empty(), "{report}");
 }

@@ -32,9 +32,12 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use crate::bindings::ToolPre;
 use crate::error::RuntimeError;
 use crate::grants::HostState;
+use crate::grants::artifacts::ManagerSlot;
 use crate::grants::chunks::ChunkSink;
 use crate::grants::message::MessageGrant;
 use crate::grants::task::SharedBroker;
+use crate::grants::tool_registry::ToolRegistryGrant;
+use crate::hooks::HookScope;
 pub use cache::CacheStatus;
 use cache::ComponentCache;
 pub use limits::CallLimits;
@@ -270,7 +273,7 @@ impl Engine {
         if let Some(linker) = linkers.get(&key) {
             return Ok(linker.clone());
         }
-        let linker = Arc::new(crate::hooks::linker(&self.wasm, &key)?);
+        let linker = Arc::new(hook_world_linker(&self.wasm, &key)?);
         linkers.insert(key, linker.clone());
         Ok(linker)
     }
@@ -321,14 +324,14 @@ fn driver_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState
 /// `murmur:artifact-manager/manage` and `murmur:message/send`.
 fn capsule_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = wasi_linker(engine)?;
-    crate::bindings::capsule::Capsule::add_to_linker::<HostState, HasSelf<HostState>>(
+    crate::bindings::capsule::Capsule::add_to_linker::<_, HasSelf<Option<ToolRegistryGrant>>>(
         &mut linker,
-        |state| state,
+        |state: &mut HostState| &mut state.tool_registry,
     )?;
     crate::bindings::host::murmur::artifact_manager::manage::add_to_linker::<
-        HostState,
-        HasSelf<HostState>,
-    >(&mut linker, |state| state)?;
+        _,
+        HasSelf<ManagerSlot>,
+    >(&mut linker, |state: &mut HostState| &mut state.artifacts)?;
     add_message(&mut linker)?;
     Ok(linker)
 }
@@ -347,6 +350,42 @@ fn add_message(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         linker,
         |state: &mut HostState| &mut state.message,
     )
+}
+
+/// The linker of hooks granted exactly `grants`.
+fn hook_world_linker(
+    engine: &wasmtime::Engine,
+    grants: &[HookGrant],
+) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = wasi_linker(engine)?;
+    fn get(state: &mut HostState) -> &mut Option<HookScope> {
+        &mut state.hook
+    }
+    for grant in grants {
+        match grant {
+            HookGrant::Inference => {
+                crate::bindings::hook::murmur::runtime::inference::add_to_linker::<
+                    _,
+                    HasSelf<Option<HookScope>>,
+                >(&mut linker, get)?
+            }
+            HookGrant::Tokens => crate::bindings::hook::murmur::runtime::tokens::add_to_linker::<
+                _,
+                HasSelf<Option<HookScope>>,
+            >(&mut linker, get)?,
+            HookGrant::TaskIo => crate::bindings::hook::murmur::task_io::read::add_to_linker::<
+                _,
+                HasSelf<Option<HookScope>>,
+            >(&mut linker, get)?,
+            HookGrant::Conversation => {
+                crate::bindings::hook::murmur::conversation::read::add_to_linker::<
+                    _,
+                    HasSelf<Option<HookScope>>,
+                >(&mut linker, get)?
+            }
+        }
+    }
+    Ok(linker)
 }
 
 /// Advances the engine's epoch every [`TICK`] until `stop` is set.

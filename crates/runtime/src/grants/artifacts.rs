@@ -36,10 +36,8 @@ use murmur_registry::install::{self, InstallOptions};
 use crate::bindings::host::murmur::artifact_manager::manage::{
     ArtifactDescription, ArtifactInfo, Host, SessionDiagnostics,
 };
-use crate::engine::Engine;
 use crate::grants::env::HostEnv;
-use crate::grants::tool_registry::{AllowedTool, Allowlist};
-use crate::grants::{Grants, HostState};
+use crate::grants::tool_registry::{AllowedTool, Allowlist, LoadTool};
 use crate::trace::{EventBody, Trace};
 
 /// One artifact installed for the session.
@@ -69,7 +67,6 @@ impl Known {
 
 /// The artifact manager of one capsule component's session: shared by its store's host state.
 pub struct ArtifactManager {
-    pub(crate) engine: Arc<Engine>,
     pub(crate) capsule_dir: PathBuf,
     pub(crate) session_id: String,
     /// Where `pull` resolves; `None` makes every pull an error.
@@ -77,8 +74,8 @@ pub struct ArtifactManager {
     /// The user's store of verified archives (`$MURMUR_HOME/artifacts`).
     pub(crate) user_store: PathBuf,
     pub(crate) host_env: HostEnv,
-    /// The grants a pulled tool's calls run under.
-    pub(crate) tool_grants: Grants,
+    /// Loads a pulled tool, bound to the grants pulled tools run under.
+    pub(crate) loader: Arc<dyn LoadTool>,
     pub(crate) allowlist: Arc<Allowlist>,
     pub(crate) declared: Vec<Known>,
     pub(crate) pulled: Mutex<Vec<Known>>,
@@ -239,13 +236,9 @@ impl ArtifactManager {
             let env = self.host_env.clone();
             let artifact = LocalArtifact::open(&installed.dir, &move |n: &str| env(n))
                 .map_err(|error| coded(error.code(), error.to_string()))?;
-            let component = self
-                .engine
-                .load_component(
-                    &installed.name,
-                    &artifact.component_path(),
-                    crate::RunWorld::Tool,
-                )
+            let tool = self
+                .loader
+                .load(&installed.name, &artifact.component_path())
                 .map_err(|error| {
                     coded(
                         error.code(),
@@ -255,8 +248,7 @@ impl ArtifactManager {
             self.allowlist.allow(
                 &installed.name,
                 AllowedTool {
-                    component: Arc::new(component),
-                    grants: self.tool_grants.clone(),
+                    tool,
                     input_schema: crate::grants::tool_registry::compile_input_schema(
                         artifact.manifest.input_schema.as_ref(),
                     ),
@@ -274,18 +266,18 @@ impl ArtifactManager {
     }
 }
 
-impl HostState {
-    fn artifact_manager(&self) -> Result<Arc<ArtifactManager>, String> {
-        self.artifacts.clone().ok_or_else(|| {
-            "murmur:artifact-manager/manage is available to capsule components only".to_string()
-        })
-    }
+/// A capsule component's store holds its session's manager; any other store holds none.
+pub(crate) type ManagerSlot = Option<Arc<ArtifactManager>>;
+
+fn artifact_manager(slot: &ManagerSlot) -> Result<Arc<ArtifactManager>, String> {
+    slot.clone().ok_or_else(|| {
+        "murmur:artifact-manager/manage is available to capsule components only".to_string()
+    })
 }
 
-impl Host for HostState {
+impl Host for ManagerSlot {
     async fn list(&mut self) -> wasmtime::Result<Vec<ArtifactInfo>> {
         Ok(self
-            .artifacts
             .as_ref()
             .map(|manager| manager.list().iter().map(Known::info).collect())
             .unwrap_or_default())
@@ -295,13 +287,11 @@ impl Host for HostState {
         &mut self,
         name: String,
     ) -> wasmtime::Result<Result<ArtifactDescription, String>> {
-        Ok(self
-            .artifact_manager()
-            .and_then(|manager| manager.describe(&name)))
+        Ok(artifact_manager(self).and_then(|manager| manager.describe(&name)))
     }
 
     async fn diagnostics(&mut self) -> wasmtime::Result<SessionDiagnostics> {
-        Ok(match &self.artifacts {
+        Ok(match self {
             Some(manager) => SessionDiagnostics {
                 session_id: manager.session_id.clone(),
                 installed: manager.list().iter().map(Known::info).collect(),
@@ -318,7 +308,7 @@ impl Host for HostState {
         name: String,
         version: Option<String>,
     ) -> wasmtime::Result<Result<ArtifactInfo, String>> {
-        let manager = match self.artifact_manager() {
+        let manager = match artifact_manager(self) {
             Ok(manager) => manager,
             Err(text) => return Ok(Err(text)),
         };

@@ -23,6 +23,13 @@
 //!
 //! The deny path is the default path: a [`Grants`] built with [`Grants::new`] holds the workdir
 //! and nothing more; [`fs::WorkdirAccess::NONE`] takes the workdir away too.
+//!
+//! Each interface answers through its own slice of the store ([`HostState`] holds one per
+//! capability, and the engine's linkers project onto it): no capability reads another's state.
+//! What a capability needs from above (calling a tool, loading a pulled one, a hook's
+//! completion) is a trait the runtime implements ([`tool_registry::CallTool`],
+//! [`tool_registry::LoadTool`], and the hooks' own), so nothing here imports the engine or the
+//! session.
 
 pub mod artifacts;
 pub mod chunks;
@@ -160,7 +167,7 @@ impl Grants {
     }
 }
 
-/// The data of one call's store: the per-call state of every grant.
+/// The data of one call's store: the per-call state of every grant, one field each.
 pub(crate) struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,

@@ -17,6 +17,9 @@
 //! - **Every call is recorded** ([`Invoked`]); the session writes each as a `tool_call` event.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,18 +27,29 @@ use crate::bindings::capsule::murmur::tool::run::{
     Status as WitStatus, ToolInput as WitInput, ToolResult as WitResult,
 };
 use crate::bindings::capsule::murmur::tool_registry::invoke::Host;
-use crate::engine::{Engine, LoadedComponent};
-use crate::grants::{Grants, HostState};
-use crate::tool::{ToolInput, ToolStatus};
+use crate::error::RuntimeError;
+use crate::tool::{ToolCallReport, ToolInput, ToolStatus};
 use crate::trace::schema::ErrorRef;
 use crate::trace::{EventBody, Trace};
+
+/// How the registry reaches a tool: through the runtime's one call path, behind a trait so
+/// that this capability needs nothing of the engine.
+pub trait CallTool: Send + Sync {
+    /// One call of the tool with `input`, under the grants it was bound to.
+    fn call(&self, input: ToolInput) -> Pin<Box<dyn Future<Output = ToolCallReport> + Send + '_>>;
+}
+
+/// Makes a tool pulled mid-session callable: loads its component and binds it to the grants
+/// pulled tools run under.
+pub trait LoadTool: Send + Sync {
+    fn load(&self, name: &str, component: &Path) -> Result<Arc<dyn CallTool>, RuntimeError>;
+}
 
 /// A tool a capsule component may call.
 #[derive(Clone)]
 pub struct AllowedTool {
-    pub component: Arc<LoadedComponent>,
-    /// The grants each call runs under.
-    pub grants: Grants,
+    /// The tool, bound to the grants each call runs under.
+    pub tool: Arc<dyn CallTool>,
     /// The tool's `input_schema`, compiled, when it declares one.
     pub input_schema: Option<Arc<jsonschema::Validator>>,
 }
@@ -124,7 +138,6 @@ pub struct Invoked {
 
 /// The per-call state of the tool-registry grant of a capsule component's store.
 pub(crate) struct ToolRegistryGrant {
-    pub(crate) engine: Arc<Engine>,
     pub(crate) allowlist: Arc<Allowlist>,
     pub(crate) calls: Vec<Invoked>,
     /// Where each call is written as a `tool_call` event, as it ends.
@@ -169,7 +182,7 @@ impl ToolRegistryGrant {
     }
 }
 
-impl Host for HostState {
+impl Host for Option<ToolRegistryGrant> {
     async fn invoke(
         &mut self,
         name: String,
@@ -181,7 +194,7 @@ impl Host for HostState {
             .as_deref()
             .and_then(|data| serde_json::from_str::<serde_json::Value>(data).ok())
             .and_then(|value| crate::trace::schema::input_path(&value));
-        let Some(grant) = self.tool_registry.as_mut() else {
+        let Some(grant) = self.as_mut() else {
             return Ok(Err(
                 "murmur:tool-registry/invoke is available to capsule components only".to_string(),
             ));
@@ -227,16 +240,12 @@ impl Host for HostState {
             });
             return Ok(Err(format!("error[E-RUN-009]: {text}")));
         }
-        let engine = grant.engine.clone();
-        let report = engine
-            .call_tool(
-                &tool.component,
-                &tool.grants,
-                &ToolInput {
-                    data: input.data,
-                    log_path: input.log_path,
-                },
-            )
+        let report = tool
+            .tool
+            .call(ToolInput {
+                data: input.data,
+                log_path: input.log_path,
+            })
             .await;
         let refusals = report
             .refusals
@@ -299,7 +308,7 @@ impl Host for HostState {
                 (record, Err(text))
             }
         };
-        if let Some(grant) = self.tool_registry.as_mut() {
+        if let Some(grant) = self.as_mut() {
             grant.record(record);
         }
         Ok(answer)
@@ -308,7 +317,7 @@ impl Host for HostState {
 
 /// `murmur:tool/run` comes into the `capsule` world for the types `invoke` uses; its `run` is a
 /// tool's export, never the host's, so calling it traps.
-impl crate::bindings::capsule::murmur::tool::run::Host for HostState {
+impl crate::bindings::capsule::murmur::tool::run::Host for Option<ToolRegistryGrant> {
     async fn run(&mut self, _input: WitInput) -> wasmtime::Result<WitResult> {
         Err(wasmtime::Error::msg(
             "murmur:tool/run is exported by tools, not provided by the host: call a tool with \

@@ -31,60 +31,27 @@
 pub mod events;
 mod imports;
 mod runner;
+mod services;
 
 use std::path::Path;
 
 use murmur_manifest::capsule::{HookGrant, HookQueue};
 use murmur_manifest::hooks::{Binding, CommitPolicy, ExecutionMode};
 use serde_json::Value;
-use wasmtime::component::{ComponentExportIndex, HasSelf, InstancePre, Linker};
+use wasmtime::component::{ComponentExportIndex, InstancePre};
 
-use crate::bindings::hook as wit;
-use crate::engine::{Engine, error_chain, wasi_linker};
+use crate::engine::{Engine, error_chain};
 use crate::error::RuntimeError;
 use crate::grants::HostState;
 use events::PerHandler;
 pub use events::{Handler, HookEvent, HookOutput};
+pub(crate) use imports::HookScope;
 pub use imports::Scope;
-pub(crate) use imports::{HookScope, HookServices};
 pub use runner::{Denial, Dispatched, HookSet};
+pub(crate) use services::HookServices;
 
 /// The name the `hook` world exports its handlers under.
 pub const LIFECYCLE: &str = "murmur:hook/lifecycle@0.1.0";
-
-/// The linker of hooks granted exactly `grants`.
-pub(crate) fn linker(
-    engine: &wasmtime::Engine,
-    grants: &[HookGrant],
-) -> wasmtime::Result<Linker<HostState>> {
-    let mut linker = wasi_linker(engine)?;
-    fn get(state: &mut HostState) -> &mut HostState {
-        state
-    }
-    for grant in grants {
-        match grant {
-            HookGrant::Inference => wit::murmur::runtime::inference::add_to_linker::<
-                _,
-                HasSelf<HostState>,
-            >(&mut linker, get)?,
-            HookGrant::Tokens => wit::murmur::runtime::tokens::add_to_linker::<
-                _,
-                HasSelf<HostState>,
-            >(&mut linker, get)?,
-            HookGrant::TaskIo => {
-                wit::murmur::task_io::read::add_to_linker::<_, HasSelf<HostState>>(
-                    &mut linker,
-                    get,
-                )?
-            }
-            HookGrant::Conversation => wit::murmur::conversation::read::add_to_linker::<
-                _,
-                HasSelf<HostState>,
-            >(&mut linker, get)?,
-        }
-    }
-    Ok(linker)
-}
 
 /// A hook component compiled and linked, with the handlers it exports.
 pub struct LoadedHook {

@@ -52,6 +52,7 @@ use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
 };
+use crate::tool::{BoundTool, ToolLoader};
 use crate::tool::{classify_failure, deadline_ticks};
 use crate::trace::context::SpanRef;
 use crate::trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
@@ -499,8 +500,11 @@ pub async fn run(
         allowlist.allow(
             &tool.name,
             AllowedTool {
-                component: tool.component.clone(),
-                grants,
+                tool: Arc::new(BoundTool {
+                    engine: engine.clone(),
+                    component: tool.component.clone(),
+                    grants,
+                }),
                 input_schema: tool.input_schema.clone(),
             },
         );
@@ -513,13 +517,15 @@ pub async fn run(
         SpanRef::task(&session_id, &task_event, None),
     ));
     let manager = Arc::new(ArtifactManager {
-        engine: engine.clone(),
         capsule_dir: staged.capsule_dir.clone(),
         session_id: session_id.clone(),
         registry: config.registry.clone(),
         user_store: config.user_store.clone(),
         host_env: config.host_env.clone(),
-        tool_grants,
+        loader: Arc::new(ToolLoader {
+            engine: engine.clone(),
+            grants: tool_grants,
+        }),
         allowlist: allowlist.clone(),
         declared: ArtifactManager::declared(capsule, &staged.capsule_dir, &lock),
         pulled: Default::default(),
@@ -527,7 +533,6 @@ pub async fn run(
         trace_failed: AtomicBool::new(false),
     });
     let registry = ToolRegistryGrant {
-        engine: engine.clone(),
         allowlist,
         calls: Vec::new(),
         trace: Some(CallTrace {

@@ -1,30 +1,21 @@
 //! One call of `murmur:tool/run`: a fresh store under the call's grants, its limits and
 //! deadline, and a failure named for what it was (see the rules in [`crate::tool`]).
 
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
+use crate::RunWorld;
 use crate::bindings;
 use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
 use crate::error::RuntimeError;
-use crate::grants::message::PeerSend;
-use crate::grants::{Grants, Refusal};
-use crate::tool::{DATA_MAX_BYTES, ToolInput, ToolOutput, read_result};
-
-/// Everything one call produced.
-#[derive(Debug)]
-pub struct ToolCallReport {
-    pub outcome: Result<ToolOutput, RuntimeError>,
-    /// Requests a grant refused during the call, in order.
-    pub refusals: Vec<Refusal>,
-    /// Tasks the component sent to peer capsules (`murmur:message/send`), sent or refused.
-    pub sends: Vec<PeerSend>,
-    /// What the component wrote to stdout and stderr (the first 64 KiB of each).
-    pub stdout: String,
-    pub stderr: String,
-    pub duration: Duration,
-}
+use crate::grants::Grants;
+use crate::grants::tool_registry::{CallTool, LoadTool};
+use crate::tool::{DATA_MAX_BYTES, ToolCallReport, ToolInput, read_result};
 
 impl Engine {
     /// Calls `run` of `component` once with `input`, under `grants`.
@@ -134,5 +125,41 @@ pub(crate) fn classify_failure(
     RuntimeError::Trap {
         component: component.to_string(),
         message,
+    }
+}
+
+/// A loaded tool and the grants its calls run under: what a capsule component's registry calls.
+pub struct BoundTool {
+    pub engine: Arc<Engine>,
+    pub component: Arc<LoadedComponent>,
+    pub grants: Grants,
+}
+
+impl CallTool for BoundTool {
+    fn call(&self, input: ToolInput) -> Pin<Box<dyn Future<Output = ToolCallReport> + Send + '_>> {
+        Box::pin(async move {
+            self.engine
+                .call_tool(&self.component, &self.grants, &input)
+                .await
+        })
+    }
+}
+
+/// Loads pulled tools for a capsule component's registry, each bound to `grants`.
+pub struct ToolLoader {
+    pub engine: Arc<Engine>,
+    pub grants: Grants,
+}
+
+impl LoadTool for ToolLoader {
+    fn load(&self, name: &str, component: &Path) -> Result<Arc<dyn CallTool>, RuntimeError> {
+        let component = self
+            .engine
+            .load_component(name, component, RunWorld::Tool)?;
+        Ok(Arc::new(BoundTool {
+            engine: self.engine.clone(),
+            component: Arc::new(component),
+            grants: self.grants.clone(),
+        }))
     }
 }

@@ -20,13 +20,16 @@
 mod call;
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::beneath::{BeneathDir, BeneathError};
 use crate::bindings;
 use crate::error::RuntimeError;
-pub use call::ToolCallReport;
+use crate::grants::Refusal;
+use crate::grants::message::PeerSend;
+pub use call::{BoundTool, ToolLoader};
 pub(crate) use call::{classify_failure, deadline_ticks};
 
 /// The largest file `data-path` may name: 10 MiB.
@@ -95,6 +98,20 @@ pub struct ToolOutput {
     pub state_effect: Option<StateEffect>,
     pub resource_id: Option<String>,
     pub continuation_id: Option<String>,
+}
+
+/// Everything one call produced.
+#[derive(Debug)]
+pub struct ToolCallReport {
+    pub outcome: Result<ToolOutput, RuntimeError>,
+    /// Requests a grant refused during the call, in order.
+    pub refusals: Vec<Refusal>,
+    /// Tasks the component sent to peer capsules (`murmur:message/send`), sent or refused.
+    pub sends: Vec<PeerSend>,
+    /// What the component wrote to stdout and stderr (the first 64 KiB of each).
+    pub stdout: String,
+    pub stderr: String,
+    pub duration: Duration,
 }
 
 impl From<bindings::ToolResult> for ToolResult {
