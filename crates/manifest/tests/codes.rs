@@ -1,7 +1,7 @@
 //! One test per diagnostic code the manifest crate emits: the code, where it points, and what
 //! its hint tells the user.
 
-mod common;
+use crate::common;
 
 use common::*;
 use murmur_manifest::{

@@ -1,7 +1,7 @@
 //! One load reports every problem: a value at fault for its type does not hide the meaning
 //! problems elsewhere, is not reported twice, and never makes a sound part look broken.
 
-mod common;
+use crate::common;
 
 use common::{codes, load_text};
 

@@ -1,6 +1,6 @@
 //! `${NAME}` interpolation: where values come from and what is left alone.
 
-mod common;
+use crate::common;
 
 use common::*;
 use murmur_manifest::{CapsuleManifest, Loaded, Manifest, load};

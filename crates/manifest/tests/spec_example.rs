@@ -1,7 +1,7 @@
 //! The full example manifest (`tests/fixtures/spec-example`) loads, typed field by field, with no
 //! diagnostic, while `ANTHROPIC_API_KEY` is unset (its `api_key` is not interpolated at load).
 
-mod common;
+use crate::common;
 
 use common::*;
 use murmur_manifest::capsule::{AfterTask, Conversation, Setting, TaskAcceptance, Transport};

@@ -1,0 +1,9 @@
+//! The integration tests of `murmur-manifest`, one test binary: one module a file.
+
+mod codes;
+mod common;
+mod every_problem;
+mod interpolation;
+mod lock;
+mod never_panics;
+mod spec_example;
