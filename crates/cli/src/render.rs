@@ -1,5 +1,6 @@
 //! How diagnostics and errors look: one place for the human form and the `--json` form.
 
+use murmur_manifest::Coded;
 use murmur_manifest::diagnostic::Diagnostic;
 use serde_json::json;
 
@@ -43,6 +44,21 @@ pub fn failure(
         );
     }
     exit
+}
+
+/// A coded error told both ways, as [`failure`] tells it.
+pub fn coded(json: bool, error: &dyn Coded, exit: crate::exit::Exit) -> crate::exit::Exit {
+    failure(json, error.code(), &error.message(), &error.hint(), exit)
+}
+
+/// A coded error as a diagnostic-shaped JSON object.
+pub fn coded_json(error: &dyn Coded) -> serde_json::Value {
+    failure_json(error.code(), &error.message(), &error.hint())
+}
+
+/// A coded error, printed for people on stderr.
+pub fn coded_human(error: &dyn Coded) {
+    failure_human(error.code(), &error.message(), &error.hint());
 }
 
 /// `n thing` / `n things`.

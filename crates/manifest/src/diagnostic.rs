@@ -159,6 +159,47 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
+/// A coded failure. Every error the project reports gives its stable code (one of [`CODES`]),
+/// what went wrong, and how to fix it, through this one trait; `mur` renders every one the same
+/// way: `error[CODE]: message` and `  hint: …` on stderr, and with `--json`
+/// `{"error": {code, severity, message, hint}}` on stdout.
+pub trait Coded {
+    /// The stable code: `E-RUN-002`.
+    fn code(&self) -> &'static str;
+    /// What went wrong, in one sentence.
+    fn message(&self) -> String;
+    /// How to fix it, in one line.
+    fn hint(&self) -> String;
+}
+
+impl<T: Coded + ?Sized> Coded for &T {
+    fn code(&self) -> &'static str {
+        (**self).code()
+    }
+
+    fn message(&self) -> String {
+        (**self).message()
+    }
+
+    fn hint(&self) -> String {
+        (**self).hint()
+    }
+}
+
+impl Coded for Diagnostic {
+    fn code(&self) -> &'static str {
+        self.code
+    }
+
+    fn message(&self) -> String {
+        self.message.clone()
+    }
+
+    fn hint(&self) -> String {
+        self.hint.clone().unwrap_or_default()
+    }
+}
+
 impl Serialize for Diagnostic {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut s = serializer.serialize_struct("Diagnostic", 7)?;

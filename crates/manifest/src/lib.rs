@@ -39,7 +39,7 @@ mod source;
 
 pub use artifact::{ArtifactManifest, Build, Runtime, UpstreamAuth};
 pub use capsule::CapsuleManifest;
-pub use diagnostic::{CODES, CodeInfo, Diagnostic, Severity};
+pub use diagnostic::{CODES, CodeInfo, Coded, Diagnostic, Severity};
 pub use load::{MANIFEST_MAX_BYTES, load, load_artifact, load_capsule, load_str, variable};
 pub use local::{check_local_artifacts, local_paths};
 pub use lock::{Lock, LockedArtifact};

@@ -51,6 +51,7 @@ use murmur_manifest::artifact::{DEFAULT_COMPONENT, DEFAULT_SKILL, Runtime};
 use sha2::{Digest, Sha256};
 
 use crate::source::LocalArtifact;
+use murmur_manifest::Coded;
 
 /// The manifest's name inside an archive.
 const MANIFEST_NAME: &str = "murmur.yaml";
@@ -187,9 +188,9 @@ pub enum ArchiveError {
     Destination { path: PathBuf, reason: String },
 }
 
-impl ArchiveError {
+impl Coded for ArchiveError {
     /// The stable diagnostic code.
-    pub fn code(&self) -> &'static str {
+    fn code(&self) -> &'static str {
         match self {
             ArchiveError::ManifestUnreadable { .. } => "E-MAN-001",
             ArchiveError::ComponentMissing { .. } => "E-RUN-008",
@@ -210,8 +211,12 @@ impl ArchiveError {
         }
     }
 
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
     /// How to fix it.
-    pub fn hint(&self) -> String {
+    fn hint(&self) -> String {
         match self {
             ArchiveError::ManifestUnreadable { .. } => {
                 "check that the file exists and can be read".to_string()

@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::sha256_hex;
+use murmur_manifest::Coded;
 use murmur_manifest::diagnostic::code;
 use serde_json::{Map, Value, json};
 use url::Url;
@@ -184,9 +185,9 @@ pub enum RegistryError {
     },
 }
 
-impl RegistryError {
+impl Coded for RegistryError {
     /// The stable diagnostic code.
-    pub fn code(&self) -> &'static str {
+    fn code(&self) -> &'static str {
         match self {
             RegistryError::NotARegistry { .. }
             | RegistryError::Unreachable { .. }
@@ -202,8 +203,12 @@ impl RegistryError {
         }
     }
 
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
     /// How to fix it.
-    pub fn hint(&self) -> String {
+    fn hint(&self) -> String {
         match self {
             RegistryError::NotARegistry { .. } => {
                 "give a directory holding index.json, or the http(s):// URL it is under".into()

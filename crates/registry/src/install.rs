@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use crate::archive::{self, ArchiveError, UnpackLimits};
 use crate::index::{IndexEntry, Registry, RegistryError};
 use crate::source::LocalArtifact;
+use murmur_manifest::Coded;
 
 /// The project store's directory, beside the manifest.
 pub const PROJECT_STORE: &str = ".murmur/artifacts";
@@ -87,7 +88,14 @@ pub enum InstallError {
 }
 
 impl InstallError {
-    pub fn code(&self) -> &'static str {
+    fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstallError {
+        let context = context.into();
+        move |source| InstallError::Io { context, source }
+    }
+}
+
+impl Coded for InstallError {
+    fn code(&self) -> &'static str {
         match self {
             InstallError::Registry(error) => error.code(),
             InstallError::Archive { source, .. } => source.code(),
@@ -100,7 +108,11 @@ impl InstallError {
         }
     }
 
-    pub fn hint(&self) -> String {
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
+    fn hint(&self) -> String {
         match self {
             InstallError::Registry(error) => error.hint(),
             InstallError::Archive { source, .. } => source.hint(),
@@ -115,11 +127,6 @@ impl InstallError {
             InstallError::NotThePinned(_) => "the registry serves an archive that is not what it lists: do not use it, and tell the registry's owner".to_string(),
             InstallError::Io { .. } => "check the permissions and free space of the project and of $MURMUR_HOME".to_string(),
         }
-    }
-
-    fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstallError {
-        let context = context.into();
-        move |source| InstallError::Io { context, source }
     }
 }
 

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
+use murmur_manifest::Coded;
 use murmur_manifest::Loaded;
 use murmur_manifest::artifact::{ArtifactManifest, Build};
 
@@ -59,9 +60,9 @@ pub enum BuildError {
     Failed { artifact: String, reason: String },
 }
 
-impl BuildError {
+impl Coded for BuildError {
     /// The stable diagnostic code.
-    pub fn code(&self) -> &'static str {
+    fn code(&self) -> &'static str {
         match self {
             BuildError::Manifest { .. } => "E-MAN-016",
             BuildError::NoComponent { .. } => "E-RUN-008",
@@ -69,8 +70,12 @@ impl BuildError {
         }
     }
 
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
     /// How to fix it.
-    pub fn hint(&self) -> String {
+    fn hint(&self) -> String {
         match self {
             BuildError::Manifest { .. } => "fix the diagnostics above, then run again".to_string(),
             BuildError::NoComponent { .. } => {

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use murmur_manifest::Coded;
 use murmur_registry::archive::{UnpackLimits, unpack};
 use proptest::prelude::*;
 

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use murmur_manifest::Coded;
 use murmur_registry::index::{INDEX_FILE, Index, IndexEntry, Registry, RegistryError, publish};
 use murmur_registry::sha256_hex;
 

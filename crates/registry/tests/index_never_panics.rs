@@ -1,6 +1,7 @@
 //! Whatever text it is given, the index parser returns an index or `E-REG-007`; it never
 //! panics, and what it accepts resolves without panicking either.
 
+use murmur_manifest::Coded;
 use murmur_registry::index::Index;
 use proptest::prelude::*;
 

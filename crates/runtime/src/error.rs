@@ -2,6 +2,7 @@
 //! `murmur_manifest::diagnostic::CODES`) and a hint, so the CLI can print it as a diagnostic
 //! without knowing the runtime's internals.
 
+use murmur_manifest::Coded;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -61,9 +62,9 @@ pub enum RuntimeError {
     },
 }
 
-impl RuntimeError {
+impl Coded for RuntimeError {
     /// The stable diagnostic code.
-    pub fn code(&self) -> &'static str {
+    fn code(&self) -> &'static str {
         match self {
             RuntimeError::Load { .. } | RuntimeError::Io { .. } => "E-RUN-001",
             RuntimeError::Deadline { .. } => "E-RUN-002",
@@ -75,8 +76,12 @@ impl RuntimeError {
         }
     }
 
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
     /// How to fix it, in one line.
-    pub fn hint(&self) -> String {
+    fn hint(&self) -> String {
         match self {
             RuntimeError::Load { .. } => {
                 "check that the file is a WebAssembly component built for wasm32-wasip2 against \

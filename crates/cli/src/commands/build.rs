@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use murmur_manifest::Coded;
 use murmur_registry::source::{self, BuildError, LocalArtifact};
 use serde_json::json;
 
@@ -81,7 +82,7 @@ fn pack_into(
     out: &std::path::Path,
 ) -> Result<(PathBuf, String), (&'static str, String, String)> {
     let packed = murmur_registry::archive::pack(artifact)
-        .map_err(|error| (error.code(), error.to_string(), error.hint()))?;
+        .map_err(|error| (error.code(), error.message(), error.hint()))?;
     let io = |error: std::io::Error| {
         (
             "E-RUN-007",
@@ -113,13 +114,13 @@ pub fn report_error(error: &BuildError, json: bool, exit: Exit) -> Exit {
         println!(
             "{:#}",
             json!({
-                "error": render::failure_json(error.code(), &error.to_string(), &error.hint()),
+                "error": render::coded_json(&error),
                 "diagnostics": diagnostics,
             })
         );
     } else {
         render::diagnostics_human(&diagnostics);
-        render::failure_human(error.code(), &error.to_string(), &error.hint());
+        render::coded_human(&error);
     }
     exit
 }

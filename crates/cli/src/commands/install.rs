@@ -6,6 +6,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use murmur_manifest::Coded;
 use murmur_manifest::Runtime;
 use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
@@ -64,13 +65,7 @@ pub fn run(args: InstallArgs) -> Exit {
     let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
         Ok(registry) => registry,
         Err(error) => {
-            return render::failure(
-                args.json,
-                error.code(),
-                &error.to_string(),
-                &error.hint(),
-                Exit::BadInput,
-            );
+            return render::coded(args.json, &error, Exit::BadInput);
         }
     };
     let options = InstallOptions {
@@ -169,5 +164,5 @@ fn failed(json: bool, error: &InstallError) -> Exit {
         "E-REG-007" => Exit::Stopped,
         _ => Exit::Failed,
     };
-    render::failure(json, error.code(), &error.to_string(), &error.hint(), exit)
+    render::coded(json, &error, exit)
 }

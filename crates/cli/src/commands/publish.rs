@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use murmur_manifest::Coded;
 use murmur_registry::source::{self, LocalArtifact};
 use murmur_registry::{archive, index};
 use serde_json::json;
@@ -66,13 +67,7 @@ pub fn run(args: PublishArgs) -> Exit {
         let packed = match archive::pack(artifact) {
             Ok(packed) => packed,
             Err(error) => {
-                return render::failure(
-                    args.json,
-                    error.code(),
-                    &error.to_string(),
-                    &error.hint(),
-                    Exit::BadInput,
-                );
+                return render::coded(args.json, &error, Exit::BadInput);
             }
         };
         let manifest = &artifact.manifest;
@@ -93,13 +88,7 @@ pub fn run(args: PublishArgs) -> Exit {
                 } else {
                     Exit::BadInput
                 };
-                return render::failure(
-                    args.json,
-                    error.code(),
-                    &error.to_string(),
-                    &error.hint(),
-                    exit,
-                );
+                return render::coded(args.json, &error, exit);
             }
         }
     }

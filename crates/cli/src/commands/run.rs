@@ -296,13 +296,7 @@ fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
     let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
         Ok(registry) => registry,
         Err(error) => {
-            return render::failure(
-                args.json,
-                error.code(),
-                &error.to_string(),
-                &error.hint(),
-                Exit::BadInput,
-            );
+            return render::coded(args.json, &error, Exit::BadInput);
         }
     };
     let (runtime, engine) = match runtime_and_engine(args.json) {
@@ -488,13 +482,7 @@ fn stage_failed(error: StageError, json: bool) -> Exit {
         StageError::Build(error) => {
             crate::commands::build::report_error(&error, json, Exit::Failed)
         }
-        StageError::Component(error) => render::failure(
-            json,
-            error.code(),
-            &error.to_string(),
-            &error.hint(),
-            Exit::Stopped,
-        ),
+        StageError::Component(error) => render::coded(json, &error, Exit::Stopped),
     }
 }
 
@@ -514,14 +502,6 @@ fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime, Engine), E
                 Exit::Stopped,
             )
         })?;
-    let engine = cached_engine().map_err(|error| {
-        render::failure(
-            json,
-            error.code(),
-            &error.to_string(),
-            &error.hint(),
-            Exit::Stopped,
-        )
-    })?;
+    let engine = cached_engine().map_err(|error| render::coded(json, &error, Exit::Stopped))?;
     Ok((runtime, engine))
 }

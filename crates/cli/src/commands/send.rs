@@ -94,7 +94,7 @@ pub fn run(args: SendArgs) -> Exit {
     };
     let client = match PeerClient::new(args.version) {
         Ok(client) => client,
-        Err(error) => return peer_failed(args.json, &url, &error),
+        Err(error) => return peer_failed(args.json, &error),
     };
     let mut message = Message::text(message_id(), Role::User, args.text.clone());
     message.task_id = args.task_id.clone();
@@ -118,7 +118,7 @@ pub fn run(args: SendArgs) -> Exit {
                     }
                     Exit::Ok
                 }
-                Err(error) => peer_failed(args.json, &url, &error),
+                Err(error) => peer_failed(args.json, &error),
             }
         }
     })
@@ -231,14 +231,14 @@ async fn stream(
 ) -> Exit {
     let mut events = match client.stream_message(url, params, &[]).await {
         Ok(events) => events,
-        Err(error) => return peer_failed(args.json, url, &error),
+        Err(error) => return peer_failed(args.json, &error),
     };
     let mut last: Option<Task> = None;
     let mut lines = Lines::default();
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
-            Err(error) => return peer_failed(args.json, url, &error),
+            Err(error) => return peer_failed(args.json, &error),
         };
         if args.json {
             println!("{}", event.event.to_wire(args.version));
@@ -318,7 +318,6 @@ async fn stream(
         }
         None => peer_failed(
             args.json,
-            url,
             &PeerError::Invalid("the stream ended before any task event".into()),
         ),
     }
@@ -374,15 +373,8 @@ impl Lines {
     }
 }
 
-fn peer_failed(json: bool, url: &str, error: &PeerError) -> Exit {
-    let hint = match error {
-        PeerError::Unreachable { .. } => format!("check that an agent listens at {url}"),
-        PeerError::Rpc(_) => "the agent refused the request; see its message".to_string(),
-        PeerError::Status { .. } | PeerError::Invalid(_) => {
-            format!("check that {url} is an A2A JSON-RPC endpoint")
-        }
-    };
-    render::failure(json, error.code(), &error.to_string(), &hint, Exit::Stopped)
+fn peer_failed(json: bool, error: &PeerError) -> Exit {
+    render::coded(json, error, Exit::Stopped)
 }
 
 fn refuse(json: bool, code: &str, message: &str, hint: &str) -> Exit {

@@ -178,10 +178,10 @@ pub fn invoke(args: InvokeArgs) -> Exit {
         }
         Err(error) => {
             let mut printed = json!({
-                "error": render::failure_json(error.code(), &error.to_string(), &error.hint()),
+                "error": render::coded_json(&error),
             });
             merge(&mut printed, common);
-            render::failure_human(error.code(), &error.to_string(), &error.hint());
+            render::coded_human(&error);
             if args.json {
                 println!("{printed:#}");
             }
@@ -328,12 +328,9 @@ fn bad_input(json: bool, code: &str, message: &str, hint: &str) -> Exit {
 }
 
 fn stopped(error: &RuntimeError, json: bool) -> Exit {
-    render::failure_human(error.code(), &error.to_string(), &error.hint());
+    render::coded_human(&error);
     if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(error.code(), &error.to_string(), &error.hint()) })
-        );
+        println!("{:#}", json!({ "error": render::coded_json(&error) }));
     }
     Exit::Stopped
 }

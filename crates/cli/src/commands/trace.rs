@@ -25,6 +25,7 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+use murmur_manifest::Coded;
 use murmur_runtime::trace::analysis::{
     self, CallRow, Change, Diff, HookCall, LoadError, NumberChange, Report, SessionSummary, Show,
     TaskView, Tokens, TokensChange, TotalsFrom,
@@ -104,9 +105,23 @@ struct Failure {
     hint: String,
 }
 
+impl Coded for Failure {
+    fn code(&self) -> &'static str {
+        self.code
+    }
+
+    fn message(&self) -> String {
+        self.message.clone()
+    }
+
+    fn hint(&self) -> String {
+        self.hint.clone()
+    }
+}
+
 impl Failure {
     fn report(&self, json: bool) -> Exit {
-        render::failure(json, self.code, &self.message, &self.hint, Exit::BadInput)
+        render::coded(json, self, Exit::BadInput)
     }
 }
 
@@ -679,7 +694,6 @@ fn task_text(task: &TaskView, redundant: &[analysis::RedundantCall]) -> String {
         task.task_id,
         task.source.as_deref().unwrap_or("no task_start"),
         task.exit_status
-            .as_deref()
             .map_or_else(|| "no task_end".to_string(), |s| format!("exit {s}")),
         render::plural(task.turns.len(), "turn"),
     );
@@ -705,7 +719,7 @@ fn task_text(task: &TaskView, redundant: &[analysis::RedundantCall]) -> String {
             turn.turn.to_string(),
             turn.choice.clone(),
             turn.model.clone(),
-            turn.decision.clone(),
+            turn.decision.to_string(),
             if turn.tools.is_empty() {
                 "-".to_string()
             } else {
@@ -945,7 +959,11 @@ fn tokens_rows(table: &mut Table, tokens: &TokensChange) {
     }
 }
 
-fn text_row(table: &mut Table, name: &str, change: &Change<Option<String>>) {
+fn text_row<T: ToString + Clone + PartialEq>(
+    table: &mut Table,
+    name: &str,
+    change: &Change<Option<T>>,
+) {
     table.row(vec![
         name.to_string(),
         opt(change.a.clone()),

@@ -25,6 +25,7 @@ use murmur_a2a::{
     CancelTaskParams, GetTaskParams, RpcError, SendMessageParams, SendMessageResult, StreamEvent,
     Task, Version, Wire,
 };
+use murmur_manifest::Coded;
 use serde_json::Value;
 
 /// The largest response body, or single SSE event, read from a peer: 16 MiB.
@@ -50,12 +51,26 @@ pub enum PeerError {
     Invalid(String),
 }
 
-impl PeerError {
-    /// The diagnostic code: `E-A2A-004` for an answer that is not A2A, `E-A2A-003` else.
-    pub fn code(&self) -> &'static str {
+impl Coded for PeerError {
+    /// `E-A2A-004` for an answer that is not A2A, `E-A2A-003` else.
+    fn code(&self) -> &'static str {
         match self {
             PeerError::Invalid(_) => "E-A2A-004",
             _ => "E-A2A-003",
+        }
+    }
+
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
+    fn hint(&self) -> String {
+        match self {
+            PeerError::Unreachable { url, .. } => format!("check that an agent listens at {url}"),
+            PeerError::Rpc(_) => "the agent refused the request; see its message".to_string(),
+            PeerError::Status { .. } | PeerError::Invalid(_) => {
+                "check that the peer's URL is an A2A JSON-RPC endpoint".to_string()
+            }
         }
     }
 }

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use murmur_manifest::Coded;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_manifest::{Lock, Runtime};
 use murmur_registry::LocalArtifact;

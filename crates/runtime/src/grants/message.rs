@@ -23,6 +23,7 @@
 use std::sync::OnceLock;
 
 use murmur_a2a::{Message, Role, SendMessageParams, SendMessageResult, TaskState, Version};
+use murmur_manifest::Coded;
 
 use crate::bindings::host::murmur::message::send::{
     Host, Message as WitMessage, TaskResult, TaskState as WitState,

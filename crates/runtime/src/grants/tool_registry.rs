@@ -29,8 +29,9 @@ use crate::bindings::capsule::murmur::tool::run::{
 use crate::bindings::capsule::murmur::tool_registry::invoke::Host;
 use crate::error::RuntimeError;
 use crate::tool::{ToolCallReport, ToolInput, ToolStatus};
-use crate::trace::schema::ErrorRef;
+use crate::trace::schema::{CallStatus, ErrorRef};
 use crate::trace::{EventBody, Trace};
+use murmur_manifest::Coded;
 
 /// How the registry reaches a tool: through the runtime's one call path, behind a trait so
 /// that this capability needs nothing of the engine.
@@ -122,8 +123,8 @@ impl Allowlist {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invoked {
     pub tool: String,
-    /// `passed`, `failed`, `error`, or `refused` (not allowlisted: not called).
-    pub status: String,
+    /// `refused` when not allowlisted or the input was refused: not called.
+    pub status: CallStatus,
     pub output_bytes: u64,
     pub duration_ms: u64,
     pub error: Option<ErrorRef>,
@@ -164,8 +165,8 @@ impl ToolRegistryGrant {
                 turn: 0,
                 call_id: format!("call_{}", uuid::Uuid::new_v4().simple()),
                 tool_name: call.tool.clone(),
-                status: call.status.clone(),
-                is_error: call.status != "passed",
+                status: call.status,
+                is_error: call.status != CallStatus::Passed,
                 state_effect: call.state_effect.clone(),
                 resource_id: call.resource_id.clone(),
                 input_path: call.input_path.clone(),
@@ -209,7 +210,7 @@ impl Host for Option<ToolRegistryGrant> {
             let text = format!("`{name}` is not an allowlisted tool; {known}");
             grant.record(Invoked {
                 tool: name,
-                status: "refused".to_string(),
+                status: CallStatus::Refused,
                 output_bytes: 0,
                 duration_ms: started.elapsed().as_millis() as u64,
                 error: Some(ErrorRef {
@@ -226,7 +227,7 @@ impl Host for Option<ToolRegistryGrant> {
         if let Some(text) = tool.refuse_input(&name, input.data.as_deref()) {
             grant.record(Invoked {
                 tool: name,
-                status: "refused".to_string(),
+                status: CallStatus::Refused,
                 output_bytes: 0,
                 duration_ms: started.elapsed().as_millis() as u64,
                 error: Some(ErrorRef {
@@ -256,15 +257,10 @@ impl Host for Option<ToolRegistryGrant> {
         let (record, answer) = match report.outcome {
             Ok(output) => {
                 let result = output.result;
-                let status = match result.status {
-                    ToolStatus::Passed => "passed",
-                    ToolStatus::Failed => "failed",
-                    ToolStatus::Error => "error",
-                };
                 let data = output.output.or(result.data);
                 let record = Invoked {
                     tool: name,
-                    status: status.to_string(),
+                    status: result.status.into(),
                     output_bytes: data.as_ref().map_or(0, |d| d.len() as u64),
                     duration_ms,
                     error: None,
@@ -293,7 +289,7 @@ impl Host for Option<ToolRegistryGrant> {
                 let text = format!("error[{}]: {error}", error.code());
                 let record = Invoked {
                     tool: name,
-                    status: "error".to_string(),
+                    status: CallStatus::Error,
                     output_bytes: 0,
                     duration_ms,
                     error: Some(ErrorRef {

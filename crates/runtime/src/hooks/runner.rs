@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use murmur_manifest::Coded;
 use murmur_manifest::capsule::Overflow;
 use murmur_manifest::hooks::ExecutionMode;
 use tokio::sync::{Mutex, mpsc};

@@ -22,7 +22,8 @@ use crate::session::Staged;
 use crate::session::staging::capsule_block;
 use crate::tool::ToolInput;
 use crate::trace::Trace;
-use crate::trace::schema::{EventBody, Sent};
+use crate::trace::schema::{Decision, EventBody, Origin, Sent};
+use murmur_manifest::Coded;
 
 /// What hooks' host calls reach: the session's primary driver, its trace, its workdir.
 pub(crate) struct HookServices {
@@ -160,7 +161,7 @@ async fn run_inference(
                 EventBody::Inference {
                     task_id: hook.scope.task_id.clone(),
                     turn: hook.scope.turn,
-                    origin: format!("hook:{}", hook.hook),
+                    origin: Origin::Hook(hook.hook.clone()),
                     choice: "primary".to_string(),
                     driver: staged.driver.name.clone(),
                     model: model.clone(),
@@ -177,7 +178,7 @@ async fn run_inference(
                     cached_tokens_actual: usage_or_default.cached_tokens,
                     cache_write_tokens_actual: usage_or_default.cache_write_tokens,
                     stop_reason: stop_reason.to_string(),
-                    decision: "hook".to_string(),
+                    decision: Decision::Hook,
                     tool_name: None,
                     tool_calls: 0,
                     duration_ms: started.elapsed().as_millis() as u64,

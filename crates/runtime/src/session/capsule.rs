@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::index::Registry;
@@ -611,7 +612,7 @@ pub async fn run(
             EventBody::TaskEnd {
                 task_id: task_id.clone(),
                 context_id: None,
-                exit_status: exit_status.as_str().to_string(),
+                exit_status,
                 turns: 0,
                 reopen_count: 0,
                 result_path: None,
@@ -625,7 +626,7 @@ pub async fn run(
         .write(
             Some(&session_event),
             EventBody::SessionEnd {
-                exit_status: exit_status.as_str().to_string(),
+                exit_status,
                 duration_ms,
                 totals: totals.clone(),
             },

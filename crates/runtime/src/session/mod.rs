@@ -39,7 +39,9 @@ use serde::Serialize;
 
 use crate::grants::ChunkKind;
 pub use crate::grants::env::HostEnv;
+pub use crate::trace::schema::ExitStatus;
 use crate::trace::schema::{ErrorRef, Totals};
+use murmur_manifest::Coded;
 pub use run::{TaskFeed, run, run_fed};
 pub use staging::{StageError, Staged, stage};
 use workdir::Workdir;
@@ -163,31 +165,6 @@ impl StopSignal {
     }
 }
 
-/// How a task or a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExitStatus {
-    Ok,
-    Failed,
-    MaxTurnsReached,
-    ReopenBudgetExhausted,
-    SpendCeilingReached,
-    Canceled,
-}
-
-impl ExitStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExitStatus::Ok => "ok",
-            ExitStatus::Failed => "failed",
-            ExitStatus::MaxTurnsReached => "max_turns_reached",
-            ExitStatus::ReopenBudgetExhausted => "reopen_budget_exhausted",
-            ExitStatus::SpendCeilingReached => "spend_ceiling_reached",
-            ExitStatus::Canceled => "canceled",
-        }
-    }
-}
-
 /// A coded failure, ready to print as a diagnostic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Failure {
@@ -284,6 +261,20 @@ pub struct SessionError {
     pub hint: String,
     /// The workdir, when it was made.
     pub workdir: Option<PathBuf>,
+}
+
+impl Coded for SessionError {
+    fn code(&self) -> &'static str {
+        self.code
+    }
+
+    fn message(&self) -> String {
+        self.message.clone()
+    }
+
+    fn hint(&self) -> String {
+        self.hint.clone()
+    }
 }
 
 impl SessionError {

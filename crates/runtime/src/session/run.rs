@@ -208,7 +208,7 @@ pub async fn run_fed(
     let end = trace.write(
         Some(&session_event),
         EventBody::SessionEnd {
-            exit_status: exit_status.as_str().to_string(),
+            exit_status,
             duration_ms,
             totals: totals.clone(),
         },

@@ -32,6 +32,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, Transport};
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::install;

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use murmur_manifest::Coded;
 use serde_json::Value;
 
 use crate::engine::Engine;
@@ -41,7 +42,7 @@ use crate::session::{
 use crate::tool::ToolInput;
 use crate::trace::Trace;
 use crate::trace::context::SpanRef;
-use crate::trace::schema::{ComponentGrants, ErrorRef, EventBody, Sent};
+use crate::trace::schema::{ComponentGrants, Decision, ErrorRef, EventBody, Origin, Sent};
 
 /// What every task of one session shares.
 pub(crate) struct SessionContext<'a> {
@@ -578,7 +579,7 @@ impl<'a> SessionContext<'a> {
             EventBody::TaskEnd {
                 task_id: task_id.clone(),
                 context_id: Some(context_id.clone()),
-                exit_status: exit_status.as_str().to_string(),
+                exit_status,
                 turns: turns_used,
                 reopen_count,
                 result_path: result_path.as_ref().map(|p| p.display().to_string()),
@@ -955,7 +956,7 @@ impl<'a> SessionContext<'a> {
                             0,
                             None,
                             "error",
-                            "fail",
+                            Decision::Fail,
                             &[],
                             started,
                             Some(&failure),
@@ -1005,7 +1006,11 @@ impl<'a> SessionContext<'a> {
                     output_estimate,
                     Some(&answer),
                     answer.stop_reason.as_str(),
-                    if wants_tools { "call_tools" } else { "finish" },
+                    if wants_tools {
+                        Decision::CallTools
+                    } else {
+                        Decision::Finish
+                    },
                     &calls,
                     started,
                     None,
@@ -1744,7 +1749,7 @@ impl<'a> SessionContext<'a> {
         output_estimate: u64,
         answer: Option<&Answer>,
         stop_reason: &str,
-        decision: &str,
+        decision: Decision,
         calls: &[(String, String, Value)],
         started: Instant,
         failure: Option<&Failure>,
@@ -1753,7 +1758,7 @@ impl<'a> SessionContext<'a> {
         EventBody::Inference {
             task_id: Some(run.task_id.clone()),
             turn,
-            origin: "agent".to_string(),
+            origin: Origin::Agent,
             choice: choice.name.clone(),
             driver: choice.driver.clone(),
             model: choice.model.clone(),
@@ -1766,7 +1771,7 @@ impl<'a> SessionContext<'a> {
             cached_tokens_actual: usage.cached_tokens,
             cache_write_tokens_actual: usage.cache_write_tokens,
             stop_reason: stop_reason.to_string(),
-            decision: decision.to_string(),
+            decision,
             tool_name: calls.first().map(|(_, name, _)| name.clone()),
             tool_calls: calls.len() as u32,
             duration_ms: started.elapsed().as_millis() as u64,

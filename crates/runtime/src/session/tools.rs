@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use murmur_manifest::Coded;
 use serde_json::Value;
 
 use crate::engine::Engine;
@@ -14,7 +15,7 @@ use crate::grants::message::SendingTask;
 use crate::inference::neutral::{Block, Message};
 use crate::session::staging::{StagedSkill, StagedTool};
 use crate::tool::{ToolInput, ToolStatus};
-use crate::trace::schema::{ErrorRef, EventBody};
+use crate::trace::schema::{CallStatus, ErrorRef, EventBody};
 
 /// The opening of the fence around every tool result.
 pub const FENCE_OPEN: &str = "<untrusted-content";
@@ -190,7 +191,7 @@ impl ToolCallSite<'_> {
             turn: self.turn,
             call_id: self.call_id.to_string(),
             tool_name: self.name.to_string(),
-            status: "refused".to_string(),
+            status: CallStatus::Refused,
             is_error: true,
             state_effect: None,
             resource_id: None,
@@ -258,11 +259,7 @@ impl ToolCallSite<'_> {
                     .unwrap_or_default();
                 (
                     text,
-                    match status {
-                        ToolStatus::Passed => "passed",
-                        ToolStatus::Failed => "failed",
-                        ToolStatus::Error => "error",
-                    },
+                    CallStatus::from(status),
                     status != ToolStatus::Passed,
                     output
                         .state_effect
@@ -275,7 +272,7 @@ impl ToolCallSite<'_> {
                 let text = format!("error[{}]: {}", error.code(), error);
                 (
                     text,
-                    "error",
+                    CallStatus::Error,
                     true,
                     None,
                     None,
@@ -299,7 +296,7 @@ impl ToolCallSite<'_> {
                 turn: self.turn,
                 call_id: self.call_id.to_string(),
                 tool_name: self.name.to_string(),
-                status: status.to_string(),
+                status,
                 is_error,
                 state_effect,
                 resource_id,

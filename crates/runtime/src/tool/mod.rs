@@ -71,6 +71,17 @@ pub struct ToolResult {
     pub metadata: Vec<(String, String)>,
 }
 
+impl From<ToolStatus> for crate::trace::schema::CallStatus {
+    fn from(status: ToolStatus) -> Self {
+        use crate::trace::schema::CallStatus;
+        match status {
+            ToolStatus::Passed => CallStatus::Passed,
+            ToolStatus::Failed => CallStatus::Failed,
+            ToolStatus::Error => CallStatus::Error,
+        }
+    }
+}
+
 /// How a call affected the resource it addressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::trace::schema::{ErrorRef, Event, EventBody, Totals};
+use crate::trace::schema::{CallStatus, Decision, ErrorRef, Event, EventBody, ExitStatus, Totals};
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -206,7 +206,7 @@ pub struct SessionSummary {
     /// Whether the trace holds `session_end`.
     pub ended: bool,
     /// From `session_end`.
-    pub exit_status: Option<String>,
+    pub exit_status: Option<ExitStatus>,
     pub duration_ms: Option<u64>,
     /// Set when something about the session is worth saying ([`NO_SESSION_END`]).
     pub note: Option<String>,
@@ -349,7 +349,7 @@ pub fn session_summary(events: &[Event]) -> SessionSummary {
         } = &end.body
     {
         summary.ended = true;
-        summary.exit_status = Some(exit_status.clone());
+        summary.exit_status = Some(*exit_status);
         summary.duration_ms = Some(*duration_ms);
         summary.note = None;
     }
@@ -390,17 +390,12 @@ pub fn totals(events: &[Event]) -> (Totals, TotalsFrom) {
     (totals, TotalsFrom::Events)
 }
 
-/// The hook's name of an `inference` origin (`hook:<name>`), when it is one.
-fn hook_of(origin: &str) -> Option<&str> {
-    origin.strip_prefix("hook:")
-}
-
 /// Whether an `inference` event is a turn of the agent loop (not a hook's call, not outside
 /// any task).
 fn is_agent_turn(body: &EventBody) -> bool {
     matches!(
         body,
-        EventBody::Inference { task_id: Some(_), origin, .. } if hook_of(origin).is_none()
+        EventBody::Inference { task_id: Some(_), origin, .. } if origin.hook().is_none()
     )
 }
 
@@ -484,7 +479,7 @@ fn redundant_with_index(events: &[Event]) -> Vec<(usize, RedundantCall)> {
                 input_path,
                 ..
             } => {
-                if status == "refused" {
+                if *status == CallStatus::Refused {
                     continue;
                 }
                 let task = reads.entry(task_id.as_str()).or_default();
@@ -495,7 +490,7 @@ fn redundant_with_index(events: &[Event]) -> Vec<(usize, RedundantCall)> {
                 };
                 match effect {
                     Effect::Read => {
-                        if status != "passed" {
+                        if *status != CallStatus::Passed {
                             continue;
                         }
                         let key = match (resource_id, input_path) {
@@ -607,7 +602,7 @@ pub struct TurnRow {
     pub driver: String,
     pub model: String,
     /// `call_tools`, `finish` or `fail`.
-    pub decision: String,
+    pub decision: Decision,
     pub stop_reason: String,
     /// The tools the turn called (its `tool_call`, `shell` and `skill_call` events), in order.
     pub tools: Vec<String>,
@@ -656,7 +651,7 @@ pub struct TaskView {
     pub context_id: Option<String>,
     pub input_sha256: Option<String>,
     /// From `task_end`; absent when the task did not end.
-    pub exit_status: Option<String>,
+    pub exit_status: Option<ExitStatus>,
     pub reopen_count: Option<u32>,
     /// From `task_start` to `task_end`.
     pub duration_ms: Option<u64>,
@@ -742,7 +737,7 @@ fn hook_call(body: &EventBody) -> Option<HookCall> {
         return None;
     };
     Some(HookCall {
-        hook: hook_of(origin).unwrap_or(origin).to_string(),
+        hook: origin.name().to_string(),
         turn: *turn,
         choice: choice.clone(),
         model: model.clone(),
@@ -780,7 +775,7 @@ fn call_row(body: &EventBody, redundant: bool) -> Option<(&str, CallRow)> {
                 turn: *turn,
                 call_id: call_id.clone(),
                 tool_name: tool_name.clone(),
-                status: status.clone(),
+                status: status.to_string(),
                 state_effect: state_effect.clone(),
                 resource_id: resource_id.clone(),
                 input_path: input_path.clone(),
@@ -929,7 +924,7 @@ pub fn show(events: &[Event]) -> Show {
                     choice: choice.clone(),
                     driver: driver.clone(),
                     model: model.clone(),
-                    decision: decision.clone(),
+                    decision: *decision,
                     stop_reason: stop_reason.clone(),
                     tools: Vec::new(),
                     tokens: Tokens::of(&event.body),
@@ -999,7 +994,7 @@ pub fn show(events: &[Event]) -> Show {
                 ..
             } => {
                 let (_, task) = tasks.get_or_add(task_id, TaskView::new);
-                task.exit_status = Some(exit_status.clone());
+                task.exit_status = Some(*exit_status);
                 task.reopen_count = Some(*reopen_count);
                 task.error = error.clone();
                 task.duration_ms = started_at
@@ -1156,8 +1151,8 @@ pub fn report(events: &[Event]) -> Report {
                 duration_ms,
                 ..
             } => {
-                if task_id.is_none() || hook_of(origin).is_some() {
-                    let name = hook_of(origin).unwrap_or(origin);
+                if task_id.is_none() || origin.hook().is_some() {
+                    let name = origin.name();
                     let (_, hook) = hooks.get_or_add(name, new_hook);
                     hook.inference_calls = hook.inference_calls.saturating_add(1);
                     hook.tokens.add(&event.body);
@@ -1378,7 +1373,7 @@ pub struct TaskSide {
     pub tool_sequence: Vec<String>,
     /// Every inference call of the task, the agent's and its hooks'.
     pub tokens: Tokens,
-    pub exit_status: Option<String>,
+    pub exit_status: Option<ExitStatus>,
     pub duration_ms: Option<u64>,
 }
 
@@ -1394,7 +1389,7 @@ pub struct TaskDiff {
     pub turns: NumberChange,
     pub tool_sequence_changed: bool,
     pub tokens: TokensChange,
-    pub exit_status: Change<Option<String>>,
+    pub exit_status: Change<Option<ExitStatus>>,
     pub duration_ms: NumberChange,
 }
 
@@ -1420,7 +1415,7 @@ pub struct Diff {
     pub tool_calls: NumberChange,
     pub tokens: TokensChange,
     /// The session's `exit_status` (absent: no `session_end`).
-    pub exit_status: Change<Option<String>>,
+    pub exit_status: Change<Option<ExitStatus>>,
     pub duration_ms: NumberChange,
 }
 
@@ -1480,7 +1475,7 @@ fn task_sides(events: &[Event]) -> Vec<TaskSide> {
                 ..
             } => {
                 let (_, task) = tasks.get_or_add(task_id, new_side);
-                task.exit_status = Some(exit_status.clone());
+                task.exit_status = Some(*exit_status);
                 task.duration_ms = started_at
                     .get(task_id.as_str())
                     .map(|start| event.timestamp.saturating_sub(*start));
@@ -1550,8 +1545,8 @@ pub fn diff(a_events: &[Event], b_events: &[Event]) -> Diff {
                     b_task.map_or(&empty, |t| &t.tokens),
                 ),
                 exit_status: Change::of(
-                    a_task.and_then(|t| t.exit_status.clone()),
-                    b_task.and_then(|t| t.exit_status.clone()),
+                    a_task.and_then(|t| t.exit_status),
+                    b_task.and_then(|t| t.exit_status),
                 ),
                 duration_ms: NumberChange::of(
                     a_task.and_then(|t| t.duration_ms),
@@ -1596,7 +1591,7 @@ pub fn diff(a_events: &[Event], b_events: &[Event]) -> Diff {
         turns: NumberChange::both(turns(&a_tasks), turns(&b_tasks)),
         tool_calls: NumberChange::both(tool_calls(&a_totals), tool_calls(&b_totals)),
         tokens: TokensChange::of(&totals_tokens(&a_totals), &totals_tokens(&b_totals)),
-        exit_status: Change::of(a.exit_status.clone(), b.exit_status.clone()),
+        exit_status: Change::of(a.exit_status, b.exit_status),
         duration_ms: NumberChange::of(a.duration_ms, b.duration_ms),
         a,
         b,
@@ -1623,7 +1618,7 @@ mod tests {
     struct Call<'a> {
         call_id: &'a str,
         tool: &'a str,
-        status: &'a str,
+        status: CallStatus,
         state_effect: Option<&'a str>,
         resource_id: Option<&'a str>,
         input_path: Option<&'a str>,
@@ -1633,7 +1628,7 @@ mod tests {
         Call {
             call_id,
             tool: "read-file",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: Some("read"),
             resource_id: Some(resource_id),
             input_path: None,
@@ -1644,7 +1639,7 @@ mod tests {
         Call {
             call_id,
             tool: "write-file",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: Some("mutate"),
             resource_id: Some(resource_id),
             input_path: None,
@@ -1655,7 +1650,7 @@ mod tests {
         EventBody::Inference {
             task_id: task_id.map(str::to_string),
             turn,
-            origin: origin.to_string(),
+            origin: origin.parse().unwrap(),
             choice: "primary".to_string(),
             driver: "driver-anthropic".to_string(),
             model: "test-model".to_string(),
@@ -1678,11 +1673,10 @@ mod tests {
             }
             .to_string(),
             decision: if tools.is_empty() {
-                "finish"
+                Decision::Finish
             } else {
-                "call_tools"
-            }
-            .to_string(),
+                Decision::CallTools
+            },
             tool_name: tools.first().map(|t| t.to_string()),
             tool_calls: tools.len() as u32,
             duration_ms: 5,
@@ -1775,8 +1769,8 @@ mod tests {
                     turn,
                     call_id: call.call_id.to_string(),
                     tool_name: call.tool.to_string(),
-                    status: call.status.to_string(),
-                    is_error: call.status != "passed",
+                    status: call.status,
+                    is_error: call.status != CallStatus::Passed,
                     state_effect: call.state_effect.map(str::to_string),
                     resource_id: call.resource_id.map(str::to_string),
                     input_path: call.input_path.map(str::to_string),
@@ -1830,13 +1824,19 @@ mod tests {
             );
         }
 
-        fn end_task(&mut self, task_event: &str, task_id: &str, turns: u32, exit_status: &str) {
+        fn end_task(
+            &mut self,
+            task_event: &str,
+            task_id: &str,
+            turns: u32,
+            exit_status: ExitStatus,
+        ) {
             self.event(
                 Some(task_event),
                 EventBody::TaskEnd {
                     task_id: task_id.to_string(),
                     context_id: Some(format!("ctx_{task_id}")),
-                    exit_status: exit_status.to_string(),
+                    exit_status,
                     turns,
                     reopen_count: 0,
                     result_path: None,
@@ -1846,13 +1846,13 @@ mod tests {
         }
 
         /// Ends the session with the totals summed from the events so far.
-        fn end_session(&mut self, exit_status: &str) {
+        fn end_session(&mut self, exit_status: ExitStatus) {
             let (totals, _) = totals(&self.events());
             let parent = self.session_event.clone();
             self.event(
                 Some(&parent),
                 EventBody::SessionEnd {
-                    exit_status: exit_status.to_string(),
+                    exit_status,
                     duration_ms: 1234,
                     totals,
                 },
@@ -1896,8 +1896,8 @@ mod tests {
         let mut recorder = Recorder::new();
         let task = recorder.task("tsk_1", "x");
         recorder.turn(&task, "tsk_1", 1, &[]);
-        recorder.end_task(&task, "tsk_1", 1, "ok");
-        recorder.end_session("ok");
+        recorder.end_task(&task, "tsk_1", 1, ExitStatus::Ok);
+        recorder.end_session(ExitStatus::Ok);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trace.jsonl");
         std::fs::write(&path, recorder.text()).unwrap();
@@ -2014,7 +2014,7 @@ mod tests {
         ));
         let mut recorder = Recorder::new();
         let task = recorder.task("tsk_1", "x");
-        recorder.end_task(&task, "tsk_1", 0, "ok");
+        recorder.end_task(&task, "tsk_1", 0, ExitStatus::Ok);
         let without_start = recorder.lines[1..].join("\n");
         assert!(matches!(
             parse(without_start.as_bytes(), Path::new("t")),
@@ -2118,7 +2118,7 @@ mod tests {
         let unknown = Call {
             call_id: "c2",
             tool: "sed",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: None,
             resource_id: Some("file:a"),
             input_path: None,
@@ -2129,7 +2129,7 @@ mod tests {
         let unknown_by_path = Call {
             call_id: "c2",
             tool: "sed",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: None,
             resource_id: None,
             input_path: Some("a"),
@@ -2137,7 +2137,7 @@ mod tests {
         let by_path = |call_id: &'static str| Call {
             call_id,
             tool: "cat",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: Some("read"),
             resource_id: None,
             input_path: Some("a"),
@@ -2151,7 +2151,7 @@ mod tests {
         let unknown = Call {
             call_id: "c2",
             tool: "sed",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: None,
             resource_id: Some("file:b"),
             input_path: None,
@@ -2165,7 +2165,7 @@ mod tests {
         let unknown = Call {
             call_id: "c2",
             tool: "fetch",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: None,
             resource_id: None,
             input_path: None,
@@ -2202,7 +2202,7 @@ mod tests {
         let mut recorder = Recorder::new();
         let first = recorder.task("tsk_1", "x");
         recorder.turn(&first, "tsk_1", 1, &[read("c1", "file:a")]);
-        recorder.end_task(&first, "tsk_1", 1, "ok");
+        recorder.end_task(&first, "tsk_1", 1, ExitStatus::Ok);
         let second = recorder.task("tsk_2", "y");
         recorder.turn(&second, "tsk_2", 1, &[read("c2", "file:a")]);
         assert!(redundant_ids(&recorder.events()).is_empty());
@@ -2219,7 +2219,7 @@ mod tests {
         let by_path = |call_id: &'static str, path: &'static str| Call {
             call_id,
             tool: "cat-file",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: Some("read"),
             resource_id: None,
             input_path: Some(path),
@@ -2245,7 +2245,7 @@ mod tests {
         let by_path = Call {
             call_id: "c2",
             tool: "cat-file",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: Some("read"),
             resource_id: None,
             input_path: Some("file:a"),
@@ -2259,7 +2259,7 @@ mod tests {
         let unknown = |call_id: &'static str| Call {
             call_id,
             tool: "peek",
-            status: "passed",
+            status: CallStatus::Passed,
             state_effect: None,
             resource_id: Some("file:a"),
             input_path: Some("a"),
@@ -2276,12 +2276,12 @@ mod tests {
     #[test]
     fn a_failed_first_read_does_not_count() {
         let mut failed = read("c1", "file:a");
-        failed.status = "failed";
+        failed.status = CallStatus::Failed;
         let ids = redundant_ids_of_turns(vec![failed, read("c2", "file:a"), read("c3", "file:a")]);
         // c2 is the first read that counts; c3 repeats it.
         let found = {
             let mut failed = read("c1", "file:a");
-            failed.status = "error";
+            failed.status = CallStatus::Error;
             let mut recorder = Recorder::new();
             let task = recorder.task("tsk_1", "x");
             recorder.turn(&task, "tsk_1", 1, &[failed]);
@@ -2295,7 +2295,7 @@ mod tests {
     #[test]
     fn a_failed_repeat_is_not_redundant() {
         let mut failed = read("c2", "file:a");
-        failed.status = "failed";
+        failed.status = CallStatus::Failed;
         let ids = redundant_ids_of_turns(vec![read("c1", "file:a"), failed]);
         assert!(ids.is_empty(), "{ids:?}");
     }
@@ -2305,7 +2305,7 @@ mod tests {
         let refused = Call {
             call_id: "c2",
             tool: "no-such-tool",
-            status: "refused",
+            status: CallStatus::Refused,
             state_effect: None,
             resource_id: None,
             input_path: None,
@@ -2368,17 +2368,17 @@ mod tests {
         let second = recorder.turn(&task, "tsk_1", 2, &[read("c3", "file:a")]);
         recorder.shell(&second, "tsk_1", 2, 1);
         recorder.turn(&task, "tsk_1", 3, &[]);
-        recorder.end_task(&task, "tsk_1", 3, "ok");
+        recorder.end_task(&task, "tsk_1", 3, ExitStatus::Ok);
         let session = recorder.session_event.clone();
         recorder.event(Some(&session), inference(None, 0, "hook:greeter", &[]));
-        recorder.end_session("ok");
+        recorder.end_session(ExitStatus::Ok);
         let view = show(&recorder.events());
 
-        assert_eq!(view.session.exit_status.as_deref(), Some("ok"));
+        assert_eq!(view.session.exit_status, Some(ExitStatus::Ok));
         assert_eq!(view.totals_from, TotalsFrom::SessionEnd);
         assert_eq!(view.tasks.len(), 1);
         let task = &view.tasks[0];
-        assert_eq!(task.exit_status.as_deref(), Some("ok"));
+        assert_eq!(task.exit_status, Some(ExitStatus::Ok));
         assert_eq!(task.source.as_deref(), Some("cli"));
         let turns: Vec<(u32, &str, Vec<&str>)> = task
             .turns
@@ -2539,7 +2539,7 @@ mod tests {
         let mut recorder = Recorder::new();
         let task = recorder.task("tsk_1", "x");
         let mut failed = write("c2", "file:b");
-        failed.status = "failed";
+        failed.status = CallStatus::Failed;
         let turn = recorder.turn(
             &task,
             "tsk_1",
@@ -2593,8 +2593,8 @@ mod tests {
             recorder.turn(&task, "tsk_1", turn as u32 + 1, &[read(&call_id, "file:a")]);
         }
         recorder.turn(&task, "tsk_1", reads as u32 + 1, &[]);
-        recorder.end_task(&task, "tsk_1", reads as u32 + 1, "ok");
-        recorder.end_session("ok");
+        recorder.end_task(&task, "tsk_1", reads as u32 + 1, ExitStatus::Ok);
+        recorder.end_session(ExitStatus::Ok);
         recorder.events()
     }
 

@@ -52,7 +52,7 @@ use serde_json::Value;
 
 use crate::beneath::BeneathDir;
 use crate::trace::context::{SpanRef, event_span_id};
-use crate::trace::schema::{Event, EventBody};
+use crate::trace::schema::{CallStatus, Event, EventBody, ExitStatus};
 
 /// The longest one export request may take.
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -462,7 +462,7 @@ impl OtelExport {
                 self.owners.retain(|_, task| *task != task_event);
                 self.contexts.remove(&task_event);
                 task.attributes.extend([
-                    text("murmur.task.exit_status", exit_status),
+                    text("murmur.task.exit_status", exit_status.as_str()),
                     int("murmur.task.turns", u64::from(*turns)),
                     int("murmur.task.reopen_count", u64::from(*reopen_count)),
                 ]);
@@ -471,7 +471,7 @@ impl OtelExport {
                         task.attributes.push(text("error.type", &error.code));
                         Status::error(error.message.clone())
                     }
-                    None if exit_status != "ok" => Status::error(exit_status.clone()),
+                    None if *exit_status != ExitStatus::Ok => Status::error(exit_status.as_str()),
                     None => Status::Unset,
                 };
                 self.send(task, at, status);
@@ -489,7 +489,7 @@ impl OtelExport {
                 }
                 if let Some(mut session) = self.session.take() {
                     session.attributes.extend([
-                        text("murmur.session.exit_status", exit_status),
+                        text("murmur.session.exit_status", exit_status.as_str()),
                         int("murmur.session.tasks", u64::from(totals.tasks)),
                         int("murmur.session.turns", u64::from(totals.turns)),
                         int("murmur.session.tool_calls", u64::from(totals.tool_calls)),
@@ -518,10 +518,10 @@ impl OtelExport {
                             session.attributes.push(int(key, value));
                         }
                     }
-                    let status = if exit_status == "ok" {
+                    let status = if *exit_status == ExitStatus::Ok {
                         Status::Unset
                     } else {
-                        Status::error(exit_status.clone())
+                        Status::error(exit_status.as_str())
                     };
                     self.send(session, at, status);
                 }
@@ -651,9 +651,9 @@ impl OtelExport {
                     ),
                     text("murmur.driver", driver),
                     text("murmur.choice", choice),
-                    text("murmur.origin", origin),
+                    text("murmur.origin", &origin.to_string()),
                     int("murmur.turn", u64::from(*turn)),
-                    text("murmur.decision", decision),
+                    text("murmur.decision", decision.as_str()),
                     int("murmur.tool_calls", u64::from(*tool_calls)),
                     text("murmur.prompt_cache_key", prompt_cache_key),
                     int("murmur.sent.messages", u64::from(sent.messages)),
@@ -704,7 +704,7 @@ impl OtelExport {
                     text("gen_ai.tool.call.id", call_id),
                     text("gen_ai.tool.type", "function"),
                     int("murmur.turn", u64::from(*turn)),
-                    text("murmur.tool.status", call_status),
+                    text("murmur.tool.status", call_status.as_str()),
                     int("murmur.tool.output_bytes", *output_bytes),
                 ]);
                 if let Some(effect) = state_effect {
@@ -716,8 +716,8 @@ impl OtelExport {
                 if let Some(error) = error {
                     attributes.push(text("error.type", &error.code));
                     status = Status::error(error.message.clone());
-                } else if call_status != "passed" {
-                    status = Status::error(call_status.clone());
+                } else if *call_status != CallStatus::Passed {
+                    status = Status::error(call_status.as_str());
                 }
                 ("capsule.tool_call", SpanKind::Internal, *duration_ms)
             }
@@ -898,7 +898,7 @@ impl Drop for OtelExport {
 mod tests {
     use super::*;
     use crate::trace::context::session_trace_id;
-    use crate::trace::schema::{CapsuleRef, ErrorRef, Sent, Totals};
+    use crate::trace::schema::{CapsuleRef, Decision, ErrorRef, Sent, Totals};
     use std::sync::Mutex;
 
     /// A processor that keeps what it is handed.
@@ -1020,7 +1020,7 @@ mod tests {
         EventBody::Inference {
             task_id: task_id.map(str::to_string),
             turn: 1,
-            origin: origin.into(),
+            origin: origin.parse().unwrap(),
             choice: "primary".into(),
             driver: "driver-openai-chat".into(),
             model: "m".into(),
@@ -1037,7 +1037,7 @@ mod tests {
             cached_tokens_actual: reported.map(|_| 0),
             cache_write_tokens_actual: None,
             stop_reason: "end_turn".into(),
-            decision: "finish".into(),
+            decision: Decision::Finish,
             tool_name: None,
             tool_calls: 0,
             duration_ms: 7,
@@ -1045,15 +1045,15 @@ mod tests {
         }
     }
 
-    fn task_end(task_id: &str, exit_status: &str) -> EventBody {
+    fn task_end(task_id: &str, exit_status: ExitStatus) -> EventBody {
         EventBody::TaskEnd {
             task_id: task_id.into(),
             context_id: Some("ctx_1".into()),
-            exit_status: exit_status.into(),
+            exit_status,
             turns: 1,
             reopen_count: 0,
             result_path: None,
-            error: (exit_status != "ok").then(|| ErrorRef {
+            error: (exit_status != ExitStatus::Ok).then(|| ErrorRef {
                 code: "E-RUN-015".into(),
                 message: "out of turns".into(),
             }),
@@ -1062,7 +1062,7 @@ mod tests {
 
     fn session_end() -> EventBody {
         EventBody::SessionEnd {
-            exit_status: "ok".into(),
+            exit_status: ExitStatus::Ok,
             duration_ms: 100,
             totals: Totals::default(),
         }
@@ -1088,7 +1088,7 @@ mod tests {
             session.spans().len() == 1,
             "a task's span waits for its end; the call went at once"
         );
-        session.write(Some(&task), task_end("tsk_1", "ok"));
+        session.write(Some(&task), task_end("tsk_1", ExitStatus::Ok));
         session.write(Some(&start), session_end());
 
         let trace_id = TraceId::from_hex(&session_trace_id(SESSION)).unwrap();
@@ -1137,7 +1137,7 @@ mod tests {
         let start = session.write(None, session_start());
         let task = session.write(Some(&start), task_start("tsk_1"));
         let turn = session.write(Some(&task), inference(Some("tsk_1"), "agent", None));
-        session.write(Some(&task), task_end("tsk_1", "max_turns_reached"));
+        session.write(Some(&task), task_end("tsk_1", ExitStatus::MaxTurnsReached));
         let turn_span = session.span(&turn);
         for key in [
             "gen_ai.usage.input_tokens",
@@ -1177,7 +1177,7 @@ mod tests {
         );
         let task = session.write(Some(&start), task_start("tsk_1"));
         let turn = session.write(Some(&task), inference(Some("tsk_1"), "agent", None));
-        session.write(Some(&task), task_end("tsk_1", "ok"));
+        session.write(Some(&task), task_end("tsk_1", ExitStatus::Ok));
         session.write(Some(&start), session_end());
         let caller = TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap();
         let task_span = session.span(&task);

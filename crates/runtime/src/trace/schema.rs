@@ -157,8 +157,7 @@ pub enum EventBody {
         /// Absent for a hook's call outside any task.
         task_id: Option<String>,
         turn: u32,
-        /// Who asked: `agent` for the agent loop, `hook:<name>` for a hook's `run-inference`.
-        origin: String,
+        origin: Origin,
         choice: String,
         driver: String,
         model: String,
@@ -176,8 +175,7 @@ pub enum EventBody {
         cache_write_tokens_actual: Option<u64>,
         /// `end_turn`, `tool_call`, `max_tokens`, or `error`.
         stop_reason: String,
-        /// What the loop did next: `call_tools`, `finish`, or `fail`.
-        decision: String,
+        decision: Decision,
         /// The first tool the turn calls, when it calls any.
         tool_name: Option<String>,
         tool_calls: u32,
@@ -192,8 +190,7 @@ pub enum EventBody {
         turn: u32,
         call_id: String,
         tool_name: String,
-        /// `passed`, `failed`, `error`, or `refused` (not run: unknown tool, invalid input).
-        status: String,
+        status: CallStatus,
         is_error: bool,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         state_effect: Option<String>,
@@ -388,7 +385,7 @@ pub enum EventBody {
     TaskEnd {
         task_id: String,
         context_id: Option<String>,
-        exit_status: String,
+        exit_status: ExitStatus,
         turns: u32,
         /// How often an `on-task-end` hook reopened the task.
         reopen_count: u32,
@@ -399,10 +396,158 @@ pub enum EventBody {
     },
     /// The session ended, with the sums of its lines. Always the last line.
     SessionEnd {
-        exit_status: String,
+        exit_status: ExitStatus,
         duration_ms: u64,
         totals: Totals,
     },
+}
+
+/// Who asked for an inference call: the agent loop (`agent`) or a hook's `run-inference`
+/// (`hook:<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Agent,
+    Hook(String),
+}
+
+impl Origin {
+    /// The hook's name, for a hook's call.
+    pub fn hook(&self) -> Option<&str> {
+        match self {
+            Origin::Agent => None,
+            Origin::Hook(name) => Some(name),
+        }
+    }
+
+    /// The hook's name, or `agent`.
+    pub fn name(&self) -> &str {
+        self.hook().unwrap_or("agent")
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Agent => f.write_str("agent"),
+            Origin::Hook(name) => write!(f, "hook:{name}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Origin {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Origin, String> {
+        match text.strip_prefix("hook:") {
+            Some(name) if !name.is_empty() => Ok(Origin::Hook(name.to_string())),
+            _ if text == "agent" => Ok(Origin::Agent),
+            _ => Err(format!("`{text}` is neither `agent` nor `hook:<name>`")),
+        }
+    }
+}
+
+impl Serialize for Origin {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Origin {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Origin, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What followed an inference call: the agent loop ran the tools it asked for
+/// (`call_tools`), ended the task (`finish`) or failed it (`fail`); `hook` for a hook's
+/// `run-inference`, which the loop does not act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    CallTools,
+    Finish,
+    Fail,
+    Hook,
+}
+
+impl Decision {
+    /// The value as the trace spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::CallTools => "call_tools",
+            Decision::Finish => "finish",
+            Decision::Fail => "fail",
+            Decision::Hook => "hook",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a tool call ended: `passed`, `failed` or `error` as the tool said (or the runtime, when
+/// the call broke), `refused` when it was not run (an unknown tool, invalid input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Passed,
+    Failed,
+    Error,
+    Refused,
+}
+
+impl CallStatus {
+    /// The value as the trace spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Passed => "passed",
+            CallStatus::Failed => "failed",
+            CallStatus::Error => "error",
+            CallStatus::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for CallStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a task or a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    Ok,
+    Failed,
+    MaxTurnsReached,
+    ReopenBudgetExhausted,
+    SpendCeilingReached,
+    Canceled,
+}
+
+impl ExitStatus {
+    /// The value as the trace spells it: `max_turns_reached`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitStatus::Ok => "ok",
+            ExitStatus::Failed => "failed",
+            ExitStatus::MaxTurnsReached => "max_turns_reached",
+            ExitStatus::ReopenBudgetExhausted => "reopen_budget_exhausted",
+            ExitStatus::SpendCeilingReached => "spend_ceiling_reached",
+            ExitStatus::Canceled => "canceled",
+        }
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The input fields that name a path, in the order they are looked for.
@@ -437,6 +582,51 @@ impl EventBody {
             EventBody::ArtifactPulled { .. } => "artifact_pulled",
             EventBody::TaskEnd { .. } => "task_end",
             EventBody::SessionEnd { .. } => "session_end",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_typed_fields_read_and_write_the_words_the_trace_has_always_had() {
+        for (origin, text) in [
+            (Origin::Agent, "agent"),
+            (Origin::Hook("critic".into()), "hook:critic"),
+        ] {
+            let json = serde_json::to_value(&origin).unwrap();
+            assert_eq!(json, text);
+            assert_eq!(serde_json::from_value::<Origin>(json).unwrap(), origin);
+        }
+        for bad in ["hook:", "robot", ""] {
+            assert!(
+                serde_json::from_value::<Origin>(bad.into()).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            serde_json::to_value(ExitStatus::ReopenBudgetExhausted).unwrap(),
+            "reopen_budget_exhausted"
+        );
+        assert_eq!(
+            serde_json::from_value::<CallStatus>("refused".into()).unwrap(),
+            CallStatus::Refused
+        );
+        assert_eq!(
+            serde_json::to_value(Decision::CallTools).unwrap(),
+            "call_tools"
+        );
+        for status in [
+            ExitStatus::Ok,
+            ExitStatus::Failed,
+            ExitStatus::MaxTurnsReached,
+            ExitStatus::ReopenBudgetExhausted,
+            ExitStatus::SpendCeilingReached,
+            ExitStatus::Canceled,
+        ] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
         }
     }
 }

@@ -161,7 +161,7 @@ mod tests {
         EventBody::Inference {
             task_id: Some("tsk_1".into()),
             turn: 1,
-            origin: "agent".into(),
+            origin: crate::trace::schema::Origin::Agent,
             choice: "primary".into(),
             driver: "driver".into(),
             model: "m".into(),
@@ -178,7 +178,7 @@ mod tests {
             cached_tokens_actual: None,
             cache_write_tokens_actual: None,
             stop_reason: "end_turn".into(),
-            decision: "finish".into(),
+            decision: crate::trace::schema::Decision::Finish,
             tool_name: None,
             tool_calls: 0,
             duration_ms: 1,

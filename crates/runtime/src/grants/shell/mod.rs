@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use murmur_manifest::Coded;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::beneath::BeneathDir;
@@ -99,11 +100,26 @@ pub enum ShellError {
     Io { binary: String, reason: String },
 }
 
-impl ShellError {
-    pub fn code(&self) -> &'static str {
+impl Coded for ShellError {
+    fn code(&self) -> &'static str {
         match self {
             ShellError::NotAllowed { .. } => "E-CAP-006",
             ShellError::Spawn { .. } | ShellError::Io { .. } => "E-RUN-017",
+        }
+    }
+
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
+    fn hint(&self) -> String {
+        match self {
+            ShellError::NotAllowed { .. } => {
+                "add the binary to `capabilities.shell.allow`, or use one it allows".to_string()
+            }
+            ShellError::Spawn { .. } | ShellError::Io { .. } => {
+                "check that the binary exists, is executable and runs on this host".to_string()
+            }
         }
     }
 }
