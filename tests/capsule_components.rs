@@ -299,3 +299,37 @@ fn a_pull_against_the_locks_pin_is_refused_and_the_lock_is_kept() {
             .all(|event| event["event_type"] != "artifact_pulled")
     );
 }
+
+/// A declared tool whose `input_schema` is a mapping but not a JSON Schema is refused before
+/// the component runs, as an agent's tool is: its calls are never left unchecked.
+#[test]
+fn a_declared_tool_whose_input_schema_does_not_compile_stops_staging() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    registry(home.path(), reg.path());
+    let work = tempfile::tempdir().unwrap();
+    let dir = capsule(&work.path().join("capsule"));
+    let tool = work.path().join("odd-tool");
+    std::fs::create_dir_all(&tool).unwrap();
+    let built = repo_root().join("artifacts/write-file/component.wasm");
+    std::fs::copy(&built, tool.join("component.wasm")).unwrap();
+    std::fs::write(
+        tool.join("murmur.yaml"),
+        "name: odd-tool\nversion: \"0.1.0\"\nruntime: tool\ncomponent: component.wasm\ninput_schema:\n  type: 12\n",
+    )
+    .unwrap();
+    let mut manifest = std::fs::read_to_string(dir.join("murmur.yaml")).unwrap();
+    manifest.push_str(&format!(
+        "  - name: odd-tool\n    version: \"0.1.0\"\n    runtime: tool\n    path: \"{}\"\n",
+        tool.display()
+    ));
+    std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
+    let output = run(home.path(), &dir, reg.path());
+    assert_ne!(output.code, 0, "{output:#?}");
+    let error = &output.json()["error"];
+    assert_eq!(error["code"], "E-MAN-018", "{output:#?}");
+    assert!(
+        error["message"].as_str().unwrap().contains("odd-tool"),
+        "{output:#?}"
+    );
+}

@@ -38,7 +38,7 @@ use crate::bindings::host::murmur::artifact_manager::manage::{
     ArtifactDescription, ArtifactInfo, Host, SessionDiagnostics,
 };
 use crate::grants::env::HostEnv;
-use crate::grants::tool_registry::{AllowedTool, Allowlist, LoadTool};
+use crate::grants::tool_registry::{AllowedTool, Allowlist, LoadTool, compile_input_schema};
 use crate::trace::{EventBody, Trace};
 
 /// One artifact installed for the session.
@@ -237,6 +237,13 @@ impl ArtifactManager {
             let env = self.host_env.clone();
             let artifact = LocalArtifact::open(&installed.dir, &move |n: &str| env(n))
                 .map_err(|error| coded(error.code(), error.to_string()))?;
+            let input_schema = match &artifact.manifest.input_schema {
+                Some(schema) => Some(Arc::new(
+                    compile_input_schema(&installed.name, schema)
+                        .map_err(|refused| coded(refused.code, refused.message))?,
+                )),
+                None => None,
+            };
             let tool = self
                 .loader
                 .load(&installed.name, &artifact.component_path())
@@ -246,15 +253,8 @@ impl ArtifactManager {
                         format!("`{}` was installed, but {error}", installed.name),
                     )
                 })?;
-            self.allowlist.allow(
-                &installed.name,
-                AllowedTool {
-                    tool,
-                    input_schema: crate::grants::tool_registry::compile_input_schema(
-                        artifact.manifest.input_schema.as_ref(),
-                    ),
-                },
-            );
+            self.allowlist
+                .allow(&installed.name, AllowedTool { tool, input_schema });
         }
         Ok(Known {
             name: installed.name,

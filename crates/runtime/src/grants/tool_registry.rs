@@ -79,14 +79,21 @@ impl AllowedTool {
     }
 }
 
-/// Compiles a tool's declared `input_schema`; `None` when it declares none or it does not
-/// compile (staging refuses such a tool for agents; here the call goes unchecked).
+/// Compiles the `input_schema` of the tool `tool`: the one place a schema that is not valid
+/// JSON Schema is refused (`E-MAN-018`), for an agent's tools and a capsule component's alike.
 pub fn compile_input_schema(
-    schema: Option<&serde_json::Value>,
-) -> Option<Arc<jsonschema::Validator>> {
-    schema
-        .and_then(|schema| jsonschema::validator_for(schema).ok())
-        .map(Arc::new)
+    tool: &str,
+    schema: &serde_json::Value,
+) -> Result<jsonschema::Validator, Box<murmur_manifest::Diagnostic>> {
+    jsonschema::validator_for(schema).map_err(|error| {
+        Box::new(
+            murmur_manifest::Diagnostic::new(
+                "E-MAN-018",
+                format!("the input_schema of tool `{tool}` is not a valid JSON Schema: {error}"),
+            )
+            .hint("fix `input_schema` in the tool's murmur.yaml"),
+        )
+    })
 }
 
 /// The tools a capsule component may call, by name. Shared with the artifact manager, which

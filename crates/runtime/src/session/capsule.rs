@@ -264,9 +264,13 @@ pub fn stage(
             name: entry.name.clone(),
             component: Arc::new(loaded),
             config: entry.config.clone(),
-            input_schema: crate::grants::tool_registry::compile_input_schema(
-                artifact.manifest.input_schema.as_ref(),
-            ),
+            input_schema: match &artifact.manifest.input_schema {
+                Some(schema) => Some(Arc::new(
+                    crate::grants::tool_registry::compile_input_schema(&entry.name, schema)
+                        .map_err(|refused| StageError::coded(*refused))?,
+                )),
+                None => None,
+            },
         });
     }
     Ok(StagedCapsule {

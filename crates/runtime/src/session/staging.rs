@@ -74,6 +74,15 @@ pub enum StageError {
 }
 
 impl StageError {
+    /// A coded refusal, as [`StageError::Invalid`].
+    pub(crate) fn coded(error: impl Coded) -> Self {
+        StageError::Invalid {
+            code: error.code(),
+            message: error.message(),
+            hint: error.hint(),
+        }
+    }
+
     fn invalid(code: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
         StageError::Invalid {
             code,
@@ -715,16 +724,8 @@ fn stage_tool(
         .input_schema
         .clone()
         .unwrap_or_else(|| serde_json::json!({"type": "object"}));
-    let validator = jsonschema::validator_for(&schema).map_err(|error| {
-        StageError::invalid(
-            "E-MAN-018",
-            format!(
-                "the input_schema of tool `{}` is not a valid JSON Schema: {error}",
-                entry.name
-            ),
-            "fix `input_schema` in the tool's murmur.yaml",
-        )
-    })?;
+    let validator = crate::grants::tool_registry::compile_input_schema(&entry.name, &schema)
+        .map_err(|refused| StageError::coded(*refused))?;
     Ok(StagedTool {
         spec: ToolSpec {
             name: entry.name.clone(),
