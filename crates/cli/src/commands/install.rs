@@ -111,7 +111,8 @@ pub fn run(args: InstallArgs) -> Exit {
             };
             // Hooks and capsule components are compiled when a session first loads them.
             let world = match local.manifest.runtime {
-                Runtime::Tool | Runtime::Driver => RunWorld::of(local.manifest.runtime),
+                Runtime::Tool => RunWorld::Tool,
+                Runtime::Driver => RunWorld::Driver,
                 Runtime::Hook | Runtime::Skill | Runtime::Capsule => continue,
             };
             let component = local.component_path();

@@ -268,7 +268,7 @@ impl Door {
                 Err(Refused::NotAccepting(state) | Refused::NotCancelable(state)) => {
                     Err(RpcError::unsupported_operation(format!(
                         "task {task_id} is {}; it takes a message only while it waits for input",
-                        state_name(state)
+                        state.as_str()
                     )))
                 }
             };
@@ -366,20 +366,6 @@ fn text_of(message: &Message) -> Result<String, RpcError> {
         })
         .unwrap_or_else(|| "empty text".to_string());
     Err(RpcError::content_type_not_supported(&media))
-}
-
-pub(crate) fn state_name(state: TaskState) -> &'static str {
-    match state {
-        TaskState::Submitted => "submitted",
-        TaskState::Working => "working",
-        TaskState::InputRequired => "input-required",
-        TaskState::AuthRequired => "auth-required",
-        TaskState::Completed => "completed",
-        TaskState::Failed => "failed",
-        TaskState::Canceled => "canceled",
-        TaskState::Rejected => "rejected",
-        TaskState::Unknown => "unknown",
-    }
 }
 
 /// Waits until the task ends or waits for input (after whatever state it is in now).

@@ -211,28 +211,27 @@ impl WasiHttpView for HostState {
 impl Grants {
     /// What the trace lists of these grants, held by the component `name` of `runtime`.
     pub fn listing(&self, name: &str, runtime: &str) -> ComponentGrants {
-        let grants = self;
         ComponentGrants {
             name: name.to_string(),
             runtime: runtime.to_string(),
-            filesystem: grants.filesystem.scope.as_str().to_string(),
-            path: grants
+            filesystem: self.filesystem.scope.as_str().to_string(),
+            path: self
                 .filesystem
                 .path
                 .as_ref()
                 .map(|path| path.display().to_string()),
-            read_only: grants
+            read_only: self
                 .read_only
                 .iter()
                 .map(|path| path.display().to_string())
                 .collect(),
-            network: grants
+            network: self
                 .network
                 .rules()
                 .iter()
                 .map(|rule| rule.as_str().to_string())
                 .collect(),
-            env: grants.env.iter().map(|(name, _)| name.clone()).collect(),
+            env: self.env.iter().map(|(name, _)| name.clone()).collect(),
         }
     }
 }
