@@ -25,7 +25,8 @@
 //!   `domain: "a2a-protocol.org"`).
 //! - **No I/O, no HTTP, no clock.** Bytes and JSON values in, JSON values and strings out.
 //!   [`time`] turns Unix milliseconds into the RFC 3339 timestamps both versions carry, and
-//!   back.
+//!   back. The one exception is opt-in: with the `client` feature, [`client`] calls a peer over
+//!   HTTP (`murmur:message/send`, `mur send`).
 //! - **Never panics**, on any input bytes or JSON value: every failure is a value, an
 //!   [`RpcError`] with its JSON-RPC code or a [`FieldError`] naming the field (property-tested).
 //!
@@ -34,6 +35,8 @@
 //! updates and no `stateTransitionHistory` capability; `ListTasks` exists only in v1.0.
 
 mod base64;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod error;
 pub mod model;
 pub mod rpc;

@@ -19,9 +19,7 @@
 //!
 //! The runtime does not print: progress and results go back to the caller as values.
 
-pub mod beneath;
 mod bindings;
-pub mod door;
 pub mod engine;
 pub mod error;
 pub mod grants;
@@ -29,7 +27,6 @@ pub mod hooks;
 pub mod inference;
 pub mod session;
 pub mod tool;
-pub mod trace;
 
 pub use engine::{Engine, EngineConfig, LoadedComponent, RunWorld};
 pub use error::RuntimeError;

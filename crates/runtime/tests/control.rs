@@ -7,8 +7,8 @@ use std::sync::Arc;
 use murmur_runtime::inference::choices::CredentialSource;
 use murmur_runtime::session::control::{ControlState, Principal};
 use murmur_runtime::session::staging::{Lookups, stage_with};
-use murmur_runtime::trace::{Trace, TraceWriter};
 use murmur_runtime::{Engine, EngineConfig};
+use murmur_trace::{Trace, TraceWriter};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {

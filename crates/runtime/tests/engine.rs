@@ -143,7 +143,7 @@ async fn message_send_needs_a_sending_tool_and_the_peer_in_the_allowlist() {
     grants.sender = Some(SendingTask::new(
         None,
         SendingTask::OPERATOR.into(),
-        murmur_runtime::trace::context::SpanRef::fresh(),
+        murmur_trace::context::SpanRef::fresh(),
     ));
     grants.network = NetworkPolicy::allow(vec![NetworkRule::parse("127.0.0.1:1").unwrap()]);
     let report = engine.call_tool(&probe, &grants, &send).await;

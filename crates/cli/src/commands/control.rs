@@ -20,7 +20,7 @@
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
-use murmur_runtime::door::control_client::{ControlError, Controller};
+use murmur_door::control_client::{ControlError, Controller};
 use serde_json::{Value, json};
 
 use crate::environment::murmur_home;

@@ -17,9 +17,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use murmur_door::{DoorConfig, OnListening, control};
 use murmur_registry::index::Registry;
 use murmur_runtime::Engine;
-use murmur_runtime::door::{DoorConfig, OnListening, control};
 use murmur_runtime::grants::ChunkKind;
 use murmur_runtime::session::capsule::{self, CapsuleConfig};
 use murmur_runtime::session::staging::Lookups;
@@ -234,7 +234,7 @@ pub fn run(args: RunArgs) -> Exit {
                 control::token_file_path(&control_dir, addr.port()).display()
             );
         });
-        runtime.block_on(murmur_runtime::door::serve(
+        runtime.block_on(murmur_door::serve(
             engine,
             staged,
             &config,

@@ -15,11 +15,11 @@
 
 use std::io::Write;
 
+use murmur_a2a::client::{PeerClient, PeerError};
 use murmur_a2a::{
     Message, PartContent, Role, SendMessageParams, SendMessageResult, StreamEvent, Task, TaskState,
     Version, Wire,
 };
-use murmur_runtime::door::client::{PeerClient, PeerError};
 
 use crate::exit::Exit;
 use crate::render;

@@ -265,7 +265,7 @@ fn grants_for(
         grants.sender = Some(SendingTask::new(
             None,
             SendingTask::OPERATOR.to_string(),
-            murmur_runtime::trace::context::SpanRef::fresh(),
+            murmur_trace::context::SpanRef::fresh(),
         ));
     }
     grants.chunks = Some(Arc::new(|kind, text: &str| match kind {

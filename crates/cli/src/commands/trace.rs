@@ -1,5 +1,5 @@
 //! `mur trace show|report|diff`: read a session's `trace.jsonl` back (docs/trace.md). The views are
-//! computed by [`murmur_runtime::trace::analysis`]; this module finds the trace and prints.
+//! computed by [`murmur_trace::analysis`]; this module finds the trace and prints.
 //!
 //! - Which trace (`SESSION|PATH`): a `trace.jsonl` file; a directory holding one (a session's
 //!   directory); a session id (or an unambiguous prefix of one) under ROOT (`--workdir`,
@@ -14,10 +14,10 @@
 //!   output per tool; each hook's calls, compactions, dispatch errors, denials and reopens.
 //! - `diff A B`: what changed from session A to B.
 //! - `export --endpoint URL`: the session's spans sent to an OTLP/HTTP receiver, exactly as
-//!   the session's own export makes them (`murmur_runtime::trace::otel`): again after a failed
+//!   the session's own export makes them (`murmur_trace::otel`): again after a failed
 //!   export, or for a session run without one.
 //! - `--json`: the view as JSON, with `trace_path` (`a_trace_path`/`b_trace_path` for a diff)
-//!   first; field names as [`murmur_runtime::trace::analysis`] defines them.
+//!   first; field names as [`murmur_trace::analysis`] defines them.
 //! - Exit: 0 shown (or exported); 3 the receiver did not take every span (`E-TRC-006`); 2 an
 //!   endpoint that is not an http(s) URL (`E-TRC-005`), no trace found (`E-TRC-002`) or a trace
 //!   that cannot be read (`E-TRC-003`, naming the file and line).
@@ -26,12 +26,12 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use murmur_manifest::Coded;
-use murmur_runtime::trace::analysis::{
+use murmur_trace::analysis::{
     self, CallRow, Change, Diff, HookCall, LoadError, NumberChange, Report, SessionSummary, Show,
     TaskView, Tokens, TokensChange, TotalsFrom,
 };
-use murmur_runtime::trace::otel::{OtelExport, ServiceInfo};
-use murmur_runtime::trace::{Event, EventBody, Totals};
+use murmur_trace::otel::{OtelExport, ServiceInfo};
+use murmur_trace::{Event, EventBody, Totals};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -210,7 +210,7 @@ fn export(path: &Path, events: &[Event], endpoint: &str, json: bool) -> Exit {
         capsule_version: capsule.version.clone(),
     };
     let session_dir = path.parent().unwrap_or(Path::new("."));
-    let workdir = match murmur_runtime::beneath::BeneathDir::open(session_dir) {
+    let workdir = match murmur_beneath::BeneathDir::open(session_dir) {
         Ok(dir) => std::sync::Arc::new(dir),
         Err(error) => {
             return render::failure(

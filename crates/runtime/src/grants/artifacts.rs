@@ -39,7 +39,7 @@ use crate::bindings::host::murmur::artifact_manager::manage::{
 };
 use crate::grants::env::HostEnv;
 use crate::grants::tool_registry::{AllowedTool, Allowlist, LoadTool, compile_input_schema};
-use crate::trace::{EventBody, Trace};
+use murmur_trace::{EventBody, Trace};
 
 /// One artifact installed for the session.
 #[derive(Debug, Clone, PartialEq, Eq)]

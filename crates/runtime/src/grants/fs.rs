@@ -7,7 +7,7 @@
 //!   or nothing at all (scope `none`: no `.`, every relative path fails). A tool's default is
 //!   the workdir read-write; a hook's and a driver's is nothing.
 //! - A directory beneath the workdir is opened through the workdir handle
-//!   ([`crate::beneath`]), never following a symlink (code in the sandbox can plant
+//!   ([`murmur_beneath`]), never following a symlink (code in the sandbox can plant
 //!   `logs -> /etc`), and a missing one is created; the open directory itself, not its name, is what the component gets, so renaming
 //!   or replacing names afterwards changes nothing.
 //! - Inside, `..` out of `.` and a symlink pointing out of it fail inside WASI before any host
@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use murmur_manifest::capsule::FsScope;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::beneath::{BeneathDir, BeneathError};
 use crate::error::RuntimeError;
+use murmur_beneath::{BeneathDir, BeneathError};
 
 /// Which part of the workdir a component's `.` is, and how it may use it.
 #[derive(Debug, Clone, PartialEq, Eq)]

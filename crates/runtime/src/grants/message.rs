@@ -15,7 +15,7 @@
 //! - **Origin and trust are stamped, not chosen.** Every request carries
 //!   `x-murmur-task-origin: peer`, the sending task's trust class as `x-murmur-task-trust`, and
 //!   a W3C `traceparent` naming the sending task's span (in the trace the task arrived with,
-//!   else its session's: [`crate::trace::context`]), so the peer's task nests under it. The
+//!   else its session's: [`murmur_trace::context`]), so the peer's task nests under it. The
 //!   `message` record has no field for any of them.
 //! - **Every send is recorded**, sent or refused, as a [`PeerSend`]; the session writes each as
 //!   an `a2a_send` trace event.
@@ -28,9 +28,9 @@ use murmur_manifest::Coded;
 use crate::bindings::host::murmur::message::send::{
     Host, Message as WitMessage, TaskResult, TaskState as WitState,
 };
-use crate::door::client::{PeerClient, PeerError};
 use crate::grants::NetworkPolicy;
-use crate::trace::context::SpanRef;
+use murmur_a2a::client::{PeerClient, PeerError};
+use murmur_trace::context::SpanRef;
 
 /// The task a tool runs for: what its sends are stamped with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct SendingTask {
     /// The task's trust class: the one it arrived with, `operator` for a task given locally.
     pub trust: String,
     /// The task's span: a send's `traceparent` names it as the parent (see
-    /// [`crate::trace::context`]).
+    /// [`murmur_trace::context`]).
     pub span: SpanRef,
 }
 

@@ -15,7 +15,8 @@
 //! - [`task`]: `murmur:task/task`, human input, only inside an A2A task.
 //! - [`message`]: `murmur:message/send`, a tool's task for a peer capsule, under the network
 //!   allowlist.
-//! - [`shell`]: allowlisted binaries, run natively and confined (the model's `shell` tool).
+//! - The shell (allowlisted binaries, run natively and confined: the model's `shell` tool) is
+//!   its own crate, `murmur_shell`; the session calls it, no component links it.
 //! - [`tool_registry`]: `murmur:tool-registry/invoke`, a capsule component's calls of its
 //!   allowlisted tools.
 //! - [`artifacts`]: `murmur:artifact-manager/manage`, a capsule component's view of its
@@ -37,7 +38,6 @@ pub mod env;
 pub mod fs;
 pub mod http;
 pub mod message;
-pub mod shell;
 pub(crate) mod stdio;
 pub mod task;
 pub mod tool_registry;
@@ -51,9 +51,9 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::engine::CallLimits;
 use crate::engine::limits::MemoryLimiter;
 use crate::error::RuntimeError;
-use crate::trace::schema::ComponentGrants;
 pub use chunks::{ChunkKind, ChunkSink};
 pub use http::{GatewayCredential, NetworkPolicy, Refusal, SecretStore};
+use murmur_trace::schema::ComponentGrants;
 
 /// Everything one component call may touch.
 #[derive(Clone)]

@@ -29,9 +29,9 @@ use crate::bindings::capsule::murmur::tool::run::{
 use crate::bindings::capsule::murmur::tool_registry::invoke::Host;
 use crate::error::RuntimeError;
 use crate::tool::{ToolCallReport, ToolInput, ToolStatus};
-use crate::trace::schema::{CallStatus, ErrorRef};
-use crate::trace::{EventBody, Trace};
 use murmur_manifest::Coded;
+use murmur_trace::schema::{CallStatus, ErrorRef};
+use murmur_trace::{EventBody, Trace};
 
 /// How the registry reaches a tool: through the runtime's one call path, behind a trait so
 /// that this capability needs nothing of the engine.
@@ -201,7 +201,7 @@ impl Host for Option<ToolRegistryGrant> {
             .data
             .as_deref()
             .and_then(|data| serde_json::from_str::<serde_json::Value>(data).ok())
-            .and_then(|value| crate::trace::schema::input_path(&value));
+            .and_then(|value| murmur_trace::schema::input_path(&value));
         let Some(grant) = self.as_mut() else {
             return Ok(Err(
                 "murmur:tool-registry/invoke is available to capsule components only".to_string(),

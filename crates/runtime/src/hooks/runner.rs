@@ -18,8 +18,8 @@ use crate::hooks::events::{self, Handler, HookEvent, HookOutput, arm_name};
 use crate::hooks::imports::{HookScope, Scope};
 use crate::hooks::services::HookServices;
 use crate::tool::{classify_failure, deadline_ticks};
-use crate::trace::Trace;
-use crate::trace::schema::EventBody;
+use murmur_trace::Trace;
+use murmur_trace::schema::EventBody;
 
 /// A call refused at the decision point.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,9 +21,9 @@ use crate::inference::tokens;
 use crate::session::Staged;
 use crate::session::staging::capsule_block;
 use crate::tool::ToolInput;
-use crate::trace::Trace;
-use crate::trace::schema::{Decision, EventBody, Origin, Sent};
 use murmur_manifest::Coded;
+use murmur_trace::Trace;
+use murmur_trace::schema::{Decision, EventBody, Origin, Sent};
 
 /// What hooks' host calls reach: the session's primary driver, its trace, its workdir.
 pub(crate) struct HookServices {
@@ -36,7 +36,7 @@ pub(crate) struct HookServices {
     pub trace: std::sync::OnceLock<Trace>,
     /// The session workdir: the host reads contexts' histories from it for
     /// `conversation/read`, and writes hook logs into it.
-    pub workdir: Arc<crate::beneath::BeneathDir>,
+    pub workdir: Arc<murmur_beneath::BeneathDir>,
     pub session_id: String,
 }
 
@@ -185,7 +185,7 @@ async fn run_inference(
                     error: answer
                         .as_ref()
                         .err()
-                        .map(|message| crate::trace::schema::ErrorRef {
+                        .map(|message| murmur_trace::schema::ErrorRef {
                             code: "E-RUN-011".to_string(),
                             message: message.clone(),
                         }),

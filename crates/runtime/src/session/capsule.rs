@@ -55,9 +55,9 @@ use crate::session::{
 };
 use crate::tool::{BoundTool, ToolLoader};
 use crate::tool::{classify_failure, deadline_ticks};
-use crate::trace::context::SpanRef;
-use crate::trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
-use crate::trace::{EventBody, Trace};
+use murmur_trace::context::SpanRef;
+use murmur_trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
+use murmur_trace::{EventBody, Trace};
 
 /// How a capsule component's session is run.
 pub struct CapsuleConfig {

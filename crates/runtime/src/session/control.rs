@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 
 use crate::inference::choices::DriverChoice;
 use crate::session::Staged;
-use crate::trace::Trace;
-use crate::trace::schema::EventBody;
+use murmur_trace::Trace;
+use murmur_trace::schema::EventBody;
 
 /// Who asks for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

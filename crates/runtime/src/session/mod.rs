@@ -39,9 +39,9 @@ use serde::Serialize;
 
 use crate::grants::ChunkKind;
 pub use crate::grants::env::HostEnv;
-pub use crate::trace::schema::ExitStatus;
-use crate::trace::schema::{ErrorRef, Totals};
 use murmur_manifest::Coded;
+pub use murmur_trace::schema::ExitStatus;
+use murmur_trace::schema::{ErrorRef, Totals};
 pub use run::{TaskFeed, run, run_fed};
 pub use staging::{StageError, Staged, stage};
 use workdir::Workdir;
@@ -281,7 +281,7 @@ impl SessionError {
     /// The session failed on `error`: its workdir (E-RUN-022) when the error came from an
     /// access to it, else its trace (E-TRC-001).
     fn trace(workdir: &Workdir, error: std::io::Error) -> SessionError {
-        if let Some(reason) = crate::beneath::BeneathError::inside(&error) {
+        if let Some(reason) = murmur_beneath::BeneathError::inside(&error) {
             return SessionError {
                 code: "E-RUN-022",
                 message: format!(

@@ -10,8 +10,8 @@ use crate::session::{
     ExitStatus, Observer, REPORTS_KEPT, SessionConfig, SessionError, SessionReport, Staged,
     TaskInput, TaskReport, new_id,
 };
-use crate::trace::schema::{CapsuleRef, EventBody};
-use crate::trace::{Trace, TraceWriter};
+use murmur_trace::schema::{CapsuleRef, EventBody};
+use murmur_trace::{Trace, TraceWriter};
 
 /// `writer`, with the OTLP export `observability.otel_endpoint` asks for. An export that
 /// cannot start is told (`W-TRC-004`) and left out: observability never stops a session.
@@ -23,11 +23,11 @@ pub(crate) fn exported(
     let Some(endpoint) = &capsule.observability.otel_endpoint else {
         return writer;
     };
-    let service = crate::trace::otel::ServiceInfo {
+    let service = murmur_trace::otel::ServiceInfo {
         capsule_name: capsule.name.clone(),
         capsule_version: capsule.version.clone(),
     };
-    match crate::trace::otel::OtelExport::start(endpoint, &service, workdir.dir().clone()) {
+    match murmur_trace::otel::OtelExport::start(endpoint, &service, workdir.dir().clone()) {
         Ok(export) => writer.with_export(export),
         Err(reason) => {
             eprintln!(
@@ -40,7 +40,7 @@ pub(crate) fn exported(
 
 /// How shell children are contained on this host, as `session_start` reports it.
 pub(crate) fn containment() -> serde_json::Value {
-    match crate::grants::shell::landlock_abi() {
+    match murmur_shell::landlock_abi() {
         Some(abi) => serde_json::json!({"landlock": "enforced", "landlock_abi": abi}),
         None => serde_json::json!({
             "landlock": "unavailable",

@@ -50,7 +50,7 @@ use crate::hooks::{StagedHook, load_hook};
 use crate::inference::choices::{CredentialSource, DriverChoice, DriverChoices, PRIMARY};
 use crate::inference::model_limits;
 use crate::inference::request::ToolSpec;
-use crate::trace::schema::ComponentRef;
+use murmur_trace::schema::ComponentRef;
 
 /// Why a capsule could not be staged.
 #[derive(Debug, thiserror::Error)]
@@ -274,7 +274,7 @@ pub fn stage_with(
 
     let path_var = env("PATH").unwrap_or_default();
     for binary in &capsule.capabilities.shell.allow {
-        if crate::grants::shell::resolve(binary, &path_var).is_none() {
+        if murmur_shell::resolve(binary, &path_var).is_none() {
             warnings.push(
                 Diagnostic::new(
                     "W-CAP-007",

@@ -15,7 +15,6 @@ use serde_json::Value;
 use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
 use crate::grants::message::SendingTask;
-use crate::grants::shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
 use crate::grants::{ChunkSink, Grants};
 use crate::hooks::events::{
     self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, ShellOutcome, StageEvent,
@@ -40,9 +39,10 @@ use crate::session::{
     TaskReport, new_id,
 };
 use crate::tool::ToolInput;
-use crate::trace::Trace;
-use crate::trace::context::SpanRef;
-use crate::trace::schema::{ComponentGrants, Decision, ErrorRef, EventBody, Origin, Sent};
+use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
+use murmur_trace::Trace;
+use murmur_trace::context::SpanRef;
+use murmur_trace::schema::{ComponentGrants, Decision, ErrorRef, EventBody, Origin, Sent};
 
 /// What every task of one session shares.
 pub(crate) struct SessionContext<'a> {
@@ -1781,7 +1781,7 @@ impl<'a> SessionContext<'a> {
 }
 
 /// E-RUN-022: the runtime's own file `what` could not be written into the workdir.
-fn workdir_failure(what: &str, reason: &crate::beneath::BeneathError) -> Failure {
+fn workdir_failure(what: &str, reason: &murmur_beneath::BeneathError) -> Failure {
     Failure {
         code: "E-RUN-022".to_string(),
         message: format!("{what} could not be saved in the session workdir: {reason}"),

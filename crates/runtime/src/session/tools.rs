@@ -15,7 +15,7 @@ use crate::grants::message::SendingTask;
 use crate::inference::neutral::{Block, Message};
 use crate::session::staging::{StagedSkill, StagedTool};
 use crate::tool::{ToolInput, ToolStatus};
-use crate::trace::schema::{CallStatus, ErrorRef, EventBody};
+use murmur_trace::schema::{CallStatus, ErrorRef, EventBody};
 
 /// The opening of the fence around every tool result.
 pub const FENCE_OPEN: &str = "<untrusted-content";
@@ -195,7 +195,7 @@ impl ToolCallSite<'_> {
             is_error: true,
             state_effect: None,
             resource_id: None,
-            input_path: crate::trace::schema::input_path(self.input),
+            input_path: murmur_trace::schema::input_path(self.input),
             output_bytes: text.len() as u64,
             duration_ms: started.elapsed().as_millis() as u64,
             error: Some(ErrorRef {
@@ -300,7 +300,7 @@ impl ToolCallSite<'_> {
                 is_error,
                 state_effect,
                 resource_id,
-                input_path: crate::trace::schema::input_path(self.input),
+                input_path: murmur_trace::schema::input_path(self.input),
                 output_bytes: text.len() as u64,
                 duration_ms: report.duration.as_millis() as u64,
                 error,

@@ -5,17 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::beneath::{BeneathDir, BeneathError};
 use crate::inference::neutral::StoredMessage;
 use crate::session::staging::Staged;
-use crate::trace::TraceWriter;
+use murmur_beneath::{BeneathDir, BeneathError};
+use murmur_trace::TraceWriter;
 
 /// The largest `history.json` a threaded context loads back (the runtime wrote it; anything
 /// bigger was not).
 pub const HISTORY_MAX_BYTES: u64 = 256 << 20;
 
 /// One session's workdir: its path, and the handle every host-side access to it goes through
-/// (see [`crate::beneath`]: nothing planted in it is ever followed).
+/// (see [`murmur_beneath`]: nothing planted in it is ever followed).
 #[derive(Debug, Clone)]
 pub struct Workdir {
     pub root: PathBuf,

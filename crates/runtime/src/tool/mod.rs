@@ -24,13 +24,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::beneath::{BeneathDir, BeneathError};
 use crate::bindings;
 use crate::error::RuntimeError;
 use crate::grants::Refusal;
 use crate::grants::message::PeerSend;
 pub use call::{BoundTool, ToolLoader};
 pub(crate) use call::{classify_failure, deadline_ticks};
+use murmur_beneath::{BeneathDir, BeneathError};
 
 /// The largest file `data-path` may name: 10 MiB.
 pub const DATA_PATH_MAX_BYTES: u64 = 10 * 1024 * 1024;
@@ -71,9 +71,9 @@ pub struct ToolResult {
     pub metadata: Vec<(String, String)>,
 }
 
-impl From<ToolStatus> for crate::trace::schema::CallStatus {
+impl From<ToolStatus> for murmur_trace::schema::CallStatus {
     fn from(status: ToolStatus) -> Self {
-        use crate::trace::schema::CallStatus;
+        use murmur_trace::schema::CallStatus;
         match status {
             ToolStatus::Passed => CallStatus::Passed,
             ToolStatus::Failed => CallStatus::Failed,

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::door::control::{TokenFile, pid_alive};
+use crate::control::{TokenFile, pid_alive};
 
 /// The largest answer read from a control plane: 1 MiB.
 pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
@@ -392,7 +392,7 @@ fn detail(error: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::door::control::token_file_path;
+    use crate::control::token_file_path;
 
     fn write(dir: &Path, port: u16, pid: u32) {
         std::fs::create_dir_all(dir).unwrap();

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::beneath::BeneathDir;
+use murmur_beneath::BeneathDir;
 
 /// The longest `command` display string.
 pub const COMMAND_DISPLAY_CHARS: usize = 200;

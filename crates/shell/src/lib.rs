@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use murmur_manifest::Coded;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::beneath::BeneathDir;
+use murmur_beneath::BeneathDir;
 
 pub use confine::landlock_abi;
 pub use describe::{Described, describe};

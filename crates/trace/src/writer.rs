@@ -2,8 +2,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::trace::otel::OtelExport;
-use crate::trace::schema::{Event, EventBody, Totals};
+#[cfg(feature = "otel")]
+use crate::otel::OtelExport;
+use crate::schema::{Event, EventBody, Totals};
 
 /// A session's trace, shared by everything that writes to it (the agent loop, hooks' calls,
 /// async hook workers). Lines never interleave.
@@ -48,6 +49,7 @@ pub struct TraceWriter {
     session_id: String,
     totals: Totals,
     /// The OTLP export each written event is handed to, when the capsule asks for one.
+    #[cfg(feature = "otel")]
     export: Option<OtelExport>,
 }
 
@@ -75,11 +77,13 @@ impl TraceWriter {
             file,
             session_id: session_id.to_string(),
             totals: Totals::default(),
+            #[cfg(feature = "otel")]
             export: None,
         }
     }
 
     /// Hands every event written from now on to `export` as well.
+    #[cfg(feature = "otel")]
     pub fn with_export(mut self, export: OtelExport) -> TraceWriter {
         self.export = Some(export);
         self
@@ -145,6 +149,7 @@ impl TraceWriter {
             return Err(error);
         }
         self.whole_len = self.whole_len.map(|len| len + line.len() as u64);
+        #[cfg(feature = "otel")]
         if let Some(export) = &mut self.export {
             export.record(&event);
         }
@@ -155,13 +160,13 @@ impl TraceWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::schema::Sent;
+    use crate::schema::Sent;
 
     fn inference(input: u64, actual: Option<u64>) -> EventBody {
         EventBody::Inference {
             task_id: Some("tsk_1".into()),
             turn: 1,
-            origin: crate::trace::schema::Origin::Agent,
+            origin: crate::schema::Origin::Agent,
             choice: "primary".into(),
             driver: "driver".into(),
             model: "m".into(),
@@ -178,7 +183,7 @@ mod tests {
             cached_tokens_actual: None,
             cache_write_tokens_actual: None,
             stop_reason: "end_turn".into(),
-            decision: crate::trace::schema::Decision::Finish,
+            decision: crate::schema::Decision::Finish,
             tool_name: None,
             tool_calls: 0,
             duration_ms: 1,

@@ -43,7 +43,6 @@
 //!   the session's bearer token, which the door writes to `<control_dir>/<port>.json` (0600)
 //!   when it starts and removes when it stops.
 
-pub mod client;
 pub mod control;
 pub mod control_client;
 mod feed;

@@ -8,14 +8,14 @@ use std::time::Duration;
 use murmur_a2a::{AgentCapabilities, AgentCard, AgentSkill, Message, Role, TaskState};
 use murmur_manifest::capsule::{AfterTask, TaskAcceptance};
 
-use crate::door::control::{self, ControlToken, TokenFile};
-use crate::door::server::{Door, Queued, router};
-use crate::door::{DoorConfig, OnListening, Store, TaskStore};
-use crate::engine::Engine;
-use crate::grants::ChunkKind;
-use crate::grants::task::InputBroker;
-use crate::session::control::ControlState;
-use crate::session::{
+use crate::control::{self, ControlToken, TokenFile};
+use crate::server::{Door, Queued, router};
+use crate::{DoorConfig, OnListening, Store, TaskStore};
+use murmur_runtime::engine::Engine;
+use murmur_runtime::grants::ChunkKind;
+use murmur_runtime::grants::task::InputBroker;
+use murmur_runtime::session::control::ControlState;
+use murmur_runtime::session::{
     self, ExitStatus, Failure, Observer, SessionConfig, SessionError, SessionReport, Staged,
     StopRequest, StopSignal, TaskFeed, TaskIds, TaskInput, TaskReport, TaskSource, new_id,
 };
@@ -258,7 +258,7 @@ impl TaskFeed for DoorFeed {
                         let task_id = new_id("tsk_", 24);
                         let context_id = new_id("ctx_", 24);
                         let message = Message::text(new_id("msg_", 32), Role::User, &input.text);
-                        let origin = crate::door::Origin {
+                        let origin = crate::Origin {
                             origin: "operator".to_string(),
                             trust: "operator".to_string(),
                             traceparent: None,
@@ -327,7 +327,7 @@ impl TaskFeed for DoorFeed {
                 self.store
                     .artifact_text(task_id, "response", "response", &chunk, true);
                 // The status message repeats the answer, to a bound: the artifact has more.
-                let shown = crate::door::tasks::status_text(answer);
+                let shown = crate::tasks::status_text(answer);
                 self.store
                     .set_state(task_id, TaskState::Completed, text(shown));
             }

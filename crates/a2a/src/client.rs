@@ -11,7 +11,7 @@
 //! - **Bounded reads.** A response body, or one SSE event, larger than [`MAX_ANSWER_BYTES`] is
 //!   an error, never a buffer that grows without end.
 //! - **Only the headers it is given.** It adds `content-type`, `accept` and `A2A-Version`;
-//!   origin, trust and `traceparent` are the caller's (see [`crate::grants::message`]). It never
+//!   origin, trust and `traceparent` are the caller's (the runtime's `murmur:message/send` grant). It never
 //!   attaches a credential.
 //! - `http` and `https` (rustls with the system's roots).
 
@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use murmur_a2a::rpc::{self, Method, WireDyn};
-use murmur_a2a::sse::{Decoder, SseEvent};
-use murmur_a2a::{
+use crate::rpc::{self, Method, WireDyn};
+use crate::sse::{Decoder, SseEvent};
+use crate::{
     CancelTaskParams, GetTaskParams, RpcError, SendMessageParams, SendMessageResult, StreamEvent,
     Task, Version, Wire,
 };

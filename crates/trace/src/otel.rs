@@ -4,7 +4,7 @@
 //!
 //! - **The spans are the trace file, read as it is written.** Each event the writer writes is
 //!   handed here; nothing else feeds the export, so a span never says what `trace.jsonl` does
-//!   not. Ids follow [`crate::trace::context`]: anyone can match a span to its event.
+//!   not. Ids follow [`crate::context`]: anyone can match a span to its event.
 //! - **The span tree**: `capsule.session` (from `session_start` to `session_end`) →
 //!   `capsule.task` (`task_start` to `task_end`) → `capsule.inference`, `capsule.tool_call`,
 //!   `capsule.shell` and `capsule.compaction`, each ending at its event's timestamp and
@@ -50,9 +50,9 @@ use opentelemetry_sdk::trace::{
 };
 use serde_json::Value;
 
-use crate::beneath::BeneathDir;
-use crate::trace::context::{SpanRef, event_span_id};
-use crate::trace::schema::{CallStatus, Event, EventBody, ExitStatus};
+use crate::context::{SpanRef, event_span_id};
+use crate::schema::{CallStatus, Event, EventBody, ExitStatus};
+use murmur_beneath::BeneathDir;
 
 /// The longest one export request may take.
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -897,8 +897,8 @@ impl Drop for OtelExport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::context::session_trace_id;
-    use crate::trace::schema::{CapsuleRef, Decision, ErrorRef, Sent, Totals};
+    use crate::context::session_trace_id;
+    use crate::schema::{CapsuleRef, Decision, ErrorRef, Sent, Totals};
     use std::sync::Mutex;
 
     /// A processor that keeps what it is handed.

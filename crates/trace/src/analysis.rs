@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::trace::schema::{CallStatus, Decision, ErrorRef, Event, EventBody, ExitStatus, Totals};
+use crate::schema::{CallStatus, Decision, ErrorRef, Event, EventBody, ExitStatus, Totals};
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -1601,7 +1601,7 @@ pub fn diff(a_events: &[Event], b_events: &[Event]) -> Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::schema::{CapsuleRef, Sent};
+    use crate::schema::{CapsuleRef, Sent};
 
     const SESSION: &str = "ses_0123456789abcdef0123456789abcdef";
 

@@ -38,7 +38,7 @@ use murmur_a2a::model::{
 };
 use tokio::sync::{oneshot, watch};
 
-use crate::session::{StopRequest, StopSignal};
+use murmur_runtime::session::{StopRequest, StopSignal};
 
 /// An event and its number in its task's stream.
 pub type Numbered = (u64, StreamEvent);
@@ -414,7 +414,11 @@ impl TaskStore {
             }
             entry.waiter = Some(sender);
         }
-        let question = Message::text(crate::session::new_id("msg_", 32), Role::Agent, prompt);
+        let question = Message::text(
+            murmur_runtime::session::new_id("msg_", 32),
+            Role::Agent,
+            prompt,
+        );
         self.set_state(id, TaskState::InputRequired, Some(question));
         Some(receiver)
     }

@@ -12,9 +12,14 @@
 //!   equal the sums of the per-event lines by construction.
 //! - A write that fails is an error to the caller: the session ends rather than going on
 //!   unobserved.
+//! - Reading a trace back ([`analysis`]: `mur trace`'s summary, tree, diff and checks) needs
+//!   this crate alone, not the runtime or Wasmtime.
+//! - With the `otel` feature, [`otel`] hands every written event to an OTLP/HTTP exporter as a
+//!   span; without it the crate has no network code.
 
 pub mod analysis;
 pub mod context;
+#[cfg(feature = "otel")]
 pub mod otel;
 pub mod schema;
 mod writer;

@@ -40,7 +40,7 @@ use axum::routing::{get, put};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::session::control::{ControlRefusal, ControlState, Principal};
+use murmur_runtime::session::control::{ControlRefusal, ControlState, Principal};
 
 /// The session's control token. Its value is never printed by `Debug`.
 #[derive(Clone)]

@@ -1,5 +1,5 @@
 //! The door's HTTP side: the agent card, JSON-RPC at `/`, SSE streams, and the control routes
-//! of [`crate::door::control`].
+//! of [`crate::control`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,10 +19,10 @@ use murmur_a2a::{
 use murmur_manifest::capsule::TaskAcceptance;
 use serde_json::Value;
 
-use crate::door::Store;
-use crate::door::tasks::{Origin, Refused, decimal, page_offset};
-use crate::session::workdir::{SAFE_ID_RULE, is_safe_id};
-use crate::session::{Received, StopSignal, new_id};
+use crate::Store;
+use crate::tasks::{Origin, Refused, decimal, page_offset};
+use murmur_runtime::session::workdir::{SAFE_ID_RULE, is_safe_id};
+use murmur_runtime::session::{Received, StopSignal, new_id};
 
 /// A task accepted by the door, waiting for the session.
 pub(crate) struct Queued {
@@ -37,7 +37,7 @@ pub(crate) struct Queued {
 pub(crate) struct Door {
     pub store: Store,
     /// The launch's settings and secrets, served at `/control` with the token they want.
-    pub control: Arc<crate::door::control::ControlPlane>,
+    pub control: Arc<crate::control::ControlPlane>,
     pub queue: tokio::sync::mpsc::UnboundedSender<Queued>,
     pub acceptance: TaskAcceptance,
     /// Under `single`: whether the one task was taken.
@@ -51,7 +51,7 @@ pub(crate) fn router(door: Arc<Door>) -> Router {
         .route("/.well-known/agent-card.json", get(card))
         .route("/.well-known/agent.json", get(card_v03))
         .route("/", post(rpc_endpoint))
-        .merge(crate::door::control::routes(door.control.clone()))
+        .merge(crate::control::routes(door.control.clone()))
         .with_state(door)
 }
 
@@ -341,7 +341,7 @@ impl Door {
 fn full() -> RpcError {
     RpcError::unsupported_operation(format!(
         "this capsule has {} tasks that have not ended; send again when some have",
-        crate::door::tasks::UNFINISHED_LIMIT
+        crate::tasks::UNFINISHED_LIMIT
     ))
 }
 
