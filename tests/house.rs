@@ -1,5 +1,6 @@
 //! The shape of the source tree, checked: no module of any crate in the workspace imports a
-//! module that imports it back, directly or through others.
+//! module that imports it back, directly or through others; and the crates' dependencies point
+//! one way, down the layers of [`LAYERS`].
 //!
 //! How a reference is counted: every `use` and every path in code that names an item of the
 //! same crate (through `crate::`, `super::`, `self::` or a child module's name) is an edge from
@@ -445,6 +446,100 @@ fn no_module_imports_a_module_that_imports_it_back() {
         }
     }
     assert!(report.is_empty(), "{report}");
+}
+
+/// The layer of each Murmur crate: a crate depends (outside its tests) only on crates of lower
+/// layers. Guest components, which are not listed, use only the guest SDK and the protocol.
+const LAYERS: &[(&str, u8)] = &[
+    ("murmur-manifest", 0),
+    ("murmur-protocol", 0),
+    ("murmur-beneath", 0),
+    ("murmur-a2a", 1),
+    ("murmur-registry", 1),
+    ("murmur-shell", 1),
+    ("murmur-trace", 1),
+    ("murmur-guest", 1),
+    ("murmur-testkit", 1),
+    ("murmur-runtime", 2),
+    ("murmur-door", 3),
+    ("murmur-cli", 4),
+];
+
+/// The Murmur crates a member's `Cargo.toml` lists under `[dependencies]`.
+fn murmur_dependencies(manifest: &str) -> Vec<String> {
+    let mut section = "";
+    let mut found = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[dependencies]"
+            && let Some(name) = line.split(['.', ' ', '=']).next()
+            && name.starts_with("murmur-")
+        {
+            found.push(name.to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn crate_dependencies_point_one_way() {
+    let workspace = workspace();
+    let manifest = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+    let layer = |name: &str| {
+        LAYERS
+            .iter()
+            .find(|(crate_name, _)| *crate_name == name)
+            .map(|l| l.1)
+    };
+    let mut report = String::new();
+    let mut checked = 0;
+    for member in members
+        .split(',')
+        .map(|entry| entry.trim().trim_matches('"'))
+    {
+        if member.is_empty() {
+            continue;
+        }
+        let text = std::fs::read_to_string(workspace.join(member).join("Cargo.toml")).unwrap();
+        let name = text
+            .lines()
+            .find_map(|line| line.strip_prefix("name = "))
+            .unwrap()
+            .trim_matches('"')
+            .to_string();
+        checked += 1;
+        for dependency in murmur_dependencies(&text) {
+            let allowed = match (layer(&name), layer(&dependency)) {
+                (Some(own), Some(theirs)) => theirs < own,
+                (None, _) => matches!(dependency.as_str(), "murmur-guest" | "murmur-protocol"),
+                (Some(_), None) => false,
+            };
+            if !allowed {
+                report.push_str(&format!("{name} depends on {dependency}\n"));
+            }
+        }
+    }
+    assert!(checked > 10, "found only {checked} members");
+    assert!(
+        report.is_empty(),
+        "dependencies against the layers:\n{report}"
+    );
+}
+
+#[test]
+fn the_dependency_reader_finds_murmur_crates_of_the_dependencies_section_only() {
+    let manifest = "[package]\nname = \"murmur-x\"\n\n[dependencies]\nmurmur-a.workspace = true\n\
+                    murmur-b = { workspace = true, features = [\"f\"] }\nserde.workspace = true\n\n\
+                    [dev-dependencies]\nmurmur-c.workspace = true\n";
+    assert_eq!(murmur_dependencies(manifest), ["murmur-a", "murmur-b"]);
 }
 
 /// The checker sees a cycle when there is one: through a child, through `super`, through a

@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use murmur_manifest::Coded;
 use serde_json::{Value, json};
 
 use crate::control::{TokenFile, pid_alive};
@@ -61,6 +62,71 @@ pub enum ControlError {
     /// The answer is not the control plane's.
     #[error("the answer from {url} is not the control plane's: {detail}")]
     Invalid { url: String, detail: String },
+}
+
+impl Coded for ControlError {
+    /// `E-CTL-003` for a change the control plane refused, `E-CTL-004` when there is no
+    /// control plane to talk to.
+    fn code(&self) -> &'static str {
+        match self {
+            ControlError::Refused { .. } => "E-CTL-003",
+            _ => "E-CTL-004",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            ControlError::Refused {
+                status,
+                reason,
+                message,
+            } => format!("the control plane refused ({status} {reason}): {message}"),
+            other => other.to_string(),
+        }
+    }
+
+    fn hint(&self) -> String {
+        match self {
+            ControlError::Refused { reason, .. } => refusal_hint(reason),
+            ControlError::Ambiguous(_) => "pass the URL of the capsule to control",
+            ControlError::BadUrl(_) => {
+                "give the URL `mur run --serve` printed: http://127.0.0.1:PORT/"
+            }
+            ControlError::BadTokenFile(_) => {
+                "name the token file `mur run --serve` printed as `control:`"
+            }
+            ControlError::Unauthorized { .. } => {
+                "the token file belongs to another session: use the one the capsule printed as `control:`"
+            }
+            ControlError::Invalid { .. } => {
+                "check the URL: it should be a capsule served by `mur run --serve`"
+            }
+            ControlError::NotFound(_) | ControlError::Unreachable { .. } => {
+                "serve the capsule with `mur run DIR --serve`, and check that it is still running"
+            }
+        }
+        .to_string()
+    }
+}
+
+/// What to do about a refusal, by its reason.
+fn refusal_hint(reason: &str) -> &'static str {
+    match reason {
+        "credential_unresolvable" => {
+            "inject the choice's credential first: `mur control secret NAME` with the value on stdin"
+        }
+        "in_use" => "switch to another choice first: `mur control set inference.driver primary`",
+        "not_granted" => {
+            "a controller may change only what the capsule's `control.settings` lists; add it there and relaunch"
+        }
+        "unknown_setting" => "the settings are inference.driver and inference.max_tokens",
+        "unknown_secret" => "only names the capsule's `control.secrets` lists can be injected",
+        "unknown_choice" | "invalid_value" => {
+            "`mur control show` lists the choices and the settings' current values"
+        }
+        "loopback_only" => "run `mur control` on the machine that serves the capsule",
+        _ => "`mur control show` shows what may be changed",
+    }
 }
 
 /// One file of the control directory, as found.

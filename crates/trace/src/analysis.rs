@@ -50,7 +50,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::schema::{CallStatus, Decision, ErrorRef, Event, EventBody, ExitStatus, Totals};
+use crate::schema::{
+    CallStatus, Decision, ErrorRef, Event, EventBody, ExitStatus, StopReason, Totals,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -603,7 +605,7 @@ pub struct TurnRow {
     pub model: String,
     /// `call_tools`, `finish` or `fail`.
     pub decision: Decision,
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     /// The tools the turn called (its `tool_call`, `shell` and `skill_call` events), in order.
     pub tools: Vec<String>,
     #[serde(flatten)]
@@ -623,7 +625,7 @@ pub struct HookCall {
     pub turn: u32,
     pub choice: String,
     pub model: String,
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     #[serde(flatten)]
     pub tokens: Tokens,
     pub duration_ms: u64,
@@ -741,7 +743,7 @@ fn hook_call(body: &EventBody) -> Option<HookCall> {
         turn: *turn,
         choice: choice.clone(),
         model: model.clone(),
-        stop_reason: stop_reason.clone(),
+        stop_reason: *stop_reason,
         tokens: Tokens::of(body),
         duration_ms: *duration_ms,
         error: error.clone(),
@@ -925,7 +927,7 @@ pub fn show(events: &[Event]) -> Show {
                     driver: driver.clone(),
                     model: model.clone(),
                     decision: *decision,
-                    stop_reason: stop_reason.clone(),
+                    stop_reason: *stop_reason,
                     tools: Vec::new(),
                     tokens: Tokens::of(&event.body),
                     duration_ms: *duration_ms,
@@ -1667,11 +1669,10 @@ mod tests {
             cached_tokens_actual: None,
             cache_write_tokens_actual: None,
             stop_reason: if tools.is_empty() {
-                "end_turn"
+                StopReason::EndTurn
             } else {
-                "tool_call"
-            }
-            .to_string(),
+                StopReason::ToolCall
+            },
             decision: if tools.is_empty() {
                 Decision::Finish
             } else {

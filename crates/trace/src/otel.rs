@@ -646,7 +646,7 @@ impl OtelExport {
                     KeyValue::new(
                         "gen_ai.response.finish_reasons",
                         AttributeValue::Array(opentelemetry::Array::String(vec![
-                            opentelemetry::StringValue::from(stop_reason.clone()),
+                            opentelemetry::StringValue::from(stop_reason.as_str()),
                         ])),
                     ),
                     text("murmur.driver", driver),
@@ -1036,7 +1036,7 @@ mod tests {
             output_tokens_actual: None,
             cached_tokens_actual: reported.map(|_| 0),
             cache_write_tokens_actual: None,
-            stop_reason: "end_turn".into(),
+            stop_reason: crate::schema::StopReason::EndTurn,
             decision: Decision::Finish,
             tool_name: None,
             tool_calls: 0,

@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use murmur_protocol::inference::StopReason;
+
 /// One line of `trace.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
@@ -174,7 +176,7 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         cache_write_tokens_actual: Option<u64>,
         /// `end_turn`, `tool_call`, `max_tokens`, or `error`.
-        stop_reason: String,
+        stop_reason: StopReason,
         decision: Decision,
         /// The first tool the turn calls, when it calls any.
         tool_name: Option<String>,

@@ -182,7 +182,7 @@ mod tests {
             output_tokens_actual: None,
             cached_tokens_actual: None,
             cache_write_tokens_actual: None,
-            stop_reason: "end_turn".into(),
+            stop_reason: crate::schema::StopReason::EndTurn,
             decision: crate::schema::Decision::Finish,
             tool_name: None,
             tool_calls: 0,

@@ -95,12 +95,12 @@ pub fn run(command: ControlCommand) -> Exit {
         ControlCommand::Secret { name, .. } => match read_secret(name) {
             Ok(value) => Some(value),
             Err(message) => {
-                return refuse(
+                return render::failure(
                     json,
+                    "E-CTL-003",
                     &message,
                     "pipe the value in: `printf %s \"$KEY\" | mur control secret NAME`",
                     Exit::BadInput,
-                    None,
                 );
             }
         },
@@ -305,84 +305,29 @@ fn table(rows: &[Vec<String>]) -> Vec<String> {
         .collect()
 }
 
-/// What to do about a refusal, by its reason.
-fn refusal_hint(reason: &str) -> &'static str {
-    match reason {
-        "credential_unresolvable" => {
-            "inject the choice's credential first: `mur control secret NAME` with the value on stdin"
-        }
-        "in_use" => "switch to another choice first: `mur control set inference.driver primary`",
-        "not_granted" => {
-            "a controller may change only what the capsule's `control.settings` lists; add it there and relaunch"
-        }
-        "unknown_setting" => "the settings are inference.driver and inference.max_tokens",
-        "unknown_secret" => "only names the capsule's `control.secrets` lists can be injected",
-        "unknown_choice" | "invalid_value" => {
-            "`mur control show` lists the choices and the settings' current values"
-        }
-        "loopback_only" => "run `mur control` on the machine that serves the capsule",
-        _ => "`mur control show` shows what may be changed",
-    }
-}
-
+/// A failed control call: told as every coded error is, and with `--json` a refusal also
+/// carries the control plane's `status` and `reason`.
 fn failed(json: bool, error: &ControlError) -> Exit {
-    match error {
-        ControlError::Refused {
-            status,
-            reason,
-            message,
-        } => {
-            let text = format!("the control plane refused ({status} {reason}): {message}");
-            let extra = json!({"status": status, "reason": reason});
-            refuse(json, &text, refusal_hint(reason), Exit::Failed, Some(extra))
-        }
+    let exit = match error {
+        ControlError::Refused { .. } => Exit::Failed,
         ControlError::Ambiguous(_) | ControlError::BadUrl(_) | ControlError::BadTokenFile(_) => {
-            unreachable_plane(json, error, Exit::BadInput)
+            Exit::BadInput
         }
         ControlError::NotFound(_)
         | ControlError::Unreachable { .. }
         | ControlError::Unauthorized { .. }
-        | ControlError::Invalid { .. } => unreachable_plane(json, error, Exit::Stopped),
-    }
-}
-
-/// `E-CTL-004`: no control plane to talk to, with what to do about it.
-fn unreachable_plane(json: bool, error: &ControlError, exit: Exit) -> Exit {
-    let hint = match error {
-        ControlError::Ambiguous(_) => "pass the URL of the capsule to control",
-        ControlError::BadUrl(_) => "give the URL `mur run --serve` printed: http://127.0.0.1:PORT/",
-        ControlError::BadTokenFile(_) => {
-            "name the token file `mur run --serve` printed as `control:`"
-        }
-        ControlError::Unauthorized { .. } => {
-            "the token file belongs to another session: use the one the capsule printed as `control:`"
-        }
-        ControlError::Invalid { .. } => {
-            "check the URL: it should be a capsule served by `mur run --serve`"
-        }
-        _ => "serve the capsule with `mur run DIR --serve`, and check that it is still running",
+        | ControlError::Invalid { .. } => Exit::Stopped,
     };
-    let code = "E-CTL-004";
-    render::failure_human(code, &error.to_string(), hint);
+    render::coded_human(error);
     if json {
-        println!(
-            "{:#}",
-            json!({ "error": render::failure_json(code, &error.to_string(), hint) })
-        );
-    }
-    exit
-}
-
-/// `E-CTL-003`: a change refused, by the control plane or before it was sent.
-fn refuse(json: bool, message: &str, hint: &str, exit: Exit, extra: Option<Value>) -> Exit {
-    let code = "E-CTL-003";
-    render::failure_human(code, message, hint);
-    if json {
-        let mut error = render::failure_json(code, message, hint);
-        if let (Some(Value::Object(extra)), Value::Object(error)) = (extra, &mut error) {
-            error.extend(extra);
+        let mut shown = render::coded_json(error);
+        if let (ControlError::Refused { status, reason, .. }, Value::Object(shown)) =
+            (error, &mut shown)
+        {
+            shown.insert("status".into(), json!(status));
+            shown.insert("reason".into(), json!(reason));
         }
-        println!("{:#}", json!({ "error": error }));
+        println!("{:#}", json!({ "error": shown }));
     }
     exit
 }

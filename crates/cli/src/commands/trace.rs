@@ -682,7 +682,7 @@ fn hook_calls_table(calls: &[HookCall]) -> Table {
         let mut cells = vec![call.hook.clone(), call.turn.to_string(), call.model.clone()];
         cells.extend(tokens_cells(&call.tokens));
         cells.push(call.duration_ms.to_string());
-        cells.push(call.stop_reason.clone());
+        cells.push(call.stop_reason.to_string());
         table.row(cells);
     }
     table
@@ -728,7 +728,7 @@ fn task_text(task: &TaskView, redundant: &[analysis::RedundantCall]) -> String {
         ];
         cells.extend(tokens_cells(&turn.tokens));
         cells.push(turn.duration_ms.to_string());
-        cells.push(turn.stop_reason.clone());
+        cells.push(turn.stop_reason.to_string());
         turns.row(cells);
     }
     if !task.turns.is_empty() {

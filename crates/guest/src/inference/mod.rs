@@ -41,5 +41,5 @@ pub use run::{call, run, run_from_env};
 pub use sse::{SseEvent, SseParser};
 pub use types::{
     Block, Delta, InferenceError, Message, Outcome, Request, Response, StopReason, ToolSpec, Usage,
-    joined_text,
+    joined_text, parse_request,
 };

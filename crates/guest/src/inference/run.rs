@@ -8,7 +8,7 @@ use super::http::{Reply, block_on, post_json_counting};
 use super::provider::{DriverEnv, Provider, StreamDecoder};
 use super::retry::{RetryPolicy, after_stream_error};
 use super::sse::SseParser;
-use super::types::{Delta, InferenceError, Outcome, Request};
+use super::types::{Delta, InferenceError, Outcome, parse_request};
 
 /// Run one call of a driver whose wire format is `provider`, in the environment `env`
 /// ([`DriverEnv::from_env`]): the whole `murmur:tool/run` of a first-party driver.
@@ -49,7 +49,7 @@ pub fn call<P: Provider>(
     env: &DriverEnv,
     input: &ToolInput,
 ) -> Result<Outcome, InferenceError> {
-    let mut request = Request::parse(input.data.as_deref())?;
+    let mut request = parse_request(input.data.as_deref())?;
     if request.model.is_empty() {
         request.model = env.model.clone().ok_or_else(|| {
             InferenceError::invalid_request(

@@ -16,7 +16,7 @@ use crate::hooks::imports::{HookHost, HookScope};
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::neutral::{Block, StoredMessage};
 use crate::inference::request::DriverRequest;
-use crate::inference::response::read_answer;
+use crate::inference::response::{StopReason, read_answer};
 use crate::inference::tokens;
 use crate::session::Staged;
 use crate::session::staging::capsule_block;
@@ -147,9 +147,9 @@ async fn run_inference(
                 .join("\n");
             let estimate =
                 tokens::count(&serde_json::to_string(&answer.content).unwrap_or_default());
-            (text, answer.stop_reason.as_str(), answer.usage, estimate)
+            (text, answer.stop_reason, answer.usage, estimate)
         }
-        Err(_) => (String::new(), "error", None, 0),
+        Err(_) => (String::new(), StopReason::Error, None, 0),
     };
     services.spend.record_output(output_estimate);
     let usage_or_default = usage.unwrap_or_default();
@@ -177,7 +177,7 @@ async fn run_inference(
                     output_tokens_actual: usage_or_default.output_tokens,
                     cached_tokens_actual: usage_or_default.cached_tokens,
                     cache_write_tokens_actual: usage_or_default.cache_write_tokens,
-                    stop_reason: stop_reason.to_string(),
+                    stop_reason,
                     decision: Decision::Hook,
                     tool_name: None,
                     tool_calls: 0,

@@ -1,6 +1,7 @@
 //! The neutral message format: what the conversation is made of, whatever the
 //! provider.
 //!
+//! [`Message`] and [`Block`] are the wire types of `murmur_protocol`, the same a driver reads.
 //! A [`StoredMessage`] is a [`Message`] plus the runtime's envelope: `id` (`msg_` + uuid, an
 //! identity), `source_id` (opaque, whatever produced the content) and `produced_by` (which
 //! driver and model wrote an assistant message, when alternates exist). The envelope is kept in
@@ -10,45 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One content block.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Block {
-    Text {
-        text: String,
-    },
-    ToolCall {
-        id: String,
-        name: String,
-        input: Value,
-    },
-    Thinking {
-        thinking: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        signature: Option<String>,
-    },
-    Image {
-        media_type: String,
-        data: String,
-    },
-}
-
-/// One message as a driver sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
-    User {
-        content: Vec<Block>,
-    },
-    Assistant {
-        content: Vec<Block>,
-    },
-    Tool {
-        tool_call_id: String,
-        is_error: bool,
-        content: Vec<Block>,
-    },
-}
+pub use murmur_protocol::inference::{Block, Message};
 
 /// One message as the runtime keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,44 +34,6 @@ impl StoredMessage {
             source_id: None,
             produced_by: None,
         }
-    }
-}
-
-impl Message {
-    /// A user message holding one text block.
-    pub fn user_text(text: impl Into<String>) -> Message {
-        Message::User {
-            content: vec![Block::Text { text: text.into() }],
-        }
-    }
-
-    /// The message's blocks.
-    pub fn content(&self) -> &[Block] {
-        match self {
-            Message::User { content }
-            | Message::Assistant { content }
-            | Message::Tool { content, .. } => content,
-        }
-    }
-
-    /// The text blocks, joined with newlines.
-    pub fn text(&self) -> String {
-        self.content()
-            .iter()
-            .filter_map(|block| match block {
-                Block::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The tool calls this message makes, in order.
-    pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
-        self.content().iter().filter_map(|block| match block {
-            Block::ToolCall { id, name, input } => Some((id.as_str(), name.as_str(), input)),
-            _ => None,
-        })
     }
 }
 

@@ -8,43 +8,12 @@
 //!   a member that is not a non-negative integer, or one the runtime does not define, is
 //!   skipped while its well-formed siblings are kept. An omitted number stays absent, never 0.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::inference::neutral::Block;
 use crate::tool::{ToolOutput, ToolStatus};
 
-/// Why the model stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    EndTurn,
-    ToolCall,
-    MaxTokens,
-}
-
-impl StopReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::EndTurn => "end_turn",
-            StopReason::ToolCall => "tool_call",
-            StopReason::MaxTokens => "max_tokens",
-        }
-    }
-}
-
-/// The provider's own token counts for one call; absent members were not reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Usage {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cached_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_write_tokens: Option<u64>,
-}
+pub use murmur_protocol::inference::{StopReason, Usage};
 
 /// A well-formed answer.
 #[derive(Debug, Clone, PartialEq)]

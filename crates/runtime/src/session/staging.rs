@@ -729,7 +729,8 @@ fn stage_tool(
     Ok(StagedTool {
         spec: ToolSpec {
             name: entry.name.clone(),
-            description: artifact.manifest.description.clone().unwrap_or_default(),
+            // Always written, empty when the manifest has none (the wire has always carried it).
+            description: Some(artifact.manifest.description.clone().unwrap_or_default()),
             input_schema: schema,
         },
         component,
@@ -764,7 +765,7 @@ fn stage_skill(entry: &ArtifactEntry, artifact: &LocalArtifact) -> Result<Staged
     Ok(StagedSkill {
         spec: ToolSpec {
             name: entry.name.clone(),
-            description,
+            description: Some(description),
             input_schema: skill_input_schema(),
         },
         version: manifest.version.clone(),

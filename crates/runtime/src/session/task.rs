@@ -955,7 +955,7 @@ impl<'a> SessionContext<'a> {
                             input_estimate,
                             0,
                             None,
-                            "error",
+                            StopReason::Error,
                             Decision::Fail,
                             &[],
                             started,
@@ -1005,7 +1005,7 @@ impl<'a> SessionContext<'a> {
                     input_estimate,
                     output_estimate,
                     Some(&answer),
-                    answer.stop_reason.as_str(),
+                    answer.stop_reason,
                     if wants_tools {
                         Decision::CallTools
                     } else {
@@ -1748,7 +1748,7 @@ impl<'a> SessionContext<'a> {
         input_estimate: u64,
         output_estimate: u64,
         answer: Option<&Answer>,
-        stop_reason: &str,
+        stop_reason: StopReason,
         decision: Decision,
         calls: &[(String, String, Value)],
         started: Instant,
@@ -1770,7 +1770,7 @@ impl<'a> SessionContext<'a> {
             output_tokens_actual: usage.output_tokens,
             cached_tokens_actual: usage.cached_tokens,
             cache_write_tokens_actual: usage.cache_write_tokens,
-            stop_reason: stop_reason.to_string(),
+            stop_reason,
             decision,
             tool_name: calls.first().map(|(_, name, _)| name.clone()),
             tool_calls: calls.len() as u32,
@@ -1806,11 +1806,11 @@ fn switch_driver_spec(staged: &Staged) -> ToolSpec {
         .collect();
     ToolSpec {
         name: SWITCH_DRIVER_TOOL.to_string(),
-        description: format!(
+        description: Some(format!(
             "Switch the model that answers your next turns. Choices: {}. The conversation \
              carries over unchanged.",
             listed.join(", ")
-        ),
+        )),
         input_schema: serde_json::json!({
             "type": "object",
             "properties": {"choice": {"type": "string", "enum": names}},
@@ -1849,13 +1849,13 @@ impl ShellTool {
         ShellTool {
             spec: ToolSpec {
                 name: SHELL_TOOL.to_string(),
-                description: format!(
+                description: Some(format!(
                     "Run an allowed program directly in the working directory (no implicit shell; \
                      an interpreter such as bash runs a script only with -c when it is allowed). \
                      Allowed: {}. Returns exit_code, stdout and stderr (each cut at 16 KiB; the \
                      whole output is kept under logs/). A non-zero exit is a result, not an error.",
                     names.join(", ")
-                ),
+                )),
                 input_schema: schema,
             },
             grant,

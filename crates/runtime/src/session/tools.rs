@@ -437,7 +437,7 @@ mod tests {
         let skill = StagedSkill {
             spec: crate::inference::request::ToolSpec {
                 name: "style".to_string(),
-                description: "How to write.".to_string(),
+                description: Some("How to write.".to_string()),
                 input_schema: serde_json::json!({"type": "object", "properties": {}}),
             },
             version: "0.1.0".to_string(),

@@ -160,7 +160,11 @@ pub fn murmur_md(staged: &Staged) -> String {
         .map(|tool| &tool.spec)
         .chain(staged.skills.iter().map(|skill| &skill.spec))
     {
-        text.push_str(&format!("- `{}`: {}\n", spec.name, spec.description.trim()));
+        text.push_str(&format!(
+            "- `{}`: {}\n",
+            spec.name,
+            spec.description.as_deref().unwrap_or_default().trim()
+        ));
     }
     let shell = &capsule.capabilities.shell.allow;
     if !shell.is_empty() {
