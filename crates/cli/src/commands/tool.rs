@@ -16,7 +16,7 @@ use murmur_manifest::capsule::CapsuleManifest;
 use murmur_registry::source::{self, LocalArtifact};
 use murmur_runtime::grants::env::{Identity, component_env};
 use murmur_runtime::grants::message::SendingTask;
-use murmur_runtime::grants::{ChunkKind, Grants, NetworkPolicy};
+use murmur_runtime::grants::{ChunkKind, Grants};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
 use murmur_runtime::{RunWorld, RuntimeError};
 use serde_json::json;
@@ -260,7 +260,36 @@ fn grants_for(
     capsule: Option<&(CapsuleManifest, PathBuf)>,
     workdir: &Path,
 ) -> Grants {
-    let mut grants = Grants::new(workdir);
+    let mut grants = match capsule {
+        Some((capsule, _)) => {
+            let entry = capsule
+                .artifacts
+                .iter()
+                .find(|entry| entry.name == artifact.manifest.name);
+            let mut grants = Grants::of_capsule(capsule, workdir);
+            grants.env = component_env(
+                &Identity::of(capsule, None),
+                entry.and_then(|entry| entry.config.as_ref()),
+                &capsule.capabilities.env.allow,
+                &host_env,
+            );
+            grants
+        }
+        None => {
+            let mut grants = Grants::new(workdir);
+            grants.env = component_env(
+                &Identity {
+                    capsule_name: "mur-tool-invoke".to_string(),
+                    capsule_version: "0.0.0".to_string(),
+                    ..Identity::default()
+                },
+                None,
+                &[],
+                &host_env,
+            );
+            grants
+        }
+    };
     if artifact.manifest.runtime == Runtime::Tool {
         grants.sender = Some(SendingTask::new(
             None,
@@ -272,47 +301,6 @@ fn grants_for(
         ChunkKind::Text => eprint!("{text}"),
         ChunkKind::Thinking => eprint!("[thinking] {text}"),
     }));
-    let Some((capsule, _)) = capsule else {
-        grants.env = component_env(
-            &Identity {
-                capsule_name: "mur-tool-invoke".to_string(),
-                capsule_version: "0.0.0".to_string(),
-                ..Identity::default()
-            },
-            None,
-            &[],
-            &host_env,
-        );
-        return grants;
-    };
-    let capabilities = &capsule.capabilities;
-    let entry = capsule
-        .artifacts
-        .iter()
-        .find(|entry| entry.name == artifact.manifest.name);
-    grants.env = component_env(
-        &Identity {
-            capsule_name: capsule.name.clone(),
-            capsule_version: capsule.version.clone(),
-            ..Identity::default()
-        },
-        entry.and_then(|entry| entry.config.as_ref()),
-        &capabilities.env.allow,
-        &host_env,
-    );
-    grants.network = NetworkPolicy::allow(capabilities.network.allow.clone());
-    grants.read_only = capabilities
-        .filesystem
-        .read_only_resolved()
-        .into_iter()
-        .filter_map(|path| path.canonicalize().ok())
-        .collect();
-    if let Some(bytes) = capabilities.limits.memory_bytes {
-        grants.limits.memory_bytes = bytes;
-    }
-    if let Some(seconds) = capabilities.limits.deadline_seconds {
-        grants.limits.deadline = std::time::Duration::from_secs(seconds);
-    }
     grants
 }
 

@@ -16,9 +16,12 @@
 //!   WASI, `murmur:tool-registry/invoke`, and the `runtime-host` interfaces
 //!   `murmur:artifact-manager/manage` and `murmur:message/send` (`murmur:shell/execute` is not
 //!   linked). See [`crate::session::capsule`].
-//! - Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most one tick late.
+//! - Every call goes one way ([`call`]): its own limited store, a deadline, a failure named for
+//!   what it was. Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most
+//!   one tick late.
 
 pub mod cache;
+mod call;
 pub mod limits;
 
 use std::path::{Path, PathBuf};

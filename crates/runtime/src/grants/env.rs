@@ -21,6 +21,21 @@ pub struct Identity {
     pub capsule_url: Option<String>,
 }
 
+impl Identity {
+    /// The capsule's name and version, in session `session_id` when there is one.
+    pub fn of(
+        capsule: &murmur_manifest::capsule::CapsuleManifest,
+        session_id: Option<&str>,
+    ) -> Self {
+        Identity {
+            capsule_name: capsule.name.clone(),
+            capsule_version: capsule.version.clone(),
+            session_id: session_id.map(str::to_string),
+            capsule_url: None,
+        }
+    }
+}
+
 /// What a driver is told of the call it makes: never a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InferenceTarget {

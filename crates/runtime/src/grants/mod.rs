@@ -99,6 +99,32 @@ impl Grants {
         }
     }
 
+    /// What a capsule grants every component before any narrowing, in `workdir`: its limits
+    /// (`capabilities.limits`), its read-only paths (those that exist, canonical) and its
+    /// network allowlist. The one reading of `capabilities` into grants; the environment is
+    /// [`env::component_env`]'s, per component.
+    pub fn of_capsule(
+        capsule: &murmur_manifest::capsule::CapsuleManifest,
+        workdir: impl Into<PathBuf>,
+    ) -> Grants {
+        let capabilities = &capsule.capabilities;
+        let mut grants = Grants::new(workdir);
+        if let Some(bytes) = capabilities.limits.memory_bytes {
+            grants.limits.memory_bytes = bytes;
+        }
+        if let Some(seconds) = capabilities.limits.deadline_seconds {
+            grants.limits.deadline = std::time::Duration::from_secs(seconds);
+        }
+        grants.read_only = capabilities
+            .filesystem
+            .read_only_resolved()
+            .into_iter()
+            .filter_map(|path| path.canonicalize().ok())
+            .collect();
+        grants.network = NetworkPolicy::allow(capabilities.network.allow.clone());
+        grants
+    }
+
     /// Narrows these grants to what one artifact's entry gives it (`planned`, from
     /// `CapsuleManifest::grants_of`): its directory and scope, the read-only paths it holds
     /// (those that exist), and `always` (a driver's gateway) followed by its network allow

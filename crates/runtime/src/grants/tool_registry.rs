@@ -66,17 +66,35 @@ impl AllowedTool {
             }
             None => serde_json::Value::Object(Default::default()),
         };
-        let problems: Vec<String> = validator
-            .iter_errors(&value)
-            .map(|error| error.to_string())
-            .collect();
-        (!problems.is_empty()).then(|| {
-            format!(
-                "the input does not match the input_schema of `{name}`: {}",
-                problems.join("; ")
-            )
-        })
+        schema_refusal(name, validator, &value)
     }
+}
+
+/// Why `input` does not match the `input_schema` of `tool`, if it does not: every problem, each
+/// at its place in the input (`/path: …`). The one wording of an `E-RUN-009` schema refusal,
+/// for the model's tool calls, the shell and a capsule component's calls alike.
+pub fn schema_refusal(
+    tool: &str,
+    validator: &jsonschema::Validator,
+    input: &serde_json::Value,
+) -> Option<String> {
+    let problems: Vec<String> = validator
+        .iter_errors(input)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            if at.is_empty() {
+                error.to_string()
+            } else {
+                format!("{at}: {error}")
+            }
+        })
+        .collect();
+    (!problems.is_empty()).then(|| {
+        format!(
+            "the input does not match the input_schema of `{tool}`: {}",
+            problems.join("; ")
+        )
+    })
 }
 
 /// Compiles the `input_schema` of the tool `tool`: the one place a schema that is not valid

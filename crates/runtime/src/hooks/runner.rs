@@ -11,13 +11,11 @@ use tokio::sync::{Mutex, mpsc};
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Instance};
 
-use crate::engine::TICK;
 use crate::error::RuntimeError;
 use crate::grants::{Grants, HostState};
 use crate::hooks::events::{self, Handler, HookEvent, HookOutput, arm_name};
 use crate::hooks::imports::{HookScope, Scope};
 use crate::hooks::services::HookServices;
-use crate::tool::{classify_failure, deadline_ticks};
 use murmur_trace::Trace;
 use murmur_trace::schema::EventBody;
 
@@ -351,25 +349,17 @@ impl HookSet {
                 ..scope.clone()
             },
         });
-        live.store.set_epoch_deadline(deadline_ticks(deadline));
-        let timed = tokio::time::timeout(
-            deadline + 2 * TICK,
-            call_handler(&mut live.store, &live.instance, export, event),
-        )
-        .await;
-        let outcome = match timed {
-            Err(_) => Call::Stopped(RuntimeError::Deadline {
-                component: hook.name.clone(),
-                deadline,
-            }),
-            Ok(Err(error)) => Call::Stopped(classify_failure(
-                &hook.name,
-                deadline,
-                live.store.data(),
-                &error,
-            )),
-            Ok(Ok(Ok(output))) => Call::Output(output),
-            Ok(Ok(Err(message))) => Call::Error(message),
+        let called = self
+            .services
+            .engine
+            .bounded(&hook.name, deadline, &mut live.store, async |store| {
+                call_handler(store, &live.instance, export, event).await
+            })
+            .await;
+        let outcome = match called {
+            Err(error) => Call::Stopped(error),
+            Ok(Ok(output)) => Call::Output(output),
+            Ok(Err(message)) => Call::Error(message),
         };
         if matches!(outcome, Call::Stopped(_)) {
             *slot = None;
@@ -380,19 +370,17 @@ impl HookSet {
     async fn instantiate(&self, index: usize) -> Result<Live, RuntimeError> {
         let hook = &self.services.staged.hooks[index];
         let grants = &self.grants[index];
-        let mut store = Store::new(self.services.engine.wasm(), grants.host_state()?);
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks(grants.limits.deadline));
-        store.epoch_deadline_trap();
-        match hook.component.pre.instantiate_async(&mut store).await {
-            Ok(instance) => Ok(Live { store, instance }),
-            Err(error) => Err(classify_failure(
+        let engine = &self.services.engine;
+        let mut store = engine.store(grants.host_state()?);
+        let instance = engine
+            .bounded(
                 &hook.name,
                 grants.limits.deadline,
-                store.data(),
-                &error,
-            )),
-        }
+                &mut store,
+                async |store| hook.component.pre.instantiate_async(store).await,
+            )
+            .await?;
+        Ok(Live { store, instance })
     }
 
     /// A loud, non-fatal fault: a line in `logs/hook-<name>.log` and, once the trace exists,

@@ -14,13 +14,13 @@ use crate::grants::Grants;
 use crate::hooks::events::from_wit_list;
 use crate::hooks::imports::{HookHost, HookScope};
 use crate::inference::cache_key::prompt_cache_key;
+use crate::inference::call::{DriverFailure, call_driver};
 use crate::inference::neutral::{Block, StoredMessage};
 use crate::inference::request::DriverRequest;
-use crate::inference::response::{StopReason, read_answer};
+use crate::inference::response::StopReason;
 use crate::inference::tokens;
 use crate::session::Staged;
 use crate::session::staging::capsule_block;
-use crate::tool::ToolInput;
 use murmur_manifest::Coded;
 use murmur_trace::Trace;
 use murmur_trace::schema::{Decision, EventBody, Origin, Sent};
@@ -106,8 +106,8 @@ async fn run_inference(
         stream: false,
         continuation_id: None,
     };
-    let data = serde_json::to_string(&driver_request).map_err(|e| e.to_string())?;
-    let input_estimate = tokens::count(&data);
+    let input = driver_request.to_input().map_err(|e| e.to_string())?;
+    let input_estimate = tokens::count(input.data.as_deref().unwrap_or_default());
     services
         .spend
         .admit(input_estimate)
@@ -119,21 +119,12 @@ async fn run_inference(
             *value = model.clone();
         }
     }
-    let report = services
-        .engine
-        .call_tool(
-            &staged.driver.component,
-            &grants,
-            &ToolInput {
-                data: Some(data),
-                log_path: None,
-            },
-        )
-        .await;
-    let answer = match report.outcome {
-        Ok(output) => read_answer(&output).map_err(|failure| failure.message),
-        Err(error) => Err(format!("error[{}]: {error}", error.code())),
-    };
+    let answer = call_driver(&services.engine, &staged.driver.component, &grants, &input)
+        .await
+        .map_err(|failure| match failure {
+            DriverFailure::Answered(failure) => failure.message,
+            DriverFailure::Call(error) => format!("error[{}]: {error}", error.code()),
+        });
     let (text, stop_reason, usage, output_estimate) = match &answer {
         Ok(answer) => {
             let text = answer

@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
@@ -38,26 +38,23 @@ use murmur_registry::index::Registry;
 use murmur_registry::install;
 use murmur_registry::source::{LocalArtifact, ensure_components};
 use serde_json::Value;
-use wasmtime::Store;
 
 use crate::bindings::capsule::CapsulePre;
-use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
+use crate::engine::{Engine, LoadedComponent, error_chain};
 use crate::error::RuntimeError;
 use crate::grants::artifacts::ArtifactManager;
 use crate::grants::env::{Identity, component_env};
 use crate::grants::message::{PeerSend, SendingTask};
 use crate::grants::tool_registry::{AllowedTool, Allowlist, CallTrace, ToolRegistryGrant};
-use crate::grants::{Grants, HostState, NetworkPolicy};
+use crate::grants::{Grants, HostState};
 use crate::session::staging::{StageError, installed_error};
-use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
 };
 use crate::tool::{BoundTool, ToolLoader};
-use crate::tool::{classify_failure, deadline_ticks};
+use murmur_trace::EventBody;
 use murmur_trace::context::SpanRef;
 use murmur_trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
-use murmur_trace::{EventBody, Trace};
 
 /// How a capsule component's session is run.
 pub struct CapsuleConfig {
@@ -343,29 +340,19 @@ async fn call_capsule(
     };
     state.tool_registry = Some(registry);
     state.artifacts = Some(manager);
-    let mut store = Store::new(engine.wasm(), state);
-    store.limiter(|state| &mut state.limiter);
-    store.set_epoch_deadline(deadline_ticks(grants.limits.deadline));
-    store.epoch_deadline_trap();
-    let timed = tokio::time::timeout(grants.limits.deadline + 2 * TICK, async {
-        let capsule = component.pre.instantiate_async(&mut store).await?;
-        capsule.murmur_capsule_run().call_run(&mut store).await
-    })
-    .await;
-    let state = store.data();
-    let outcome = match timed {
-        Err(_elapsed) => Err(RuntimeError::Deadline {
-            component: component.name().to_string(),
-            deadline: grants.limits.deadline,
-        }),
-        Ok(Err(error)) => Err(classify_failure(
+    let mut store = engine.store(state);
+    let outcome = engine
+        .bounded(
             component.name(),
             grants.limits.deadline,
-            state,
-            &error,
-        )),
-        Ok(Ok(())) => Ok(()),
-    };
+            &mut store,
+            async |store| {
+                let capsule = component.pre.instantiate_async(&mut *store).await?;
+                capsule.murmur_capsule_run().call_run(&mut *store).await
+            },
+        )
+        .await;
+    let state = store.data();
     CapsuleRun {
         outcome,
         sends: state.message.sends.clone(),
@@ -387,29 +374,10 @@ fn component_grants(
     host_env: &HostEnv,
     config: Option<&Value>,
 ) -> Grants {
-    let mut grants = Grants::new(workdir);
-    if let Some(bytes) = capsule.capabilities.limits.memory_bytes {
-        grants.limits.memory_bytes = bytes;
-    }
-    if let Some(seconds) = capsule.capabilities.limits.deadline_seconds {
-        grants.limits.deadline = Duration::from_secs(seconds);
-    }
-    grants.read_only = capsule
-        .capabilities
-        .filesystem
-        .read_only
-        .iter()
-        .filter_map(|path| path.resolved.canonicalize().ok())
-        .collect();
-    let identity = Identity {
-        capsule_name: capsule.name.clone(),
-        capsule_version: capsule.version.clone(),
-        session_id: Some(session_id.to_string()),
-        capsule_url: None,
-    };
+    let mut grants = Grants::of_capsule(capsule, workdir);
+    let identity = Identity::of(capsule, Some(session_id));
     let lookup = |name: &str| host_env(name);
     grants.env = component_env(&identity, config, &capsule.capabilities.env.allow, &lookup);
-    grants.network = NetworkPolicy::allow(capsule.capabilities.network.allow.clone());
     grants
 }
 
@@ -421,23 +389,9 @@ pub async fn run(
     observer: Arc<dyn Observer>,
 ) -> Result<SessionReport, SessionError> {
     let started = Instant::now();
-    let session_id = new_id("ses_", 32);
-    let workdir =
-        Workdir::create(&config.workdir_root, &session_id).map_err(|error| SessionError {
-            code: "E-RUN-001",
-            message: format!(
-                "the session workdir under {} could not be created: {error}",
-                config.workdir_root.display()
-            ),
-            hint: "check that the workdir root is writable".to_string(),
-            workdir: None,
-        })?;
+    let (session_id, workdir) = crate::session::run::open_workdir(&config.workdir_root)?;
     let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
-    let trace = Trace::new(crate::session::run::exported(
-        workdir.create_trace(&session_id).map_err(trace_error)?,
-        &staged.capsule,
-        &workdir,
-    ));
+    let trace = crate::session::run::open_trace(&workdir, &session_id, &staged.capsule)?;
     let capsule = &staged.capsule;
     let session_event = trace
         .write(

@@ -1,6 +1,7 @@
 //! The session loop: the workdir, the trace and its export, then each task the feed hands out,
 //! the session hooks around them, and `session_end` however the session ends.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,9 +14,37 @@ use crate::session::{
 use murmur_trace::schema::{CapsuleRef, EventBody};
 use murmur_trace::{Trace, TraceWriter};
 
+/// A new session's id and its workdir under `root` (`E-RUN-001` when it cannot be made): how
+/// every session begins, an agent's or a capsule component's.
+pub(crate) fn open_workdir(root: &Path) -> Result<(String, Workdir), SessionError> {
+    let session_id = new_id("ses_", 32);
+    let workdir = Workdir::create(root, &session_id).map_err(|error| SessionError {
+        code: "E-RUN-001",
+        message: format!(
+            "the session workdir under {} could not be created: {error}",
+            root.display()
+        ),
+        hint: "check that the workdir root is writable".to_string(),
+        workdir: None,
+    })?;
+    Ok((session_id, workdir))
+}
+
+/// The session's `trace.jsonl`, with the export the capsule asks for.
+pub(crate) fn open_trace(
+    workdir: &Workdir,
+    session_id: &str,
+    capsule: &murmur_manifest::capsule::CapsuleManifest,
+) -> Result<Trace, SessionError> {
+    let writer = workdir
+        .create_trace(session_id)
+        .map_err(|error| SessionError::trace(workdir, error))?;
+    Ok(Trace::new(exported(writer, capsule, workdir)))
+}
+
 /// `writer`, with the OTLP export `observability.otel_endpoint` asks for. An export that
 /// cannot start is told (`W-TRC-004`) and left out: observability never stops a session.
-pub(crate) fn exported(
+fn exported(
     writer: TraceWriter,
     capsule: &murmur_manifest::capsule::CapsuleManifest,
     workdir: &Workdir,
@@ -97,17 +126,7 @@ pub async fn run_fed(
 ) -> Result<SessionReport, SessionError> {
     crate::inference::tokens::warm();
     let started = Instant::now();
-    let session_id = new_id("ses_", 32);
-    let workdir =
-        Workdir::create(&config.workdir_root, &session_id).map_err(|error| SessionError {
-            code: "E-RUN-001",
-            message: format!(
-                "the session workdir under {} could not be created: {error}",
-                config.workdir_root.display()
-            ),
-            hint: "check that the workdir root is writable".to_string(),
-            workdir: None,
-        })?;
+    let (session_id, workdir) = open_workdir(&config.workdir_root)?;
     let context = crate::session::task::SessionContext::new(
         engine,
         staged.clone(),
@@ -121,13 +140,7 @@ pub async fn run_fed(
         .await
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
-    let trace = Trace::new(exported(
-        workdir
-            .create_trace(&session_id)
-            .map_err(|error| SessionError::trace(&workdir, error))?,
-        &staged.capsule,
-        &workdir,
-    ));
+    let trace = open_trace(&workdir, &session_id, &staged.capsule)?;
     workdir
         .write_murmur_md(&staged)
         .map_err(|error| SessionError::trace(&workdir, error.into()))?;

@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::engine::Engine;
 use crate::grants::env::{Identity, InferenceTarget, component_env};
 use crate::grants::message::SendingTask;
+use crate::grants::tool_registry::schema_refusal;
 use crate::grants::{ChunkSink, Grants};
 use crate::hooks::events::{
     self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, ShellOutcome, StageEvent,
@@ -23,11 +24,12 @@ use crate::hooks::events::{
 };
 use crate::hooks::{Denial, HookServices, HookSet, Scope};
 use crate::inference::cache_key::prompt_cache_key;
+use crate::inference::call::{DriverFailure, call_driver};
 use crate::inference::choices::{DriverChoice, wire_view};
 use crate::inference::continuation::{Continuation, Plan};
 use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::request::{DriverRequest, ToolSpec};
-use crate::inference::response::{Answer, StopReason, read_answer};
+use crate::inference::response::{Answer, StopReason};
 use crate::inference::spend::SpendMeter;
 use crate::inference::tokens::{self, MessageCounts};
 use crate::session::control::{ControlState, Principal};
@@ -38,7 +40,6 @@ use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, StopRequest, StopSignal, TaskInput,
     TaskReport, new_id,
 };
-use crate::tool::ToolInput;
 use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
 use murmur_trace::Trace;
 use murmur_trace::context::SpanRef;
@@ -101,12 +102,7 @@ impl<'a> SessionContext<'a> {
         observer: Arc<dyn Observer>,
     ) -> SessionContext<'a> {
         let capsule = &staged.capsule;
-        let identity = Identity {
-            capsule_name: capsule.name.clone(),
-            capsule_version: capsule.version.clone(),
-            session_id: Some(session_id.to_string()),
-            capsule_url: None,
-        };
+        let identity = Identity::of(capsule, Some(session_id));
         let host_env = config.host_env.clone();
         let lookup = move |name: &str| host_env(name);
         let allow = &capsule.capabilities.env.allow;
@@ -114,20 +110,8 @@ impl<'a> SessionContext<'a> {
             let observer = observer.clone();
             Arc::new(move |kind, text: &str| observer.chunk(kind, text))
         };
-        let mut base = Grants::new(&workdir.root);
-        if let Some(bytes) = capsule.capabilities.limits.memory_bytes {
-            base.limits.memory_bytes = bytes;
-        }
-        if let Some(seconds) = capsule.capabilities.limits.deadline_seconds {
-            base.limits.deadline = Duration::from_secs(seconds);
-        }
-        let read_only: Vec<_> = capsule
-            .capabilities
-            .filesystem
-            .read_only
-            .iter()
-            .filter_map(|path| path.resolved.canonicalize().ok())
-            .collect();
+        // Narrowed per component below; the shell takes the capsule's read-only paths as they are.
+        let base = Grants::of_capsule(capsule, &workdir.root);
         // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
         let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
         let component_grants = |name: &str, config: Option<&Value>| {
@@ -229,7 +213,7 @@ impl<'a> SessionContext<'a> {
                 &capsule.capabilities.shell.allow,
                 &lookup("PATH").unwrap_or_default(),
                 workdir.dir().clone(),
-                read_only.clone(),
+                base.read_only.clone(),
                 env,
                 capsule
                     .capabilities
@@ -901,16 +885,15 @@ impl<'a> SessionContext<'a> {
                 full_resend: continuation_id.is_none(),
                 continuation_id: continuation_id.map(str::to_string),
             };
-            let data = serde_json::to_string(&request).map_err(std::io::Error::other)?;
-            let driver_input = ToolInput {
-                data: Some(data),
-                log_path: None,
-            };
-            let call =
-                self.engine
-                    .call_tool(&driver.component, &self.choice_grants[index], &driver_input);
+            let driver_input = request.to_input().map_err(std::io::Error::other)?;
+            let call = call_driver(
+                &self.engine,
+                &driver.component,
+                &self.choice_grants[index],
+                &driver_input,
+            );
             // A stop requested while the model is asked abandons the call.
-            let Some(report) = until_stopped(run.stop.as_ref(), call).await else {
+            let Some(answer) = until_stopped(run.stop.as_ref(), call).await else {
                 return Ok(run.stopped().unwrap_or(Ending::Canceled));
             };
             let input_estimate = match admitted_estimate {
@@ -922,8 +905,8 @@ impl<'a> SessionContext<'a> {
                     estimate
                 }
             };
-            let answer: Result<Answer, Failure> = match report.outcome {
-                Ok(output) => read_answer(&output).map_err(|failure| Failure {
+            let answer: Result<Answer, Failure> = answer.map_err(|failure| match failure {
+                DriverFailure::Answered(failure) => Failure {
                     code: "E-RUN-011".to_string(),
                     message: match failure.status {
                         Some(status) => format!(
@@ -935,13 +918,13 @@ impl<'a> SessionContext<'a> {
                     hint: "read the provider's message; check the model name, the key and the \
                            gateway endpoint"
                         .to_string(),
-                }),
-                Err(error) => Err(Failure {
+                },
+                DriverFailure::Call(error) => Failure {
                     code: error.code().to_string(),
                     message: error.to_string(),
                     hint: error.hint(),
-                }),
-            };
+                },
+            });
             let answer = match answer {
                 Ok(answer) => answer,
                 Err(failure) => {
@@ -1461,25 +1444,12 @@ impl<'a> SessionContext<'a> {
     ) -> std::io::Result<()> {
         let started = Instant::now();
         let refuse = |code: &str, message: String| (code.to_string(), message);
-        let request: Result<ShellRequest, (String, String)> = {
-            let problems: Vec<String> = shell
-                .validator
-                .iter_errors(input)
-                .map(|e| e.to_string())
-                .collect();
-            if problems.is_empty() {
-                serde_json::from_value(input.clone())
-                    .map_err(|e| refuse("E-RUN-009", format!("the shell input is not valid: {e}")))
-            } else {
-                Err(refuse(
-                    "E-RUN-009",
-                    format!(
-                        "the input does not match the input_schema of `shell`: {}",
-                        problems.join("; ")
-                    ),
-                ))
-            }
-        };
+        let request: Result<ShellRequest, (String, String)> =
+            match schema_refusal(SHELL_TOOL, &shell.validator, input) {
+                None => serde_json::from_value(input.clone())
+                    .map_err(|e| refuse("E-RUN-009", format!("the shell input is not valid: {e}"))),
+                Some(refusal) => Err(refuse("E-RUN-009", refusal)),
+            };
         let request = request.and_then(|request| {
             shell
                 .grant

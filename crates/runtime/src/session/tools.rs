@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::engine::Engine;
 use crate::grants::Grants;
 use crate::grants::message::SendingTask;
+use crate::grants::tool_registry::schema_refusal;
 use crate::inference::neutral::{Block, Message};
 use crate::session::staging::{StagedSkill, StagedTool};
 use crate::tool::{ToolInput, ToolStatus};
@@ -151,28 +152,10 @@ impl ToolCallSite<'_> {
                 started,
             )));
         };
-        let problems: Vec<String> = self.staged[tool.index]
-            .validator
-            .iter_errors(self.input)
-            .map(|error| {
-                let at = error.instance_path().to_string();
-                if at.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("{at}: {error}")
-                }
-            })
-            .collect();
-        if !problems.is_empty() {
-            return Err(Box::new(self.refused(
-                format!(
-                    "the input does not match the input_schema of `{}`: {}",
-                    self.name,
-                    problems.join("; ")
-                ),
-                "E-RUN-009",
-                started,
-            )));
+        if let Some(refusal) =
+            schema_refusal(self.name, &self.staged[tool.index].validator, self.input)
+        {
+            return Err(Box::new(self.refused(refusal, "E-RUN-009", started)));
         }
         Ok(tool)
     }

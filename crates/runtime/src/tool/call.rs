@@ -1,17 +1,16 @@
-//! One call of `murmur:tool/run`: a fresh store under the call's grants, its limits and
-//! deadline, and a failure named for what it was (see the rules in [`crate::tool`]).
+//! One call of `murmur:tool/run`: a fresh store under the call's grants, called the engine's
+//! one way (limits, deadline, a failure named for what it was), its result read under the
+//! rules of [`crate::tool`].
 
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use wasmtime::Store;
+use std::time::Instant;
 
 use crate::RunWorld;
 use crate::bindings;
-use crate::engine::{Engine, LoadedComponent, TICK, error_chain};
+use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
 use crate::grants::Grants;
 use crate::grants::tool_registry::{CallTool, LoadTool};
@@ -39,47 +38,36 @@ impl Engine {
                 };
             }
         };
-        let mut store = Store::new(self.wasm(), state);
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks(grants.limits.deadline));
-        store.epoch_deadline_trap();
-
+        let mut store = self.store(state);
         let wit_input = bindings::ToolInput {
             data: input.data.clone(),
             log_path: input.log_path.clone(),
         };
-        // The epoch stops a component running its own code; the timer also stops one parked
-        // in a host call. The timer runs a tick later so the epoch, which names the cause
-        // more precisely, normally fires first.
-        let timed = tokio::time::timeout(grants.limits.deadline + 2 * TICK, async {
-            let tool = component.pre.instantiate_async(&mut store).await?;
-            tool.murmur_tool_run()
-                .call_run(&mut store, &wit_input)
-                .await
-        })
-        .await;
-
-        let state = store.data();
-        let outcome = match timed {
-            Err(_elapsed) => Err(RuntimeError::Deadline {
-                component: component.name().to_string(),
-                deadline: grants.limits.deadline,
-            }),
-            Ok(Err(error)) => Err(classify_failure(
+        let called = self
+            .bounded(
                 component.name(),
                 grants.limits.deadline,
-                state,
-                &error,
-            )),
-            Ok(Ok(result)) => match result.data.as_ref().map(|data| data.len() as u64) {
-                Some(bytes) if bytes > DATA_MAX_BYTES => Err(RuntimeError::DataTooLarge {
-                    component: component.name().to_string(),
-                    bytes,
-                    limit: DATA_MAX_BYTES,
-                }),
-                _ => read_result(component.name(), &grants.workdir, result.into()),
-            },
-        };
+                &mut store,
+                async |store| {
+                    let tool = component.pre.instantiate_async(&mut *store).await?;
+                    tool.murmur_tool_run()
+                        .call_run(&mut *store, &wit_input)
+                        .await
+                },
+            )
+            .await;
+        let state = store.data();
+        let outcome =
+            called.and_then(
+                |result| match result.data.as_ref().map(|data| data.len() as u64) {
+                    Some(bytes) if bytes > DATA_MAX_BYTES => Err(RuntimeError::DataTooLarge {
+                        component: component.name().to_string(),
+                        bytes,
+                        limit: DATA_MAX_BYTES,
+                    }),
+                    _ => read_result(component.name(), &grants.workdir, result.into()),
+                },
+            );
         ToolCallReport {
             outcome,
             refusals: state.http_grant.refusals.clone(),
@@ -88,43 +76,6 @@ impl Engine {
             stderr: state.stderr.text(),
             duration: started.elapsed(),
         }
-    }
-}
-
-pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
-    (deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1)
-}
-
-/// Names why a call failed: the memory ceiling, the deadline, or an ordinary trap.
-pub(crate) fn classify_failure(
-    component: &str,
-    deadline: Duration,
-    state: &crate::grants::HostState,
-    error: &wasmtime::Error,
-) -> RuntimeError {
-    if let Some(requested) = state.limiter.refused_at() {
-        return RuntimeError::MemoryLimit {
-            component: component.to_string(),
-            limit_bytes: state.limiter.limit_bytes(),
-            requested_bytes: requested,
-        };
-    }
-    if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
-        return RuntimeError::Deadline {
-            component: component.to_string(),
-            deadline,
-        };
-    }
-    let mut message = error_chain(error);
-    let stderr = state.stderr.text();
-    let last_lines: Vec<&str> = stderr.lines().rev().take(5).collect();
-    if !last_lines.is_empty() {
-        message.push_str("; its stderr ends with: ");
-        message.push_str(&last_lines.into_iter().rev().collect::<Vec<_>>().join(" | "));
-    }
-    RuntimeError::Trap {
-        component: component.to_string(),
-        message,
     }
 }
 

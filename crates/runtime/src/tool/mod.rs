@@ -29,7 +29,6 @@ use crate::error::RuntimeError;
 use crate::grants::Refusal;
 use crate::grants::message::PeerSend;
 pub use call::{BoundTool, ToolLoader};
-pub(crate) use call::{classify_failure, deadline_ticks};
 use murmur_beneath::{BeneathDir, BeneathError};
 
 /// The largest file `data-path` may name: 10 MiB.
