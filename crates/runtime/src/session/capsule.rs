@@ -36,7 +36,7 @@ use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::index::Registry;
 use murmur_registry::install;
-use murmur_registry::source::{LocalArtifact, ensure_components};
+use murmur_registry::source::LocalArtifact;
 use serde_json::Value;
 
 use crate::bindings::capsule::CapsulePre;
@@ -47,7 +47,7 @@ use crate::grants::env::{Identity, component_env};
 use crate::grants::message::{PeerSend, SendingTask};
 use crate::grants::tool_registry::{AllowedTool, Allowlist, CallTrace, ToolRegistryGrant};
 use crate::grants::{Grants, HostState};
-use crate::session::staging::{StageError, installed_error};
+use crate::session::staging::{Resolved, StageError};
 use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
 };
@@ -196,36 +196,15 @@ pub fn stage(
         ));
     }
 
-    // The declared tools: local ones built when stale, registry ones as the lock pins them.
-    let lock = if capsule
-        .artifacts
-        .iter()
-        .any(|entry| entry.path.is_none() && entry.runtime == Runtime::Tool)
-    {
-        install::read_lock(&capsule_dir).map_err(installed_error)?
-    } else {
-        Default::default()
-    };
-    let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
-    // An installed tool's name → the sha256 its component had when installed.
-    let mut pinned = std::collections::HashMap::new();
-    for entry in capsule
-        .artifacts
-        .iter()
-        .filter(|e| e.runtime == Runtime::Tool)
-    {
-        let artifact =
-            crate::session::staging::open_entry(entry, &capsule_dir, &lock, env, &mut pinned)?;
-        opened.push((entry, artifact));
-    }
-    let mut local: Vec<&LocalArtifact> = vec![&component_artifact];
-    local.extend(
-        opened
-            .iter()
-            .filter(|(entry, _)| entry.path.is_some())
-            .map(|(_, artifact)| artifact),
-    );
-    ensure_components(&local)?;
+    // The declared tools, resolved as an agent's are; the component's own artifact is built
+    // with them.
+    let mut resolved = Resolved::open(
+        &capsule,
+        &capsule_dir,
+        env,
+        |runtime| runtime == Runtime::Tool,
+        &[&component_artifact],
+    )?;
 
     let name = component_artifact.manifest.name.clone();
     let bytes =
@@ -244,19 +223,15 @@ pub fn stage(
         sha256: component.sha256().to_string(),
     }];
     let mut tools = Vec::new();
-    for (entry, artifact) in &opened {
+    for (entry, artifact) in &resolved.opened {
         let loaded = engine.load_component(
             &entry.name,
             &artifact.component_path(),
             crate::RunWorld::Tool,
         )?;
-        crate::session::staging::still_pinned(&pinned, &entry.name, loaded.sha256())?;
-        components.push(ComponentRef {
-            name: entry.name.clone(),
-            version: artifact.manifest.version.clone(),
-            runtime: "tool".to_string(),
-            sha256: loaded.sha256().to_string(),
-        });
+        resolved
+            .pins
+            .loaded(entry, artifact, "tool", loaded.sha256())?;
         tools.push(CapsuleTool {
             name: entry.name.clone(),
             component: Arc::new(loaded),
@@ -270,6 +245,10 @@ pub fn stage(
             },
         });
     }
+    let Resolved { opened, pins } = resolved;
+    // The entries borrow the manifest, which the staged capsule takes.
+    drop(opened);
+    components.extend(pins.components);
     Ok(StagedCapsule {
         capsule_file: capsule_file.to_path_buf(),
         capsule_dir,

@@ -313,47 +313,29 @@ pub fn stage_with(
         ));
     };
 
-    // Resolve every artifact the session runs: a local one (`path:`) is built when stale; an
-    // installed one is taken from the project store only as `murmur.lock` pins it.
-    let mut opened: Vec<(&ArtifactEntry, LocalArtifact)> = Vec::new();
-    let mut local: Vec<usize> = Vec::new();
-    // An installed artifact's name → the sha256 its component had when installed.
-    let mut pinned: HashMap<String, String> = HashMap::new();
-    let lock = if capsule.artifacts.iter().any(|entry| entry.path.is_none()) {
-        install::read_lock(&capsule_dir).map_err(installed_error)?
-    } else {
-        Default::default()
-    };
-    for entry in &capsule.artifacts {
-        if !matches!(
-            entry.runtime,
-            Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill
-        ) {
-            continue;
-        }
-        // A local skill has no component to build.
-        if entry.path.is_some() && entry.runtime != Runtime::Skill {
-            local.push(opened.len());
-        }
-        let artifact = open_entry(entry, &capsule_dir, &lock, env, &mut pinned)?;
-        opened.push((entry, artifact));
-    }
-    let refs: Vec<&LocalArtifact> = local.iter().map(|at| &opened[*at].1).collect();
-    ensure_components(&refs)?;
-
-    let mut components = Vec::new();
-    let load = |components: &mut Vec<ComponentRef>,
+    let mut resolved = Resolved::open(
+        &capsule,
+        &capsule_dir,
+        env,
+        |runtime| {
+            matches!(
+                runtime,
+                Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill
+            )
+        },
+        &[],
+    )?;
+    let load = |pins: &mut Pins,
                 entry: &ArtifactEntry,
                 artifact: &LocalArtifact,
                 world: crate::RunWorld| {
         let component = engine.load_component(&entry.name, &artifact.component_path(), world)?;
-        still_pinned(&pinned, &entry.name, component.sha256())?;
-        components.push(ComponentRef {
-            name: entry.name.clone(),
-            version: artifact.manifest.version.clone(),
-            runtime: artifact.manifest.runtime.to_string(),
-            sha256: component.sha256().to_string(),
-        });
+        pins.loaded(
+            entry,
+            artifact,
+            &artifact.manifest.runtime.to_string(),
+            component.sha256(),
+        )?;
         Ok::<_, StageError>(component)
     };
 
@@ -369,7 +351,7 @@ pub fn stage_with(
     let mut tools = Vec::new();
     let mut skills = Vec::new();
     let mut hooks = Vec::new();
-    for (entry, artifact) in &opened {
+    for (entry, artifact) in &resolved.opened {
         if entry.runtime == Runtime::Skill {
             skills.push(stage_skill(entry, artifact)?);
         } else if entry.runtime == Runtime::Hook {
@@ -379,13 +361,9 @@ pub fn stage_with(
                 &artifact.component_path(),
                 &entry.grants,
             )?;
-            still_pinned(&pinned, &entry.name, component.sha256())?;
-            components.push(ComponentRef {
-                name: entry.name.clone(),
-                version: artifact.manifest.version.clone(),
-                runtime: "hook".to_string(),
-                sha256: component.sha256().to_string(),
-            });
+            resolved
+                .pins
+                .loaded(entry, artifact, "hook", component.sha256())?;
             if let Some(warning) = warning {
                 warnings.push(
                     Diagnostic::new("W-HOOK-005", warning)
@@ -409,7 +387,7 @@ pub fn stage_with(
                 component,
             });
         } else if driver_names.contains(&entry.name.as_str()) {
-            let component = load(&mut components, entry, artifact, crate::RunWorld::Driver)?;
+            let component = load(&mut resolved.pins, entry, artifact, crate::RunWorld::Driver)?;
             drivers.push(stage_driver(
                 entry,
                 artifact,
@@ -423,7 +401,7 @@ pub fn stage_with(
                 },
             )?);
         } else if entry.runtime == Runtime::Tool {
-            let component = load(&mut components, entry, artifact, crate::RunWorld::Tool)?;
+            let component = load(&mut resolved.pins, entry, artifact, crate::RunWorld::Tool)?;
             tools.push(stage_tool(entry, artifact, component)?);
         }
     }
@@ -535,7 +513,12 @@ pub fn stage_with(
         skills,
         hooks,
         system_prompt,
-        components,
+        components: {
+            let Resolved { opened, pins } = resolved;
+            // The entries borrow the manifest, which the staged capsule takes.
+            drop(opened);
+            pins.components
+        },
         warnings,
         capsule,
     })
@@ -661,10 +644,87 @@ fn stage_driver(
     })
 }
 
+/// The artifact entries a session runs, resolved once, the same for an agent and a capsule
+/// component: a local one (`path:`) built when stale, an installed one taken from the project
+/// store only as `murmur.lock` pins it.
+pub(crate) struct Resolved<'a> {
+    pub opened: Vec<(&'a ArtifactEntry, LocalArtifact)>,
+    pub pins: Pins,
+}
+
+/// What was installed (each installed artifact's sha256) and what was loaded: every loaded
+/// component is checked against its pin and listed for `session_start`.
+#[derive(Default)]
+pub(crate) struct Pins {
+    /// An installed artifact's name → the sha256 its component had when installed.
+    pinned: HashMap<String, String>,
+    pub components: Vec<ComponentRef>,
+}
+
+impl<'a> Resolved<'a> {
+    /// Opens every entry of `capsule` whose runtime `runs` says, and builds the stale local
+    /// ones, with `also_build` (a capsule component's own artifact).
+    pub(crate) fn open(
+        capsule: &'a CapsuleManifest,
+        capsule_dir: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        runs: impl Fn(Runtime) -> bool,
+        also_build: &[&LocalArtifact],
+    ) -> Result<Resolved<'a>, StageError> {
+        let entries: Vec<&ArtifactEntry> = capsule
+            .artifacts
+            .iter()
+            .filter(|entry| runs(entry.runtime))
+            .collect();
+        let lock = if entries.iter().any(|entry| entry.path.is_none()) {
+            install::read_lock(capsule_dir).map_err(installed_error)?
+        } else {
+            Default::default()
+        };
+        let mut pins = Pins::default();
+        let mut opened = Vec::new();
+        for entry in entries {
+            let artifact = open_entry(entry, capsule_dir, &lock, env, &mut pins.pinned)?;
+            opened.push((entry, artifact));
+        }
+        let mut local: Vec<&LocalArtifact> = also_build.to_vec();
+        // A local skill has no component to build.
+        local.extend(
+            opened
+                .iter()
+                .filter(|(entry, _)| entry.path.is_some() && entry.runtime != Runtime::Skill)
+                .map(|(_, artifact)| artifact),
+        );
+        ensure_components(&local)?;
+        Ok(Resolved { opened, pins })
+    }
+}
+
+impl Pins {
+    /// Records that `entry`'s component (`sha256`) was loaded as `runtime`: E-REG-010 when an
+    /// installed one is not the component it was installed with.
+    pub(crate) fn loaded(
+        &mut self,
+        entry: &ArtifactEntry,
+        artifact: &LocalArtifact,
+        runtime: &str,
+        sha256: &str,
+    ) -> Result<(), StageError> {
+        still_pinned(&self.pinned, &entry.name, sha256)?;
+        self.components.push(ComponentRef {
+            name: entry.name.clone(),
+            version: artifact.manifest.version.clone(),
+            runtime: runtime.to_string(),
+            sha256: sha256.to_string(),
+        });
+        Ok(())
+    }
+}
+
 /// Opens the artifact of `entry`: a local one from its `path:`; an installed one only as
 /// `lock` pins it, its manifest held to the pin, and the sha256 its component must have
 /// recorded in `pinned` (see [`still_pinned`]).
-pub(crate) fn open_entry(
+fn open_entry(
     entry: &ArtifactEntry,
     capsule_dir: &Path,
     lock: &murmur_manifest::lock::Lock,
@@ -688,7 +748,7 @@ pub(crate) fn open_entry(
 
 /// E-REG-010 when the installed artifact `name` loaded bytes (`sha256`) other than those it
 /// was installed with: its file was swapped after the install was verified.
-pub(crate) fn still_pinned(
+fn still_pinned(
     pinned: &HashMap<String, String>,
     name: &str,
     sha256: &str,
