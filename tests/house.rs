@@ -390,26 +390,30 @@ fn cycles(edges: &BTreeMap<(PathBuf, PathBuf), String>) -> Vec<Vec<PathBuf>> {
     walk.groups
 }
 
-/// Every crate root of the workspace: each member's library and binary, and the test crate.
-fn crate_roots(workspace: &Path) -> Vec<PathBuf> {
+/// The directories of the workspace's members, as its `Cargo.toml` lists them.
+fn members(workspace: &Path) -> Vec<PathBuf> {
     let manifest = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap();
-    let members = manifest
+    let listed = manifest
         .split("members = [")
         .nth(1)
         .unwrap()
         .split(']')
         .next()
         .unwrap();
-    let mut roots = vec![workspace.join("tests/main.rs")];
-    for member in members
+    listed
         .split(',')
         .map(|entry| entry.trim().trim_matches('"'))
-    {
-        if member.is_empty() {
-            continue;
-        }
+        .filter(|member| !member.is_empty())
+        .map(|member| workspace.join(member))
+        .collect()
+}
+
+/// Every crate root of the workspace: each member's library and binary, and the test crate.
+fn crate_roots(workspace: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![workspace.join("tests/main.rs")];
+    for member in members(workspace) {
         for root in ["src/lib.rs", "src/main.rs"] {
-            let file = workspace.join(member).join(root);
+            let file = member.join(root);
             if file.is_file() {
                 roots.push(file);
             }
@@ -484,15 +488,6 @@ fn murmur_dependencies(manifest: &str) -> Vec<String> {
 
 #[test]
 fn crate_dependencies_point_one_way() {
-    let workspace = workspace();
-    let manifest = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap();
-    let members = manifest
-        .split("members = [")
-        .nth(1)
-        .unwrap()
-        .split(']')
-        .next()
-        .unwrap();
     let layer = |name: &str| {
         LAYERS
             .iter()
@@ -501,14 +496,8 @@ fn crate_dependencies_point_one_way() {
     };
     let mut report = String::new();
     let mut checked = 0;
-    for member in members
-        .split(',')
-        .map(|entry| entry.trim().trim_matches('"'))
-    {
-        if member.is_empty() {
-            continue;
-        }
-        let text = std::fs::read_to_string(workspace.join(member).join("Cargo.toml")).unwrap();
+    for member in members(&workspace()) {
+        let text = std::fs::read_to_string(member.join("Cargo.toml")).unwrap();
         let name = text
             .lines()
             .find_map(|line| line.strip_prefix("name = "))

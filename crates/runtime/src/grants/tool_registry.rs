@@ -346,3 +346,38 @@ impl crate::bindings::capsule::murmur::tool::run::Host for Option<ToolRegistryGr
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The one wording of a schema refusal: the tool named, and every problem at its place in
+    /// the input, so a model, the shell's caller or a capsule component can find it.
+    #[test]
+    fn a_schema_refusal_names_the_tool_and_where_each_problem_is() {
+        let schema = json!({
+            "type": "object",
+            "required": ["path"],
+            "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}}
+        });
+        let validator = compile_input_schema("read-file", &schema).unwrap();
+        assert_eq!(
+            schema_refusal("read-file", &validator, &json!({"path": "a.md"})),
+            None
+        );
+        let refusal =
+            schema_refusal("read-file", &validator, &json!({"path": 3, "bytes": "x"})).unwrap();
+        assert!(
+            refusal.starts_with("the input does not match the input_schema of `read-file`: "),
+            "{refusal}"
+        );
+        assert!(refusal.contains("/path: "), "{refusal}");
+        assert!(refusal.contains("/bytes: "), "{refusal}");
+        let missing = schema_refusal("read-file", &validator, &json!({})).unwrap();
+        assert!(
+            missing.contains("\"path\" is a required property"),
+            "{missing}"
+        );
+    }
+}

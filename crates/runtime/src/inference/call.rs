@@ -8,7 +8,6 @@
 use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
 use crate::grants::Grants;
-use crate::inference::request::DriverRequest;
 use crate::inference::response::{Answer, Failure, read_answer};
 use crate::tool::ToolInput;
 
@@ -21,17 +20,7 @@ pub enum DriverFailure {
     Call(RuntimeError),
 }
 
-impl DriverRequest<'_> {
-    /// The request as the driver's `tool-input`.
-    pub fn to_input(&self) -> serde_json::Result<ToolInput> {
-        Ok(ToolInput {
-            data: Some(serde_json::to_string(self)?),
-            log_path: None,
-        })
-    }
-}
-
-/// Calls `driver` once with `input` (a [`DriverRequest::to_input`]) under `grants`.
+/// Calls `driver` once with `input` (a `DriverRequest::to_input`) under `grants`.
 pub async fn call_driver(
     engine: &Engine,
     driver: &LoadedComponent,

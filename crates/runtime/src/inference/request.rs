@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 use crate::inference::neutral::Message;
+use crate::tool::ToolInput;
 
 pub use murmur_protocol::inference::ToolSpec;
 
@@ -24,6 +25,16 @@ pub struct DriverRequest<'a> {
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub continuation_id: Option<&'a str>,
+}
+
+impl DriverRequest<'_> {
+    /// The request as the driver's `tool-input`.
+    pub fn to_input(&self) -> serde_json::Result<ToolInput> {
+        Ok(ToolInput {
+            data: Some(serde_json::to_string(self)?),
+            log_path: None,
+        })
+    }
 }
 
 #[cfg(test)]

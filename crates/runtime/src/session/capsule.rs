@@ -245,10 +245,7 @@ pub fn stage(
             },
         });
     }
-    let Resolved { opened, pins } = resolved;
-    // The entries borrow the manifest, which the staged capsule takes.
-    drop(opened);
-    components.extend(pins.components);
+    components.extend(resolved.into_components());
     Ok(StagedCapsule {
         capsule_file: capsule_file.to_path_buf(),
         capsule_dir,

@@ -513,12 +513,7 @@ pub fn stage_with(
         skills,
         hooks,
         system_prompt,
-        components: {
-            let Resolved { opened, pins } = resolved;
-            // The entries borrow the manifest, which the staged capsule takes.
-            drop(opened);
-            pins.components
-        },
+        components: resolved.into_components(),
         warnings,
         capsule,
     })
@@ -697,6 +692,11 @@ impl<'a> Resolved<'a> {
         );
         ensure_components(&local)?;
         Ok(Resolved { opened, pins })
+    }
+
+    /// The components loaded, in order; ends the borrow of the manifest.
+    pub(crate) fn into_components(self) -> Vec<ComponentRef> {
+        self.pins.components
     }
 }
 
