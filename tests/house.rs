@@ -464,9 +464,10 @@ const LAYERS: &[(&str, u8)] = &[
     ("murmur-trace", 1),
     ("murmur-guest", 1),
     ("murmur-testkit", 1),
-    ("murmur-runtime", 2),
-    ("murmur-door", 3),
-    ("murmur-cli", 4),
+    ("murmur-host", 2),
+    ("murmur-runtime", 3),
+    ("murmur-door", 4),
+    ("murmur-cli", 5),
 ];
 
 /// The Murmur crates a member's `Cargo.toml` lists under `[dependencies]`.

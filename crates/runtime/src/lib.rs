@@ -1,33 +1,29 @@
-//! The Murmur capsule runtime.
+//! The Murmur capsule runtime: sessions of a capsule, on top of the Wasmtime embedding of
+//! `murmur_host`.
 //!
 //! What this crate promises:
 //!
-//! - **One engine.** [`Engine`] holds the one `wasmtime::Engine` of a process, the linker every
-//!   tool and driver component is instantiated through, the epoch ticker that enforces call
-//!   deadlines, and the on-disk cache of compiled components keyed by content hash.
-//! - **Only what was granted.** A component sees the session workdir (preopened as `.`), the
-//!   declared read-only paths (read-only), the environment [`grants::env`] composes, and outgoing
-//!   `wasi:http` requests the network allowlist permits. Nothing else is linked or answered. Each
-//!   grant is one module under [`grants`].
-//! - **Calls that end.** Every component call runs under a wall-clock deadline and a memory
-//!   limit. Hitting either is reported as such ([`RuntimeError::Deadline`],
-//!   [`RuntimeError::MemoryLimit`]), distinct from an ordinary trap, and never takes the
-//!   process down.
-//! - **The tool contract.** [`tool`] calls `murmur:tool/run` and applies its rules to what comes
-//!   back: `data` verbatim, `data-path` resolved under the workdir by strict rules, reserved
-//!   metadata keys read first-tuple-wins.
+//! - **Staged once, then run.** [`session::staging`] resolves a capsule's artifacts once (local
+//!   ones built when stale, registry ones only as `murmur.lock` pins them), compiles and links
+//!   each, and builds every component's grants from the manifest once, before the first turn.
+//! - **The agent loop.** [`session`] runs tasks turn by turn: one driver call per turn
+//!   ([`inference`]), the model's tool calls dispatched to WASM tools, skills, the shell and
+//!   `switch-driver`, compaction when the conversation outgrows the model, and a full trace.
+//! - **Hooks** ([`hooks`]): each lifecycle event dispatched to the hooks that hear it, their
+//!   decisions honored as the hook contract says, their imports answered by the session.
+//! - **Capsule components** ([`session::capsule`]): a capsule that names a component of world
+//!   `capsule` runs it once, as one session.
 //!
-//! The runtime does not print: progress and results go back to the caller as values.
+//! The engine, the grants and the tool contract are `murmur_host`'s, re-exported here
+//! ([`engine`], [`grants`], [`tool`], [`capsule`]). The runtime does not print: progress and
+//! results go back to the caller as values.
 
-mod bindings;
-pub mod engine;
-pub mod error;
-pub mod grants;
 pub mod hooks;
 pub mod inference;
 pub mod session;
-pub mod tool;
 
-pub use engine::{Engine, EngineConfig, LoadedComponent, RunWorld};
-pub use error::RuntimeError;
-pub use grants::Grants;
+use murmur_host::bindings;
+pub use murmur_host::{
+    Engine, EngineConfig, Grants, LoadedComponent, RunWorld, RuntimeError, capsule, engine, error,
+    grants, tool,
+};

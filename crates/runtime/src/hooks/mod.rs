@@ -29,7 +29,6 @@
 //!   `grants:`; a hook importing one it was not granted fails to load.
 
 pub mod events;
-mod imports;
 mod runner;
 mod services;
 
@@ -45,10 +44,9 @@ use crate::error::RuntimeError;
 use crate::grants::HostState;
 use events::PerHandler;
 pub use events::{Handler, HookEvent, HookOutput};
-pub(crate) use imports::HookScope;
-pub use imports::Scope;
 pub use runner::{Denial, Dispatched, HookSet};
 pub(crate) use services::HookServices;
+pub use services::Scope;
 
 /// The name the `hook` world exports its handlers under.
 pub const LIFECYCLE: &str = "murmur:hook/lifecycle@0.1.0";

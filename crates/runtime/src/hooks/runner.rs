@@ -14,8 +14,7 @@ use wasmtime::component::{ComponentExportIndex, Instance};
 use crate::error::RuntimeError;
 use crate::grants::{Grants, HostState};
 use crate::hooks::events::{self, Handler, HookEvent, HookOutput, arm_name};
-use crate::hooks::imports::{HookScope, Scope};
-use crate::hooks::services::HookServices;
+use crate::hooks::services::{HookScope, HookServices, Scope};
 use murmur_trace::Trace;
 use murmur_trace::schema::EventBody;
 
@@ -341,14 +340,14 @@ impl HookSet {
         } else {
             None
         };
-        live.store.data_mut().hook = Some(HookScope {
+        live.store.data_mut().set_hook_call(Arc::new(HookScope {
             hook: hook.name.clone(),
             services: self.services.clone(),
             scope: Scope {
                 history,
                 ..scope.clone()
             },
-        });
+        }));
         let called = self
             .services
             .engine

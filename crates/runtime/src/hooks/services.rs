@@ -1,18 +1,30 @@
-//! The session's side of the hook imports ([`HookHost`]): `run-inference` through the primary
-//! driver, and contexts' saved conversations read from the workdir.
+//! The session's side of a hook's imports: each dispatch is a [`HookScope`] (the hook, and the
+//! task, turn and conversation it is called about), which answers them.
+//!
+//! - `run-inference` makes one completion through the primary driver and its gateway, traced
+//!   as an `inference` event with `origin: hook:<name>` and the model used. A `some(model)`
+//!   that fails is an error: it never falls back to the capsule's model. Its
+//!   `prompt_cache_key` is `<capsule>:<task-id>`, the form without a context id: a hook's call
+//!   is not a turn of the task's conversation.
+//! - `count-tokens` is the runtime's own count (cl100k).
+//! - `task-input` / `task-result` are the current task's text and, once the agent loop has
+//!   returned, its answer.
+//! - `history(none)` is the current task's conversation; `history(some(ctx))` a context of this
+//!   session, as it was last saved in the workdir.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::bindings::hook::murmur::conversation::types::Message as WitMessage;
 use crate::bindings::hook::murmur::runtime::inference::{
     InferenceRequest, InferenceResponse, Usage as WitUsage,
 };
 use crate::engine::Engine;
 use crate::grants::Grants;
-use crate::hooks::events::from_wit_list;
-use crate::hooks::imports::{HookHost, HookScope};
+use crate::grants::hook::HookCall;
+use crate::hooks::events::{from_wit_list, to_wit};
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::call::{DriverFailure, call_driver};
 use crate::inference::neutral::{Block, StoredMessage};
@@ -24,6 +36,65 @@ use crate::session::staging::capsule_block;
 use murmur_manifest::Coded;
 use murmur_trace::Trace;
 use murmur_trace::schema::{Decision, EventBody, Origin, Sent};
+
+/// What a dispatch is about: the task, turn and conversation it happens in.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+    pub turn: u32,
+    /// The trace event the hook's own events (a `run-inference`) hang under.
+    pub parent_event: String,
+    pub task_input: Option<String>,
+    pub task_result: Option<String>,
+    /// The task's conversation, for hooks granted `conversation/read`.
+    pub history: Option<Arc<Vec<StoredMessage>>>,
+}
+
+/// One dispatch: who is called, and about what. Set on the hook's store before each call.
+pub(crate) struct HookScope {
+    pub hook: String,
+    pub services: Arc<HookServices>,
+    pub scope: Scope,
+}
+
+impl HookCall for HookScope {
+    fn run_inference(
+        &self,
+        request: InferenceRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<InferenceResponse, String>> + Send + '_>> {
+        Box::pin(run_inference(&self.services, self, request))
+    }
+
+    fn count_tokens(&self, text: &str) -> u64 {
+        tokens::count(text)
+    }
+
+    fn task_input(&self) -> Option<String> {
+        self.scope.task_input.clone()
+    }
+
+    fn task_result(&self) -> Option<String> {
+        self.scope.task_result.clone()
+    }
+
+    fn history(&self, context_id: Option<&str>) -> Result<Vec<WitMessage>, String> {
+        let current = self.scope.context_id.as_deref();
+        let wanted = context_id.or(current);
+        if wanted.is_some()
+            && wanted == current
+            && let Some(history) = &self.scope.history
+        {
+            return Ok(history.iter().map(to_wit).collect());
+        }
+        let Some(wanted) = wanted else {
+            return Err("no conversation is in progress".to_string());
+        };
+        self.services
+            .saved_history(wanted)
+            .map(|history| history.iter().map(to_wit).collect())
+    }
+}
 
 /// What hooks' host calls reach: the session's primary driver, its trace, its workdir.
 pub(crate) struct HookServices {
@@ -40,15 +111,8 @@ pub(crate) struct HookServices {
     pub session_id: String,
 }
 
-impl HookHost for HookServices {
-    fn run_inference<'a>(
-        &'a self,
-        hook: &'a HookScope,
-        request: InferenceRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<InferenceResponse, String>> + Send + 'a>> {
-        Box::pin(run_inference(self, hook, request))
-    }
-
+impl HookServices {
+    /// The conversation of the context `context_id` of this session, as it was last saved.
     fn saved_history(&self, context_id: &str) -> Result<Vec<StoredMessage>, String> {
         let safe = context_id.starts_with("ctx_")
             && context_id[4..].chars().all(|c| c.is_ascii_hexdigit());

@@ -36,8 +36,8 @@ const PIECE_BYTES: usize = 16 * 1024;
 /// this many bytes. Words of real text are far shorter, so their counts are exact.
 const RUN_BYTES: usize = 256;
 
-/// Tokens in `text`, cl100k, in time linear in its length (see [`PIECE_BYTES`] and
-/// [`RUN_BYTES`]: the count of a text cut into pieces may differ from the count of the whole by
+/// Tokens in `text`, cl100k, in time linear in its length (see `PIECE_BYTES` and
+/// `RUN_BYTES`: the count of a text cut into pieces may differ from the count of the whole by
 /// a token per cut). Falls back to a quarter of the bytes if the encoder could not be built (it
 /// ships inside the binary, so this does not happen in practice).
 pub fn count(text: &str) -> u64 {

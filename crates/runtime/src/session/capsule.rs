@@ -28,7 +28,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use murmur_manifest::Coded;
@@ -39,14 +38,14 @@ use murmur_registry::install;
 use murmur_registry::source::LocalArtifact;
 use serde_json::Value;
 
-use crate::bindings::capsule::CapsulePre;
-use crate::engine::{Engine, LoadedComponent, error_chain};
+use crate::capsule::{LoadedCapsule, call_capsule};
+use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
-use crate::grants::artifacts::ArtifactManager;
+use crate::grants::Grants;
+use crate::grants::artifacts::{ArtifactManager, ManagerConfig};
 use crate::grants::env::{Identity, component_env};
-use crate::grants::message::{PeerSend, SendingTask};
+use crate::grants::message::SendingTask;
 use crate::grants::tool_registry::{AllowedTool, Allowlist, CallTrace, ToolRegistryGrant};
-use crate::grants::{Grants, HostState};
 use crate::session::staging::{Resolved, StageError};
 use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
@@ -66,24 +65,6 @@ pub struct CapsuleConfig {
     pub user_store: PathBuf,
     /// Host environment lookups, for `capabilities.env.allow` and `${NAME}` in manifests.
     pub host_env: HostEnv,
-}
-
-/// A capsule component compiled and pre-linked.
-pub struct LoadedCapsule {
-    name: String,
-    sha256: String,
-    pre: CapsulePre<HostState>,
-}
-
-impl LoadedCapsule {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The sha256 of the component's bytes, lowercase hex.
-    pub fn sha256(&self) -> &str {
-        &self.sha256
-    }
 }
 
 /// A declared tool, loaded.
@@ -257,90 +238,6 @@ pub fn stage(
     })
 }
 
-impl Engine {
-    /// Compiles (or loads from the cache) and pre-links a capsule component: it must export
-    /// `murmur:capsule/run` and import nothing the capsule linker lacks.
-    pub fn load_capsule(&self, name: &str, bytes: &[u8]) -> Result<LoadedCapsule, RuntimeError> {
-        let load_error = |reason: String| RuntimeError::Load {
-            component: name.to_string(),
-            reason,
-        };
-        let (component, sha256, _) = self.compile(name, bytes)?;
-        let instance_pre = self
-            .capsule_linker()
-            .instantiate_pre(&component)
-            .map_err(|error| load_error(error_chain(&error)))?;
-        let pre = CapsulePre::new(instance_pre).map_err(|error| {
-            load_error(format!(
-                "it does not export `murmur:capsule/run@0.1.0` as the capsule world requires: {}",
-                error_chain(&error)
-            ))
-        })?;
-        Ok(LoadedCapsule {
-            name: name.to_string(),
-            sha256,
-            pre,
-        })
-    }
-}
-
-/// What one run of a capsule component produced.
-struct CapsuleRun {
-    outcome: Result<(), RuntimeError>,
-    sends: Vec<PeerSend>,
-    tool_calls_trace_failed: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Calls `run` of `component` once, under `grants`, with its tool registry and artifact
-/// manager.
-async fn call_capsule(
-    engine: &Engine,
-    component: &LoadedCapsule,
-    grants: &Grants,
-    registry: ToolRegistryGrant,
-    manager: Arc<ArtifactManager>,
-) -> CapsuleRun {
-    let mut state = match grants.host_state() {
-        Ok(state) => state,
-        Err(error) => {
-            return CapsuleRun {
-                outcome: Err(error),
-                sends: Vec::new(),
-                tool_calls_trace_failed: false,
-                stdout: String::new(),
-                stderr: String::new(),
-            };
-        }
-    };
-    state.tool_registry = Some(registry);
-    state.artifacts = Some(manager);
-    let mut store = engine.store(state);
-    let outcome = engine
-        .bounded(
-            component.name(),
-            grants.limits.deadline,
-            &mut store,
-            async |store| {
-                let capsule = component.pre.instantiate_async(&mut *store).await?;
-                capsule.murmur_capsule_run().call_run(&mut *store).await
-            },
-        )
-        .await;
-    let state = store.data();
-    CapsuleRun {
-        outcome,
-        sends: state.message.sends.clone(),
-        tool_calls_trace_failed: state
-            .tool_registry
-            .as_ref()
-            .is_some_and(|grant| grant.trace_failed),
-        stdout: state.stdout.text(),
-        stderr: state.stderr.text(),
-    }
-}
-
 /// The grants of the capsule's components: the workdir, read-only paths, identity and
 /// `capabilities.env.allow`, the network allowlist, the limits.
 fn component_grants(
@@ -451,7 +348,7 @@ pub async fn run(
         SendingTask::OPERATOR.to_string(),
         SpanRef::task(&session_id, &task_event, None),
     ));
-    let manager = Arc::new(ArtifactManager {
+    let manager = Arc::new(ArtifactManager::new(ManagerConfig {
         capsule_dir: staged.capsule_dir.clone(),
         session_id: session_id.clone(),
         registry: config.registry.clone(),
@@ -463,20 +360,16 @@ pub async fn run(
         }),
         allowlist: allowlist.clone(),
         declared: ArtifactManager::declared(capsule, &staged.capsule_dir, &lock),
-        pulled: Default::default(),
         trace: Some((trace.clone(), session_event.clone())),
-        trace_failed: AtomicBool::new(false),
-    });
-    let registry = ToolRegistryGrant {
+    }));
+    let registry = ToolRegistryGrant::new(
         allowlist,
-        calls: Vec::new(),
-        trace: Some(CallTrace {
+        Some(CallTrace {
             trace: trace.clone(),
             parent: task_event.clone(),
             task_id: task_id.clone(),
         }),
-        trace_failed: false,
-    };
+    );
     let mut grants = grants_with(None);
     grants.sender = Some(SendingTask::new(
         Some(task_id.clone()),

@@ -59,7 +59,7 @@ impl Workdir {
     }
 
     /// `contexts/<context_id>/history.json`, or why `context_id` cannot name a context
-    /// directory (it must be one plain name: see [`context_dir_name`]).
+    /// directory (it must be one plain name: see [`is_safe_id`]).
     pub fn history(&self, context_id: &str) -> Result<PathBuf, BeneathError> {
         Ok(self.root.join(history_path(context_id)?))
     }

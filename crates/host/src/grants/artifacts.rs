@@ -86,10 +86,56 @@ pub struct ArtifactManager {
     pub(crate) trace_failed: AtomicBool,
 }
 
+/// What a session gives its capsule component's artifact manager.
+pub struct ManagerConfig {
+    pub capsule_dir: PathBuf,
+    pub session_id: String,
+    /// Where `pull` resolves; `None` makes every pull an error.
+    pub registry: Option<Registry>,
+    /// The user's store of verified archives (`$MURMUR_HOME/artifacts`).
+    pub user_store: PathBuf,
+    pub host_env: HostEnv,
+    /// Loads a pulled tool, bound to the grants pulled tools run under.
+    pub loader: Arc<dyn LoadTool>,
+    /// The tools the component may call: a pull adds to it.
+    pub allowlist: Arc<Allowlist>,
+    /// What the capsule declares ([`ArtifactManager::declared`]).
+    pub declared: Vec<Known>,
+    /// Where `artifact_pulled` goes: the trace and the `session_start` event.
+    pub trace: Option<(Trace, String)>,
+}
+
 impl ArtifactManager {
+    pub fn new(config: ManagerConfig) -> ArtifactManager {
+        let ManagerConfig {
+            capsule_dir,
+            session_id,
+            registry,
+            user_store,
+            host_env,
+            loader,
+            allowlist,
+            declared,
+            trace,
+        } = config;
+        ArtifactManager {
+            capsule_dir,
+            session_id,
+            registry,
+            user_store,
+            host_env,
+            loader,
+            allowlist,
+            declared,
+            pulled: Mutex::default(),
+            trace,
+            trace_failed: AtomicBool::new(false),
+        }
+    }
+
     /// What the capsule declares, as installed: local artifacts by their directory, registry
     /// ones as `murmur.lock` pins them.
-    pub(crate) fn declared(
+    pub fn declared(
         capsule: &CapsuleManifest,
         capsule_dir: &std::path::Path,
         lock: &Lock,

@@ -22,7 +22,7 @@ use crate::grants::HostState;
 
 impl Engine {
     /// A store for one component: `state`, its memory limiter, and the epoch deadline trap.
-    pub(crate) fn store(&self, state: HostState) -> Store<HostState> {
+    pub fn store(&self, state: HostState) -> Store<HostState> {
         let mut store = Store::new(self.wasm(), state);
         store.limiter(|state| &mut state.limiter);
         store.epoch_deadline_trap();
@@ -31,7 +31,7 @@ impl Engine {
 
     /// Runs `call` on `store` within `deadline`, and names its failure. `component` is the name
     /// errors give.
-    pub(crate) async fn bounded<T>(
+    pub async fn bounded<T>(
         &self,
         component: &str,
         deadline: Duration,

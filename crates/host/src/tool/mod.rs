@@ -2,7 +2,7 @@
 //!
 //! What a caller can rely on:
 //!
-//! - One call is one fresh instance in one fresh store, under the call's [`Grants`]: nothing
+//! - One call is one fresh instance in one fresh store, under the call's [`Grants`](crate::Grants): nothing
 //!   survives from one call to the next inside the component.
 //! - A result carrying `data` is used verbatim; `data-path` is then never opened. `data` over
 //!   [`DATA_MAX_BYTES`] fails the call ([`RuntimeError::DataTooLarge`]).

@@ -163,7 +163,7 @@ pub struct Invoked {
 }
 
 /// The per-call state of the tool-registry grant of a capsule component's store.
-pub(crate) struct ToolRegistryGrant {
+pub struct ToolRegistryGrant {
     pub(crate) allowlist: Arc<Allowlist>,
     pub(crate) calls: Vec<Invoked>,
     /// Where each call is written as a `tool_call` event, as it ends.
@@ -174,14 +174,24 @@ pub(crate) struct ToolRegistryGrant {
 
 /// Where a capsule component's calls are traced.
 #[derive(Clone)]
-pub(crate) struct CallTrace {
-    pub(crate) trace: Trace,
+pub struct CallTrace {
+    pub trace: Trace,
     /// The `task_start` event of the component's run.
-    pub(crate) parent: String,
-    pub(crate) task_id: String,
+    pub parent: String,
+    pub task_id: String,
 }
 
 impl ToolRegistryGrant {
+    /// A component's registry: the tools of `allowlist`, its calls traced at `trace`.
+    pub fn new(allowlist: Arc<Allowlist>, trace: Option<CallTrace>) -> ToolRegistryGrant {
+        ToolRegistryGrant {
+            allowlist,
+            calls: Vec::new(),
+            trace,
+            trace_failed: false,
+        }
+    }
+
     /// Records one call, and writes it to the trace.
     fn record(&mut self, call: Invoked) {
         if let Some(at) = &self.trace {

@@ -7,7 +7,7 @@
 //! - [`fs`]: the part of the session workdir the component's entry grants (by default a tool's
 //!   is the whole workdir read-write, a hook's or driver's nothing) preopened as `.`, declared
 //!   read-only paths read-only, nothing else.
-//! - [`env`]: the environment a component sees: `MURMUR_*` identity, the artifact's config, the
+//! - [`env`](mod@env): the environment a component sees: `MURMUR_*` identity, the artifact's config, the
 //!   names `capabilities.env.allow` lets through. Never a credential.
 //! - [`http`]: outgoing `wasi:http` requests, checked against `capabilities.network.allow`; no
 //!   allow means deny. Raw sockets are never granted.
@@ -36,6 +36,7 @@ pub mod artifacts;
 pub mod chunks;
 pub mod env;
 pub mod fs;
+pub mod hook;
 pub mod http;
 pub mod message;
 pub(crate) mod stdio;
@@ -158,7 +159,7 @@ impl Grants {
     }
 
     /// The state of one call's store, built from these grants.
-    pub(crate) fn host_state(&self) -> Result<HostState, RuntimeError> {
+    pub fn host_state(&self) -> Result<HostState, RuntimeError> {
         let mut builder = WasiCtx::builder();
         fs::preopen(
             &mut builder,
@@ -194,7 +195,7 @@ impl Grants {
 }
 
 /// The data of one call's store: the per-call state of every grant, one field each.
-pub(crate) struct HostState {
+pub struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     table: ResourceTable,
@@ -204,7 +205,7 @@ pub(crate) struct HostState {
     pub(crate) stdout: stdio::CapturedOutput,
     pub(crate) stderr: stdio::CapturedOutput,
     /// For a hook's store: who is calling and about what.
-    pub(crate) hook: Option<crate::hooks::HookScope>,
+    pub(crate) hook: hook::HookSlot,
     /// Who answers `murmur:task/task.request-input`, inside an A2A task.
     pub(crate) input: Option<task::SharedBroker>,
     /// `murmur:message/send`: who sends, where to, and what was sent.
@@ -213,6 +214,13 @@ pub(crate) struct HostState {
     pub(crate) tool_registry: Option<tool_registry::ToolRegistryGrant>,
     /// For a capsule component: its session's artifact manager.
     pub(crate) artifacts: Option<std::sync::Arc<artifacts::ArtifactManager>>,
+}
+
+impl HostState {
+    /// Makes `call` answer this store's hook imports until the next one is set.
+    pub fn set_hook_call(&mut self, call: std::sync::Arc<dyn hook::HookCall>) {
+        self.hook = Some(call);
+    }
 }
 
 impl WasiView for HostState {

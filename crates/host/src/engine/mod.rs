@@ -15,8 +15,8 @@
 //! - Capsule components (`world capsule`) are loaded through a linker of their own: the same
 //!   WASI, `murmur:tool-registry/invoke`, and the `runtime-host` interfaces
 //!   `murmur:artifact-manager/manage` and `murmur:message/send` (`murmur:shell/execute` is not
-//!   linked). See [`crate::session::capsule`].
-//! - Every call goes one way ([`call`]): its own limited store, a deadline, a failure named for
+//!   linked).
+//! - Every call goes one way (`Engine::bounded`): its own limited store, a deadline, a failure named for
 //!   what it was. Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most
 //!   one tick late.
 
@@ -37,10 +37,10 @@ use crate::error::RuntimeError;
 use crate::grants::HostState;
 use crate::grants::artifacts::ManagerSlot;
 use crate::grants::chunks::ChunkSink;
+use crate::grants::hook::HookSlot;
 use crate::grants::message::MessageGrant;
 use crate::grants::task::SharedBroker;
 use crate::grants::tool_registry::ToolRegistryGrant;
-use crate::hooks::HookScope;
 pub use cache::CacheStatus;
 use cache::ComponentCache;
 pub use limits::CallLimits;
@@ -237,7 +237,7 @@ impl Engine {
 
     /// Compiles `bytes` (or loads them from the cache): the component, its sha256, and
     /// whether the cache answered.
-    pub(crate) fn compile(
+    pub fn compile(
         &self,
         name: &str,
         bytes: &[u8],
@@ -262,10 +262,7 @@ impl Engine {
 
     /// The linker of the `hook` world holding exactly `grants` of its host interfaces: an
     /// interface not granted is not linked, so a hook importing it fails to load.
-    pub(crate) fn hook_linker(
-        &self,
-        grants: &[HookGrant],
-    ) -> wasmtime::Result<Arc<Linker<HostState>>> {
+    pub fn hook_linker(&self, grants: &[HookGrant]) -> wasmtime::Result<Arc<Linker<HostState>>> {
         let mut key: Vec<HookGrant> = grants.to_vec();
         key.sort_by_key(|grant| grant.as_str());
         key.dedup();
@@ -361,7 +358,7 @@ fn hook_world_linker(
     grants: &[HookGrant],
 ) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = wasi_linker(engine)?;
-    fn get(state: &mut HostState) -> &mut Option<HookScope> {
+    fn get(state: &mut HostState) -> &mut HookSlot {
         &mut state.hook
     }
     for grant in grants {
@@ -369,21 +366,21 @@ fn hook_world_linker(
             HookGrant::Inference => {
                 crate::bindings::hook::murmur::runtime::inference::add_to_linker::<
                     _,
-                    HasSelf<Option<HookScope>>,
+                    HasSelf<HookSlot>,
                 >(&mut linker, get)?
             }
             HookGrant::Tokens => crate::bindings::hook::murmur::runtime::tokens::add_to_linker::<
                 _,
-                HasSelf<Option<HookScope>>,
+                HasSelf<HookSlot>,
             >(&mut linker, get)?,
             HookGrant::TaskIo => crate::bindings::hook::murmur::task_io::read::add_to_linker::<
                 _,
-                HasSelf<Option<HookScope>>,
+                HasSelf<HookSlot>,
             >(&mut linker, get)?,
             HookGrant::Conversation => {
                 crate::bindings::hook::murmur::conversation::read::add_to_linker::<
                     _,
-                    HasSelf<Option<HookScope>>,
+                    HasSelf<HookSlot>,
                 >(&mut linker, get)?
             }
         }
@@ -405,7 +402,7 @@ fn spawn_epoch_ticker(engine: wasmtime::Engine, stop: Arc<AtomicBool>) -> std::i
 }
 
 /// An error and its causes, one line.
-pub(crate) fn error_chain(error: &wasmtime::Error) -> String {
+pub fn error_chain(error: &wasmtime::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let cause_text = cause.to_string();

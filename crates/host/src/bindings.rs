@@ -12,7 +12,7 @@ pub(crate) use exports::murmur::tool::run::{Status, ToolInput, ToolResult};
 /// The `hook` world: lifecycle handlers exported by hooks, and the host interfaces a capsule
 /// may grant them. Handlers are looked up one by one (two are optional), so only the types and
 /// the import traits are used from here.
-pub(crate) mod hook {
+pub mod hook {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "murmur:worlds/hook",
@@ -26,7 +26,7 @@ pub(crate) mod hook {
 /// `murmur:artifact-manager/manage` and `murmur:message/send` into the capsule linker (see
 /// [`crate::grants::artifacts`]). Its `murmur:tool-registry/invoke` is the `capsule` world's
 /// (below); `murmur:shell/execute` is not linked.
-pub(crate) mod host {
+pub mod host {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "murmur:worlds/runtime-host",
@@ -36,7 +36,7 @@ pub(crate) mod host {
 
 /// The `capsule` world: `murmur:capsule/run` exported by capsule components, and the
 /// `murmur:tool-registry/invoke` they import (see [`crate::grants::tool_registry`]).
-pub(crate) mod capsule {
+pub mod capsule {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "murmur:worlds/capsule",
