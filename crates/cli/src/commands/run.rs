@@ -474,11 +474,7 @@ fn stage_failed(error: StageError, json: bool) -> Exit {
             }
             Exit::BadInput
         }
-        StageError::Invalid {
-            code,
-            message,
-            hint,
-        } => render::failure(json, code, &message, &hint, Exit::BadInput),
+        StageError::Invalid { .. } => render::coded(json, &error, Exit::BadInput),
         StageError::Build(error) => {
             crate::commands::build::report_error(&error, json, Exit::Failed)
         }

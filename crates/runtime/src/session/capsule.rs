@@ -38,7 +38,7 @@ use murmur_registry::install;
 use murmur_registry::source::LocalArtifact;
 use serde_json::Value;
 
-use crate::capsule::{LoadedCapsule, call_capsule};
+use crate::capsule::{CapsuleRun, LoadedCapsule, call_capsule};
 use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
 use crate::grants::Grants;
@@ -47,13 +47,14 @@ use crate::grants::env::{Identity, component_env};
 use crate::grants::message::SendingTask;
 use crate::grants::tool_registry::{AllowedTool, Allowlist, CallTrace, ToolRegistryGrant};
 use crate::session::staging::{Resolved, StageError};
+use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
 };
 use crate::tool::{BoundTool, ToolLoader};
-use murmur_trace::EventBody;
 use murmur_trace::context::SpanRef;
-use murmur_trace::schema::{CapsuleRef, ComponentRef, ErrorRef};
+use murmur_trace::schema::{CapsuleRef, ComponentRef};
+use murmur_trace::{EventBody, Trace};
 
 /// How a capsule component's session is run.
 pub struct CapsuleConfig {
@@ -254,6 +255,127 @@ fn component_grants(
     grants
 }
 
+/// Where and as what a capsule component's run happens.
+struct RunSite<'a> {
+    session_id: &'a str,
+    workdir: &'a Path,
+    trace: &'a Trace,
+    session_event: &'a str,
+    task_event: &'a str,
+    task_id: &'a str,
+}
+
+/// What a capsule component's run holds: its own grants (sending as the run's task), its tool
+/// registry (each declared tool bound to its grants, narrowed by its entry, its calls traced
+/// under the task) and its artifact manager (pulled tools load under the capsule's grants).
+fn component_setup(
+    engine: &Arc<Engine>,
+    staged: &StagedCapsule,
+    config: &CapsuleConfig,
+    site: &RunSite<'_>,
+) -> (Grants, ToolRegistryGrant, Arc<ArtifactManager>) {
+    let capsule = &staged.capsule;
+    let host_env = config.host_env.clone();
+    let grants_with = |artifact_config: Option<&Value>| {
+        component_grants(
+            capsule,
+            site.workdir,
+            site.session_id,
+            &host_env,
+            artifact_config,
+        )
+    };
+    let allowlist = Arc::new(Allowlist::default());
+    for tool in &staged.tools {
+        let mut grants = grants_with(tool.config.as_ref());
+        // A tool's entry may narrow the capsule's grants for it.
+        grants.narrow(
+            capsule
+                .artifact(&tool.name)
+                .map(|entry| capsule.grants_of(entry))
+                .as_ref(),
+            None,
+        );
+        grants.sender = Some(SendingTask::new(
+            None,
+            SendingTask::OPERATOR.to_string(),
+            SpanRef::task(site.session_id, site.task_event, None),
+        ));
+        allowlist.allow(
+            &tool.name,
+            AllowedTool {
+                tool: Arc::new(BoundTool {
+                    engine: engine.clone(),
+                    component: tool.component.clone(),
+                    grants,
+                }),
+                input_schema: tool.input_schema.clone(),
+            },
+        );
+    }
+    let lock = install::read_lock(&staged.capsule_dir).unwrap_or_default();
+    let mut tool_grants = grants_with(None);
+    tool_grants.sender = Some(SendingTask::new(
+        None,
+        SendingTask::OPERATOR.to_string(),
+        SpanRef::task(site.session_id, site.task_event, None),
+    ));
+    let manager = Arc::new(ArtifactManager::new(ManagerConfig {
+        capsule_dir: staged.capsule_dir.clone(),
+        session_id: site.session_id.to_string(),
+        registry: config.registry.clone(),
+        user_store: config.user_store.clone(),
+        host_env: config.host_env.clone(),
+        loader: Arc::new(ToolLoader {
+            engine: engine.clone(),
+            grants: tool_grants,
+        }),
+        allowlist: allowlist.clone(),
+        declared: ArtifactManager::declared(capsule, &staged.capsule_dir, &lock),
+        trace: Some((site.trace.clone(), site.session_event.to_string())),
+    }));
+    let registry = ToolRegistryGrant::new(
+        allowlist,
+        Some(CallTrace {
+            trace: site.trace.clone(),
+            parent: site.task_event.to_string(),
+            task_id: site.task_id.to_string(),
+        }),
+    );
+    let mut grants = grants_with(None);
+    grants.sender = Some(SendingTask::new(
+        Some(site.task_id.to_string()),
+        SendingTask::OPERATOR.to_string(),
+        SpanRef::task(site.session_id, site.task_event, None),
+    ));
+    (grants, registry, manager)
+}
+
+/// Keeps what a run left: its stdout and stderr in `logs/capsule.log`, and an `a2a_send` event
+/// for each of its sends.
+fn record_run(run: &CapsuleRun, workdir: &Workdir, site: &RunSite<'_>) -> Result<(), SessionError> {
+    let trace_error = |error: std::io::Error| SessionError::trace(workdir, error);
+    if !run.stdout.is_empty() || !run.stderr.is_empty() {
+        let log = format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}\n",
+            run.stdout, run.stderr
+        );
+        workdir
+            .dir()
+            .write_whole("logs/capsule.log", log.as_bytes())
+            .map_err(|error| trace_error(error.into()))?;
+    }
+    for send in &run.sends {
+        site.trace
+            .write(
+                Some(site.task_event),
+                send.event(Some(site.task_id.to_string())),
+            )
+            .map_err(trace_error)?;
+    }
+    Ok(())
+}
+
 /// Runs the capsule component of `staged` once, as one session.
 pub async fn run(
     engine: Arc<Engine>,
@@ -303,79 +425,15 @@ pub async fn run(
         )
         .map_err(trace_error)?;
 
-    let host_env = config.host_env.clone();
-    let grants_with = |artifact_config: Option<&Value>| {
-        component_grants(
-            capsule,
-            &workdir.root,
-            &session_id,
-            &host_env,
-            artifact_config,
-        )
+    let site = RunSite {
+        session_id: &session_id,
+        workdir: &workdir.root,
+        trace: &trace,
+        session_event: &session_event,
+        task_event: &task_event,
+        task_id: &task_id,
     };
-    let allowlist = Arc::new(Allowlist::default());
-    for tool in &staged.tools {
-        let mut grants = grants_with(tool.config.as_ref());
-        // A tool's entry may narrow the capsule's grants for it.
-        grants.narrow(
-            capsule
-                .artifact(&tool.name)
-                .map(|entry| capsule.grants_of(entry))
-                .as_ref(),
-            None,
-        );
-        grants.sender = Some(SendingTask::new(
-            None,
-            SendingTask::OPERATOR.to_string(),
-            SpanRef::task(&session_id, &task_event, None),
-        ));
-        allowlist.allow(
-            &tool.name,
-            AllowedTool {
-                tool: Arc::new(BoundTool {
-                    engine: engine.clone(),
-                    component: tool.component.clone(),
-                    grants,
-                }),
-                input_schema: tool.input_schema.clone(),
-            },
-        );
-    }
-    let lock = install::read_lock(&staged.capsule_dir).unwrap_or_default();
-    let mut tool_grants = grants_with(None);
-    tool_grants.sender = Some(SendingTask::new(
-        None,
-        SendingTask::OPERATOR.to_string(),
-        SpanRef::task(&session_id, &task_event, None),
-    ));
-    let manager = Arc::new(ArtifactManager::new(ManagerConfig {
-        capsule_dir: staged.capsule_dir.clone(),
-        session_id: session_id.clone(),
-        registry: config.registry.clone(),
-        user_store: config.user_store.clone(),
-        host_env: config.host_env.clone(),
-        loader: Arc::new(ToolLoader {
-            engine: engine.clone(),
-            grants: tool_grants,
-        }),
-        allowlist: allowlist.clone(),
-        declared: ArtifactManager::declared(capsule, &staged.capsule_dir, &lock),
-        trace: Some((trace.clone(), session_event.clone())),
-    }));
-    let registry = ToolRegistryGrant::new(
-        allowlist,
-        Some(CallTrace {
-            trace: trace.clone(),
-            parent: task_event.clone(),
-            task_id: task_id.clone(),
-        }),
-    );
-    let mut grants = grants_with(None);
-    grants.sender = Some(SendingTask::new(
-        Some(task_id.clone()),
-        SendingTask::OPERATOR.to_string(),
-        SpanRef::task(&session_id, &task_event, None),
-    ));
+    let (grants, registry, manager) = component_setup(&engine, &staged, config, &site);
     observer.note(&format!(
         "running capsule component `{}`",
         staged.component.name()
@@ -389,35 +447,7 @@ pub async fn run(
     )
     .await;
 
-    if !run.stdout.is_empty() || !run.stderr.is_empty() {
-        let log = format!(
-            "--- stdout ---\n{}\n--- stderr ---\n{}\n",
-            run.stdout, run.stderr
-        );
-        workdir
-            .dir()
-            .write_whole("logs/capsule.log", log.as_bytes())
-            .map_err(|error| trace_error(error.into()))?;
-    }
-    for send in &run.sends {
-        trace
-            .write(
-                Some(&task_event),
-                EventBody::A2aSend {
-                    peer: send.peer.clone(),
-                    task_id: Some(task_id.clone()),
-                    peer_task_id: send.peer_task_id.clone(),
-                    state: send.state.clone(),
-                    trust: send.trust.clone(),
-                    traceparent: send.traceparent.clone(),
-                    error: send.error.as_ref().map(|(code, message)| ErrorRef {
-                        code: code.clone(),
-                        message: message.clone(),
-                    }),
-                },
-            )
-            .map_err(trace_error)?;
-    }
+    record_run(&run, &workdir, &site)?;
     if run.tool_calls_trace_failed || manager.trace_failed() {
         return Err(trace_error(std::io::Error::other(
             "a tool_call or artifact_pulled line could not be written",

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use murmur_manifest::Coded;
-use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, Transport};
+use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, DriverRef, Inference, Transport};
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::install;
 use murmur_registry::source::{BuildError, LocalArtifact, ensure_components};
@@ -90,6 +90,47 @@ impl StageError {
             hint: hint.into(),
         }
     }
+}
+
+/// A staging failure as one coded error. For [`StageError::Manifest`] that is its first error
+/// (a caller showing every diagnostic reads the list itself).
+impl Coded for StageError {
+    fn code(&self) -> &'static str {
+        match self {
+            StageError::Manifest(diagnostics) => {
+                first_error(diagnostics).map_or("E-MAN-001", |d| d.code)
+            }
+            StageError::Invalid { code, .. } => code,
+            StageError::Build(error) => error.code(),
+            StageError::Component(error) => error.code(),
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            StageError::Manifest(diagnostics) => {
+                first_error(diagnostics).map_or_else(|| self.to_string(), |d| d.message.clone())
+            }
+            StageError::Invalid { message, .. } => message.clone(),
+            StageError::Build(error) => error.message(),
+            StageError::Component(error) => error.message(),
+        }
+    }
+
+    fn hint(&self) -> String {
+        match self {
+            StageError::Manifest(diagnostics) => first_error(diagnostics)
+                .map(Coded::hint)
+                .unwrap_or_else(|| "run `mur check` on the capsule".to_string()),
+            StageError::Invalid { hint, .. } => hint.clone(),
+            StageError::Build(error) => error.hint(),
+            StageError::Component(error) => error.hint(),
+        }
+    }
+}
+
+fn first_error(diagnostics: &[Diagnostic]) -> Option<&Diagnostic> {
+    diagnostics.iter().find(|d| d.is_error())
 }
 
 /// The name of the model's shell tool.
@@ -272,46 +313,11 @@ pub fn stage_with(
     let env = lookups.env;
     let (capsule, capsule_dir, mut warnings) = load_checked(capsule_file, env)?;
 
-    let path_var = env("PATH").unwrap_or_default();
-    for binary in &capsule.capabilities.shell.allow {
-        if murmur_shell::resolve(binary, &path_var).is_none() {
-            warnings.push(
-                Diagnostic::new(
-                    "W-CAP-007",
-                    format!(
-                        "`capabilities.shell.allow` names `{binary}`, which resolves to no executable on this host's PATH: every call of it will be refused"
-                    ),
-                )
-                .hint("install it, fix the name, or give its path"),
-            );
-        }
-    }
-    let Some(inference) = capsule.inference.clone() else {
-        return Err(StageError::invalid(
-            "E-RUN-013",
-            format!(
-                "capsule `{}` declares no `inference:`, so it has no agent loop to run",
-                capsule.name
-            ),
-            "add an `inference:` block (model, driver) to run it as an agent capsule, or declare \
-             a capsule component (an artifact of `runtime: capsule` with `path:`)",
-        ));
-    };
-    if inference.transport == Transport::Process {
-        return Err(StageError::invalid(
-            "E-RUN-013",
-            "`inference.transport: process` is not supported by this runtime yet",
-            "use `transport: http` with a driver artifact",
-        ));
-    }
-    let (Some(model), Some(driver_ref)) = (inference.model.clone(), inference.driver.clone())
-    else {
-        return Err(StageError::invalid(
-            "E-RUN-013",
-            "`inference` needs a `model` and a `driver`",
-            "set `inference.model` and `inference.driver.artifact`",
-        ));
-    };
+    warnings.extend(unresolved_shell_binaries(
+        &capsule,
+        &env("PATH").unwrap_or_default(),
+    ));
+    let (inference, model, driver_ref) = agent_inference(&capsule)?;
 
     let mut resolved = Resolved::open(
         &capsule,
@@ -355,37 +361,9 @@ pub fn stage_with(
         if entry.runtime == Runtime::Skill {
             skills.push(stage_skill(entry, artifact)?);
         } else if entry.runtime == Runtime::Hook {
-            let (component, warning) = load_hook(
-                engine,
-                &entry.name,
-                &artifact.component_path(),
-                &entry.grants,
-            )?;
-            resolved
-                .pins
-                .loaded(entry, artifact, "hook", component.sha256())?;
-            if let Some(warning) = warning {
-                warnings.push(
-                    Diagnostic::new("W-HOOK-005", warning)
-                        .hint("export `on-stage` (returning `none`) to silence this"),
-                );
-            }
-            let manifest = &artifact.manifest;
-            hooks.push(StagedHook {
-                name: entry.name.clone(),
-                version: manifest.version.clone(),
-                binding: manifest.binding,
-                mode: manifest.execution_mode,
-                policy: manifest.commit_policy,
-                grants: entry.grants.clone(),
-                queue: entry.queue.unwrap_or_default(),
-                deadline: entry
-                    .deadline_seconds
-                    .map(Duration::from_secs)
-                    .unwrap_or(DEFAULT_HOOK_DEADLINE),
-                config: entry.config.clone(),
-                component,
-            });
+            let (hook, warning) = stage_hook(engine, &mut resolved.pins, entry, artifact)?;
+            warnings.extend(warning);
+            hooks.push(hook);
         } else if driver_names.contains(&entry.name.as_str()) {
             let component = load(&mut resolved.pins, entry, artifact, crate::RunWorld::Driver)?;
             drivers.push(stage_driver(
@@ -431,7 +409,50 @@ pub fn stage_with(
             format!("export {name}=… (or put it in the .env beside the manifest)"),
         ));
     }
-    let window = inference_window(&capsule);
+    let choices = stage_choices(
+        &capsule,
+        &inference,
+        &model,
+        &driver,
+        &drivers,
+        &mut warnings,
+    )?;
+
+    let system_prompt = system_prompt(&capsule, &capsule_dir, &inference)?;
+
+    Ok(Staged {
+        capsule_dir,
+        capsule_file: capsule_file.to_path_buf(),
+        max_tokens: choices.primary().limits.limits.max_output_tokens,
+        max_turns: inference.max_turns,
+        max_session_tokens: inference.max_session_tokens,
+        model,
+        driver,
+        alternate_drivers: drivers,
+        choices,
+        secrets,
+        tools,
+        skills,
+        hooks,
+        system_prompt,
+        components: resolved.into_components(),
+        warnings,
+        capsule,
+    })
+}
+
+/// The driver choices of `inference`: the primary on `driver`, then each alternate on the
+/// driver it names among `alternates` (`E-MAN-008` when it names none); an alternate whose
+/// credential is not set is staged unavailable, with `W-RUN-003`.
+fn stage_choices(
+    capsule: &CapsuleManifest,
+    inference: &Inference,
+    model: &str,
+    driver: &StagedDriver,
+    alternates: &[StagedDriver],
+    warnings: &mut Vec<Diagnostic>,
+) -> Result<DriverChoices, StageError> {
+    let window = inference_window(capsule);
     let limits = |model: &str| model_limits::resolve(model, inference.max_tokens, window);
     let choice_on = |name: &str, driver: &StagedDriver, model: &str| DriverChoice {
         name: name.to_string(),
@@ -442,10 +463,10 @@ pub fn stage_with(
         unresolved_credential: driver.unresolved_credential.clone(),
         limits: limits(model),
     };
-    let mut choices = vec![choice_on(PRIMARY, &driver, &model)];
+    let mut choices = vec![choice_on(PRIMARY, driver, model)];
     for alternate in &inference.alternates {
-        let Some(on) = std::iter::once(&driver)
-            .chain(&drivers)
+        let Some(on) = std::iter::once(driver)
+            .chain(alternates)
             .find(|d| d.name == alternate.driver)
         else {
             return Err(StageError::invalid(
@@ -473,8 +494,16 @@ pub fn stage_with(
         }
         choices.push(choice_on(&alternate.name, on, &alternate.model));
     }
-    let choices = DriverChoices::new(choices);
+    Ok(DriverChoices::new(choices))
+}
 
+/// The system prompt: the capsule's block, then `inference.system_prompt` (or the file
+/// `system_prompt_file` names, relative to the manifest; unreadable is `E-MAN-023`).
+fn system_prompt(
+    capsule: &CapsuleManifest,
+    capsule_dir: &Path,
+    inference: &Inference,
+) -> Result<String, StageError> {
     let prompt = match (&inference.system_prompt, &inference.system_prompt_file) {
         (Some(prompt), _) => Some(prompt.clone()),
         (None, Some(file)) => {
@@ -497,26 +526,100 @@ pub fn stage_with(
         system_prompt.push_str("\n\n");
         system_prompt.push_str(prompt.trim_end());
     }
+    Ok(system_prompt)
+}
 
-    Ok(Staged {
-        capsule_dir,
-        capsule_file: capsule_file.to_path_buf(),
-        max_tokens: choices.primary().limits.limits.max_output_tokens,
-        max_turns: inference.max_turns,
-        max_session_tokens: inference.max_session_tokens,
-        model,
-        driver,
-        alternate_drivers: drivers,
-        choices,
-        secrets,
-        tools,
-        skills,
-        hooks,
-        system_prompt,
-        components: resolved.into_components(),
-        warnings,
-        capsule,
-    })
+/// `W-CAP-007` for each binary of `capabilities.shell.allow` that resolves to no executable
+/// on `path_var`.
+fn unresolved_shell_binaries(capsule: &CapsuleManifest, path_var: &str) -> Vec<Diagnostic> {
+    capsule
+        .capabilities
+        .shell
+        .allow
+        .iter()
+        .filter(|binary| murmur_shell::resolve(binary, path_var).is_none())
+        .map(|binary| {
+            Diagnostic::new(
+                "W-CAP-007",
+                format!(
+                    "`capabilities.shell.allow` names `{binary}`, which resolves to no executable on this host's PATH: every call of it will be refused"
+                ),
+            )
+            .hint("install it, fix the name, or give its path")
+        })
+        .collect()
+}
+
+/// What an agent capsule's loop runs on: its `inference:` over HTTP, with a model and a
+/// driver. Anything else is `E-RUN-013`.
+fn agent_inference(
+    capsule: &CapsuleManifest,
+) -> Result<(Inference, String, DriverRef), StageError> {
+    let Some(inference) = capsule.inference.clone() else {
+        return Err(StageError::invalid(
+            "E-RUN-013",
+            format!(
+                "capsule `{}` declares no `inference:`, so it has no agent loop to run",
+                capsule.name
+            ),
+            "add an `inference:` block (model, driver) to run it as an agent capsule, or declare \
+             a capsule component (an artifact of `runtime: capsule` with `path:`)",
+        ));
+    };
+    if inference.transport == Transport::Process {
+        return Err(StageError::invalid(
+            "E-RUN-013",
+            "`inference.transport: process` is not supported by this runtime yet",
+            "use `transport: http` with a driver artifact",
+        ));
+    }
+    let (Some(model), Some(driver_ref)) = (inference.model.clone(), inference.driver.clone())
+    else {
+        return Err(StageError::invalid(
+            "E-RUN-013",
+            "`inference` needs a `model` and a `driver`",
+            "set `inference.model` and `inference.driver.artifact`",
+        ));
+    };
+    Ok((inference, model, driver_ref))
+}
+
+/// A hook artifact loaded and linked with its entry's grants, checked against its pin, as the
+/// session runs it; a missing `on-stage` comes back as `W-HOOK-005`.
+fn stage_hook(
+    engine: &Engine,
+    pins: &mut Pins,
+    entry: &ArtifactEntry,
+    artifact: &LocalArtifact,
+) -> Result<(StagedHook, Option<Diagnostic>), StageError> {
+    let (component, warning) = load_hook(
+        engine,
+        &entry.name,
+        &artifact.component_path(),
+        &entry.grants,
+    )?;
+    pins.loaded(entry, artifact, "hook", component.sha256())?;
+    let warning = warning.map(|warning| {
+        Diagnostic::new("W-HOOK-005", warning)
+            .hint("export `on-stage` (returning `none`) to silence this")
+    });
+    let manifest = &artifact.manifest;
+    let hook = StagedHook {
+        name: entry.name.clone(),
+        version: manifest.version.clone(),
+        binding: manifest.binding,
+        mode: manifest.execution_mode,
+        policy: manifest.commit_policy,
+        grants: entry.grants.clone(),
+        queue: entry.queue.unwrap_or_default(),
+        deadline: entry
+            .deadline_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_HOOK_DEADLINE),
+        config: entry.config.clone(),
+        component,
+    };
+    Ok((hook, warning))
 }
 
 /// `context.max_tokens`, when the manifest sets it: the window of every choice.
@@ -895,6 +998,22 @@ fn runtime_tool_clash<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manifest_refusal_is_coded_as_its_first_error_not_a_warning_before_it() {
+        let error = StageError::Manifest(vec![
+            Diagnostic::new("W-CAP-007", "a warning").hint("ignore it"),
+            Diagnostic::new("E-MAN-004", "`name` is missing or empty").hint("name the capsule"),
+        ]);
+        assert_eq!(error.code(), "E-MAN-004");
+        assert_eq!(error.message(), "`name` is missing or empty");
+        assert_eq!(error.hint(), "name the capsule");
+        let invalid = StageError::invalid("E-RUN-013", "no loop", "add one");
+        assert_eq!(
+            (invalid.code(), invalid.message(), invalid.hint()),
+            ("E-RUN-013", "no loop".to_string(), "add one".to_string())
+        );
+    }
 
     #[test]
     fn the_capsule_block_depends_on_name_and_version_only() {

@@ -8,15 +8,16 @@
 
 mod calls;
 mod compaction;
+mod grants;
 
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use murmur_manifest::Coded;
 use serde_json::Value;
 
 use crate::engine::Engine;
-use crate::grants::env::{Identity, InferenceTarget, component_env};
 use crate::grants::message::SendingTask;
 use crate::grants::tool_registry::schema_refusal;
 use crate::grants::{ChunkSink, Grants};
@@ -36,14 +37,15 @@ use crate::inference::response::{Answer, StopReason};
 use crate::inference::spend::SpendMeter;
 use crate::inference::tokens::{self, MessageCounts};
 use crate::session::control::{ControlState, Principal};
-use crate::session::staging::{SHELL_TOOL, SWITCH_DRIVER_TOOL, StagedSkill};
+use crate::session::staging::{SHELL_TOOL, SWITCH_DRIVER_TOOL, StagedDriver, StagedSkill};
 use crate::session::tools::{SessionTool, ToolCallSite, fence, skill_answer};
 use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, StopRequest, StopSignal, TaskInput,
     TaskReport, new_id,
 };
-use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits, describe::describe};
+use grants::SessionGrants;
+use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, describe::describe};
 use murmur_trace::Trace;
 use murmur_trace::context::SpanRef;
 use murmur_trace::schema::{ComponentGrants, Decision, ErrorRef, EventBody, Origin, Sent};
@@ -104,78 +106,24 @@ impl<'a> SessionContext<'a> {
         workdir: &'a Workdir,
         observer: Arc<dyn Observer>,
     ) -> SessionContext<'a> {
-        let capsule = &staged.capsule;
-        let identity = Identity::of(capsule, Some(session_id));
-        let host_env = config.host_env.clone();
-        let lookup = move |name: &str| host_env(name);
-        let allow = &capsule.capabilities.env.allow;
         let sink: ChunkSink = {
             let observer = observer.clone();
             Arc::new(move |kind, text: &str| observer.chunk(kind, text))
         };
-        // Narrowed per component below; the shell takes the capsule's read-only paths as they are.
-        let base = Grants::of_capsule(capsule, &workdir.root);
-        // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
-        let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
-        let component_grants = |name: &str, config: Option<&Value>| {
-            let mut grants = base.clone();
-            grants.env = component_env(&identity, config, allow, &lookup);
-            grants.narrow(planned(name).as_ref(), None);
-            grants
-        };
-
-        let choice_grants: Vec<Grants> = staged
-            .choices
-            .iter()
-            .map(|choice| {
-                let driver = staged
-                    .driver_named(&choice.driver)
-                    .unwrap_or(&staged.driver);
-                let mut grants = base.clone();
-                grants.env = component_env(&identity, driver.config.as_ref(), allow, &lookup);
-                grants.env.extend(
-                    InferenceTarget {
-                        endpoint: driver.endpoint.clone(),
-                        model: choice.model.clone(),
-                        driver: driver.name.clone(),
-                    }
-                    .env(),
-                );
-                // Its gateway, then what its entry adds within the capsule's allowlist.
-                grants.narrow(planned(&driver.name).as_ref(), Some(driver.network.clone()));
-                grants.credential = driver.credential.clone();
-                grants.chunks = Some(sink.clone());
-                grants
-            })
-            .collect();
+        let grants = SessionGrants::of(&staged, &config.host_env, session_id, workdir, sink);
         let control = config
             .control
             .clone()
             .unwrap_or_else(|| ControlState::new(staged.clone()));
         let spend = Arc::new(SpendMeter::new(staged.max_session_tokens));
-
-        let tools: Vec<SessionTool> = (0..staged.tools.len())
-            .map(|index| {
-                let tool = &staged.tools[index];
-                let mut grants = component_grants(&tool.spec.name, tool.config.as_ref());
-                grants.chunks = Some(sink.clone());
-                SessionTool { index, grants }
-            })
-            .collect();
-        let hook_grants: Vec<Grants> = staged
-            .hooks
-            .iter()
-            .map(|hook| {
-                let mut grants = component_grants(&hook.name, hook.config.as_ref());
-                grants.limits.deadline = hook.deadline;
-                grants
-            })
+        let tools: Vec<SessionTool> = (grants.tools.into_iter().enumerate())
+            .map(|(index, grants)| SessionTool { index, grants })
             .collect();
         let services = Arc::new(HookServices {
             engine: engine.clone(),
             staged: staged.clone(),
             driver_grants: {
-                let mut grants = choice_grants[0].clone();
+                let mut grants = grants.choices[0].clone();
                 grants.chunks = None;
                 grants
             },
@@ -184,54 +132,10 @@ impl<'a> SessionContext<'a> {
             workdir: workdir.dir().clone(),
             session_id: session_id.to_string(),
         });
-        let mut grant_listing: Vec<ComponentGrants> = Vec::new();
-        for (tool, session_tool) in staged.tools.iter().zip(&tools) {
-            let session_tool: &SessionTool = session_tool;
-            grant_listing.push(session_tool.grants.listing(&tool.spec.name, "tool"));
-        }
-        for (hook, grants) in staged.hooks.iter().zip(&hook_grants) {
-            grant_listing.push(grants.listing(&hook.name, "hook"));
-        }
-        for (choice, grants) in staged.choices.iter().zip(&choice_grants) {
-            if !grant_listing
-                .iter()
-                .any(|g| g.runtime == "driver" && g.name == choice.driver)
-            {
-                grant_listing.push(grants.listing(&choice.driver, "driver"));
-            }
-        }
-        let hooks = HookSet::start(services, hook_grants);
-        let shell = (!capsule.capabilities.shell.allow.is_empty()).then(|| {
-            let deadline = capsule
-                .capabilities
-                .limits
-                .deadline_seconds
-                .map(Duration::from_secs)
-                .unwrap_or(crate::engine::limits::DEFAULT_DEADLINE);
-            let env = component_env(&Identity::default(), None, allow, &lookup)
-                .into_iter()
-                .filter(|(name, _)| !name.starts_with("MURMUR_"))
-                .collect();
-            let grant = ShellGrant::new(
-                &capsule.capabilities.shell.allow,
-                &lookup("PATH").unwrap_or_default(),
-                workdir.dir().clone(),
-                base.read_only.clone(),
-                env,
-                capsule
-                    .capabilities
-                    .network
-                    .allow
-                    .iter()
-                    .flat_map(|rule| rule.ports())
-                    .collect(),
-                TimeLimits {
-                    default: DEFAULT_SHELL_TIMEOUT.min(deadline),
-                    max: deadline,
-                },
-            );
-            ShellTool::new(grant)
-        });
+        let hooks = HookSet::start(services, grants.hooks);
+        let shell = grants.shell.map(ShellTool::new);
+        let (choice_grants, grant_listing) = (grants.choices, grants.listing);
+        let capsule = &staged.capsule;
         let hooks_read_history = staged.hooks.iter().any(|hook| {
             hook.grants
                 .contains(&murmur_manifest::capsule::HookGrant::Conversation)
@@ -406,59 +310,7 @@ impl<'a> SessionContext<'a> {
             Some(ids) => (ids.task_id.clone(), ids.context_id.clone()),
             None => (new_id("tsk_", 24), new_id("ctx_", 24)),
         };
-        if let Some(received) = &input.received {
-            self.trace(
-                &self.session_event,
-                EventBody::A2aTaskReceived {
-                    task_id: task_id.clone(),
-                    context_id: context_id.clone(),
-                    method: received.method.clone(),
-                    origin: received.origin.clone(),
-                    trust: received.trust.clone(),
-                    traceparent: received.traceparent.clone(),
-                    claimed_origin: received.claimed_origin.clone(),
-                    claimed_trust: received.claimed_trust.clone(),
-                },
-            )?;
-        }
-        let task_event = self.trace(
-            &self.session_event,
-            EventBody::TaskStart {
-                task_id: task_id.clone(),
-                context_id: Some(context_id.clone()),
-                source: input.source.as_str().to_string(),
-                input_chars: input.text.chars().count() as u64,
-                input_sha256: murmur_registry::sha256_hex(input.text.as_bytes()),
-            },
-        )?;
-        self.observer.note(&format!("task {task_id}"));
-        let mut run = TaskRun {
-            task_id: task_id.clone(),
-            context_id: Some(context_id.clone()),
-            cache_key: prompt_cache_key(&self.staged.capsule.name, Some(&context_id), &task_id),
-            input: input.text.clone(),
-            result: None,
-            history: Vec::new(),
-            continuation: Continuation::default(),
-            counts: MessageCounts::default(),
-            stop: input.stop.clone(),
-            broker: input.input.clone(),
-            sender: SendingTask::new(
-                Some(task_id.clone()),
-                input
-                    .received
-                    .as_ref()
-                    .map_or_else(|| SendingTask::OPERATOR.to_string(), |r| r.trust.clone()),
-                SpanRef::task(
-                    &self.session_id,
-                    &task_event,
-                    input
-                        .received
-                        .as_ref()
-                        .and_then(|r| r.traceparent.as_deref()),
-                ),
-            ),
-        };
+        let (mut run, task_event) = self.open_task(input, &task_id, &context_id)?;
         let (prior, mut unreadable) = match self.prior_history(&context_id) {
             Ok(prior) => (prior, None),
             Err(failure) => (Vec::new(), Some(failure)),
@@ -501,31 +353,12 @@ impl<'a> SessionContext<'a> {
             else {
                 break (status, error, text, stop);
             };
-            if status == ExitStatus::Canceled {
-                self.hooks.log(
-                    &hook,
-                    "on-task-end: reopen-task ignored: the task was canceled",
-                )?;
-                break (status, error, text, stop);
-            }
-            let max = self.staged.capsule.lifecycle.max_task_reopens;
-            if max == 0 {
-                self.hooks.log(
-                    &hook,
-                    "on-task-end: reopen-task ignored: lifecycle.max_task_reopens is 0",
-                )?;
-                break (status, error, text, stop);
-            }
-            if reopen_count >= max {
-                let failure = Failure {
-                    code: "E-HOOK-007".to_string(),
-                    message: format!(
-                        "hook `{hook}` asked to reopen the task again, past lifecycle.max_task_reopens ({max})"
-                    ),
-                    hint: "raise `lifecycle.max_task_reopens`, or make the hook accept the result"
-                        .to_string(),
-                };
-                break (ExitStatus::ReopenBudgetExhausted, Some(failure), text, stop);
+            match self.reopen_verdict(&hook, status, reopen_count)? {
+                Reopen::Granted => {}
+                Reopen::Ignored => break (status, error, text, stop),
+                Reopen::Exhausted(failure) => {
+                    break (ExitStatus::ReopenBudgetExhausted, Some(failure), text, stop);
+                }
             }
             reopen_count += 1;
             self.trace(
@@ -542,25 +375,12 @@ impl<'a> SessionContext<'a> {
             run.history.push(message);
             run.result = None;
         };
-        let (mut exit_status, mut error) = (exit_status, error);
-        let mut unsaved: Option<Failure> = None;
-        let result_path = match &final_text {
-            Some(text) if exit_status == ExitStatus::Ok => match self.workdir.save_result(text) {
-                Ok(path) => Some(path),
-                Err(reason) => {
-                    unsaved = Some(workdir_failure("the task's result", &reason));
-                    None
-                }
-            },
-            _ => None,
+        let (result_path, unsaved) =
+            self.save_task(&context_id, &run, exit_status, final_text.as_deref());
+        let (exit_status, error) = match unsaved {
+            Some(failure) => (ExitStatus::Failed, error.or(Some(failure))),
+            None => (exit_status, error),
         };
-        if let Err(reason) = self.workdir.save_history(&context_id, &run.history) {
-            unsaved.get_or_insert(workdir_failure("the task's conversation", &reason));
-        }
-        if let Some(failure) = unsaved {
-            exit_status = ExitStatus::Failed;
-            error.get_or_insert(failure);
-        }
         self.trace(
             &task_event,
             EventBody::TaskEnd {
@@ -586,6 +406,134 @@ impl<'a> SessionContext<'a> {
             },
             stop,
         ))
+    }
+
+    /// A task begins: its `a2a_task_received` (when a client sent it) and `task_start` events,
+    /// and its run, empty yet; with the `task_start` event's id.
+    fn open_task(
+        &self,
+        input: &TaskInput,
+        task_id: &str,
+        context_id: &str,
+    ) -> std::io::Result<(TaskRun, String)> {
+        if let Some(received) = &input.received {
+            self.trace(
+                &self.session_event,
+                EventBody::A2aTaskReceived {
+                    task_id: task_id.to_string(),
+                    context_id: context_id.to_string(),
+                    method: received.method.clone(),
+                    origin: received.origin.clone(),
+                    trust: received.trust.clone(),
+                    traceparent: received.traceparent.clone(),
+                    claimed_origin: received.claimed_origin.clone(),
+                    claimed_trust: received.claimed_trust.clone(),
+                },
+            )?;
+        }
+        let task_event = self.trace(
+            &self.session_event,
+            EventBody::TaskStart {
+                task_id: task_id.to_string(),
+                context_id: Some(context_id.to_string()),
+                source: input.source.as_str().to_string(),
+                input_chars: input.text.chars().count() as u64,
+                input_sha256: murmur_registry::sha256_hex(input.text.as_bytes()),
+            },
+        )?;
+        self.observer.note(&format!("task {task_id}"));
+        let run = TaskRun {
+            task_id: task_id.to_string(),
+            context_id: Some(context_id.to_string()),
+            cache_key: prompt_cache_key(&self.staged.capsule.name, Some(context_id), task_id),
+            input: input.text.clone(),
+            result: None,
+            history: Vec::new(),
+            continuation: Continuation::default(),
+            counts: MessageCounts::default(),
+            stop: input.stop.clone(),
+            broker: input.input.clone(),
+            sender: SendingTask::new(
+                Some(task_id.to_string()),
+                input
+                    .received
+                    .as_ref()
+                    .map_or_else(|| SendingTask::OPERATOR.to_string(), |r| r.trust.clone()),
+                SpanRef::task(
+                    &self.session_id,
+                    &task_event,
+                    input
+                        .received
+                        .as_ref()
+                        .and_then(|r| r.traceparent.as_deref()),
+                ),
+            ),
+        };
+        Ok((run, task_event))
+    }
+
+    /// Saves what a task that ended `exit_status` leaves: its answer (when it finished) in
+    /// `out/result.txt`, and its conversation in `contexts/<context_id>/history.json`. Gives the result's
+    /// path, and what could not be saved (the first failure).
+    fn save_task(
+        &self,
+        context_id: &str,
+        run: &TaskRun,
+        exit_status: ExitStatus,
+        final_text: Option<&str>,
+    ) -> (Option<PathBuf>, Option<Failure>) {
+        let mut unsaved: Option<Failure> = None;
+        let result_path = match final_text {
+            Some(text) if exit_status == ExitStatus::Ok => match self.workdir.save_result(text) {
+                Ok(path) => Some(path),
+                Err(reason) => {
+                    unsaved = Some(workdir_failure("the task's result", &reason));
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let Err(reason) = self.workdir.save_history(context_id, &run.history) {
+            unsaved.get_or_insert(workdir_failure("the task's conversation", &reason));
+        }
+        (result_path, unsaved)
+    }
+
+    /// Whether `hook`'s `reopen-task` of a task that ended `status` is granted: a canceled
+    /// task, or `lifecycle.max_task_reopens: 0`, ignores it (with a line in the hook's log); one
+    /// past the budget is `E-HOOK-007`.
+    fn reopen_verdict(
+        &self,
+        hook: &str,
+        status: ExitStatus,
+        reopen_count: u32,
+    ) -> std::io::Result<Reopen> {
+        if status == ExitStatus::Canceled {
+            self.hooks.log(
+                hook,
+                "on-task-end: reopen-task ignored: the task was canceled",
+            )?;
+            return Ok(Reopen::Ignored);
+        }
+        let max = self.staged.capsule.lifecycle.max_task_reopens;
+        if max == 0 {
+            self.hooks.log(
+                hook,
+                "on-task-end: reopen-task ignored: lifecycle.max_task_reopens is 0",
+            )?;
+            return Ok(Reopen::Ignored);
+        }
+        if reopen_count >= max {
+            return Ok(Reopen::Exhausted(Failure {
+                code: "E-HOOK-007".to_string(),
+                message: format!(
+                    "hook `{hook}` asked to reopen the task again, past lifecycle.max_task_reopens ({max})"
+                ),
+                hint: "raise `lifecycle.max_task_reopens`, or make the hook accept the result"
+                    .to_string(),
+            }));
+        }
+        Ok(Reopen::Granted)
     }
 
     /// `on-task-start`, and the `seed-context` the first hook returns: measured against the
@@ -727,33 +675,10 @@ impl<'a> SessionContext<'a> {
             let turn = *turns_used;
             self.observer.turn_started(turn);
             let started = Instant::now();
-            // The choice in force for this call; a switch applies from the next call on.
-            let index = self.control.selected();
-            let choices = &staged.choices;
-            let (index, choice) = match choices.get(index) {
-                Some(choice) => (index, choice),
-                None => (0, choices.primary()),
+            let (index, choice, driver) = match self.choice_in_force() {
+                Ok(in_force) => in_force,
+                Err(failure) => return Ok(Ending::Failed(failure)),
             };
-            let driver = staged
-                .driver_named(&choice.driver)
-                .unwrap_or(&staged.driver);
-            if !driver.credential_available() {
-                let credential = choice
-                    .injected_secret
-                    .as_deref()
-                    .or(choice.unresolved_credential.as_deref())
-                    .unwrap_or("its credential");
-                return Ok(Ending::Failed(Failure {
-                    code: "E-RUN-012".to_string(),
-                    message: format!(
-                        "choice `{}` cannot call driver `{}`: the credential `{credential}` has no value",
-                        choice.name, driver.name
-                    ),
-                    hint: format!(
-                        "inject it: `mur control secret {credential}` (or PUT /control/secrets/{credential})"
-                    ),
-                }));
-            }
             let plan =
                 run.continuation
                     .plan(run.context_id.as_deref(), &choice.name, run.history.len());
@@ -761,26 +686,11 @@ impl<'a> SessionContext<'a> {
                 Plan::Full => (0, None),
                 Plan::Since { id, from } => (*from, Some(id.as_str())),
             };
-            // With a ceiling the call is admitted before it is made; without one its estimate
-            // is taken while the driver works (the tokenizer's first load stays off the path
-            // to the first request).
-            let admitted_estimate = match self.spend.ceiling() {
-                Some(_) => {
-                    let estimate = self.fixed_tokens() + run.estimate();
-                    if let Err(over) = self.spend.admit(estimate) {
-                        return Ok(Ending::SpendCeiling(Failure {
-                            code: "E-RUN-018".to_string(),
-                            message: format!("the call was not made: {over}"),
-                            hint: "raise `inference.max_session_tokens`, or give the agent a \
-                                   smaller task"
-                                .to_string(),
-                        }));
-                    }
-                    Some(estimate)
-                }
-                None => None,
+            let admitted_estimate = match self.admit_before_call(run) {
+                Ok(estimate) => estimate,
+                Err(failure) => return Ok(Ending::SpendCeiling(failure)),
             };
-            let receiver = choices.has_alternates().then(|| choice.producer());
+            let receiver = staged.choices.has_alternates().then(|| choice.producer());
             let request = DriverRequest {
                 model: &choice.model,
                 max_tokens: self.control.max_tokens_for(choice),
@@ -816,27 +726,7 @@ impl<'a> SessionContext<'a> {
                     estimate
                 }
             };
-            let answer: Result<Answer, Failure> = answer.map_err(|failure| match failure {
-                DriverFailure::Answered(failure) => Failure {
-                    code: "E-RUN-011".to_string(),
-                    message: match failure.status {
-                        Some(status) => format!(
-                            "driver `{}` failed (HTTP {status}): {}",
-                            driver.name, failure.message
-                        ),
-                        None => format!("driver `{}` failed: {}", driver.name, failure.message),
-                    },
-                    hint: "read the provider's message; check the model name, the key and the \
-                           gateway endpoint"
-                        .to_string(),
-                },
-                DriverFailure::Call(error) => Failure {
-                    code: error.code().to_string(),
-                    message: error.to_string(),
-                    hint: error.hint(),
-                },
-            });
-            let answer = match answer {
+            let answer = match answer.map_err(|failure| driver_failure(&driver.name, failure)) {
                 Ok(answer) => answer,
                 Err(failure) => {
                     self.trace(
@@ -945,6 +835,58 @@ impl<'a> SessionContext<'a> {
         }))
     }
 
+    /// The choice in force for the next call (a switch applies from the next call on), its
+    /// index and its driver; a driver whose credential has no value is `E-RUN-012`.
+    fn choice_in_force(&self) -> Result<(usize, &DriverChoice, &StagedDriver), Failure> {
+        let staged = &*self.staged;
+        let choices = &staged.choices;
+        let selected = self.control.selected();
+        let (index, choice) = match choices.get(selected) {
+            Some(choice) => (selected, choice),
+            None => (0, choices.primary()),
+        };
+        let driver = staged
+            .driver_named(&choice.driver)
+            .unwrap_or(&staged.driver);
+        if driver.credential_available() {
+            return Ok((index, choice, driver));
+        }
+        let credential = choice
+            .injected_secret
+            .as_deref()
+            .or(choice.unresolved_credential.as_deref())
+            .unwrap_or("its credential");
+        Err(Failure {
+            code: "E-RUN-012".to_string(),
+            message: format!(
+                "choice `{}` cannot call driver `{}`: the credential `{credential}` has no value",
+                choice.name, driver.name
+            ),
+            hint: format!(
+                "inject it: `mur control secret {credential}` (or PUT /control/secrets/{credential})"
+            ),
+        })
+    }
+
+    /// With a spend ceiling, the next call is admitted before it is made (its estimate, or
+    /// `E-RUN-018`); without one its estimate is taken while the driver works (`None`: the
+    /// tokenizer's first load stays off the path to the first request).
+    fn admit_before_call(&self, run: &mut TaskRun) -> Result<Option<u64>, Failure> {
+        if self.spend.ceiling().is_none() {
+            return Ok(None);
+        }
+        let estimate = self.fixed_tokens() + run.estimate();
+        match self.spend.admit(estimate) {
+            Ok(_) => Ok(Some(estimate)),
+            Err(over) => Err(Failure {
+                code: "E-RUN-018".to_string(),
+                message: format!("the call was not made: {over}"),
+                hint: "raise `inference.max_session_tokens`, or give the agent a smaller task"
+                    .to_string(),
+            }),
+        }
+    }
+
     /// `on-inference`; a committed `artifact` is written to `out/artifacts/<name>`.
     async fn on_inference(
         &self,
@@ -1041,6 +983,40 @@ impl<'a> SessionContext<'a> {
 }
 
 /// E-RUN-022: the runtime's own file `what` could not be written into the workdir.
+/// What becomes of a hook's `reopen-task`.
+enum Reopen {
+    Granted,
+    /// Not honored, and the task ends as it ended.
+    Ignored,
+    /// Past `lifecycle.max_task_reopens`: the task ends `reopen_budget_exhausted`.
+    Exhausted(Failure),
+}
+
+/// A failed driver call as the task's failure: a provider's answer is `E-RUN-011`, naming the
+/// driver and the HTTP status; a failed component call keeps its own code.
+fn driver_failure(driver: &str, failure: DriverFailure) -> Failure {
+    match failure {
+        DriverFailure::Answered(failure) => Failure {
+            code: "E-RUN-011".to_string(),
+            message: match failure.status {
+                Some(status) => format!(
+                    "driver `{driver}` failed (HTTP {status}): {}",
+                    failure.message
+                ),
+                None => format!("driver `{driver}` failed: {}", failure.message),
+            },
+            hint: "read the provider's message; check the model name, the key and the gateway \
+                   endpoint"
+                .to_string(),
+        },
+        DriverFailure::Call(error) => Failure {
+            code: error.code().to_string(),
+            message: error.to_string(),
+            hint: error.hint(),
+        },
+    }
+}
+
 fn workdir_failure(what: &str, reason: &murmur_beneath::BeneathError) -> Failure {
     Failure {
         code: "E-RUN-022".to_string(),
@@ -1079,9 +1055,6 @@ fn switch_driver_spec(staged: &Staged) -> ToolSpec {
         }),
     }
 }
-
-/// How long a shell call may run when it names no limit.
-const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The model's `shell` tool: the grant, its spec and the validator of its input.
 pub(crate) struct ShellTool {

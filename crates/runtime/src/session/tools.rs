@@ -219,18 +219,7 @@ impl ToolCallSite<'_> {
         let sends = report
             .sends
             .iter()
-            .map(|send| EventBody::A2aSend {
-                peer: send.peer.clone(),
-                task_id: self.sender.task_id.clone(),
-                peer_task_id: send.peer_task_id.clone(),
-                state: send.state.clone(),
-                trust: send.trust.clone(),
-                traceparent: send.traceparent.clone(),
-                error: send.error.as_ref().map(|(code, message)| ErrorRef {
-                    code: code.clone(),
-                    message: message.clone(),
-                }),
-            })
+            .map(|send| send.event(self.sender.task_id.clone()))
             .collect();
         let (text, status, is_error, state_effect, resource_id, error) = match report.outcome {
             Ok(output) => {

@@ -75,9 +75,7 @@ impl SessionContext<'_> {
                 &run.task_id,
                 turn,
                 inference_event,
-                call_id,
-                "tool",
-                name,
+                ("tool", call_id, name),
                 denial,
             )?,
             (admitted, _) => {
@@ -115,11 +113,10 @@ impl SessionContext<'_> {
             run,
             turn,
             inference_event,
-            call_id,
-            name,
-            "tool",
+            ("tool", call_id, name),
             message,
-            observation,
+            None,
+            Some(observation),
         )
         .await
     }
@@ -158,9 +155,7 @@ impl SessionContext<'_> {
                 &run.task_id,
                 turn,
                 inference_event,
-                call_id,
-                "skill",
-                name,
+                ("skill", call_id, name),
                 denial,
             )?,
             None => {
@@ -180,40 +175,30 @@ impl SessionContext<'_> {
             run,
             turn,
             inference_event,
-            call_id,
-            name,
-            "skill",
+            ("skill", call_id, name),
             message,
-            observation,
+            None,
+            Some(observation),
         )
         .await
     }
 
     /// A call a hook's `deny` refused: the `call_denied` event (`kind` `tool` or `skill`), and
     /// the fenced error result the model gets with the outcome the hooks observe.
-    #[allow(clippy::too_many_arguments)]
     fn denied_call(
         &self,
         task_id: &str,
         turn: u32,
         inference_event: &str,
-        call_id: &str,
-        kind: &str,
-        name: &str,
+        (kind, call_id, name): (&str, &str, &str),
         denial: Denial,
     ) -> std::io::Result<(Message, ToolCallOutcome)> {
-        let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
-        self.trace(
+        let text = self.trace_denial(
+            task_id,
+            turn,
             inference_event,
-            EventBody::CallDenied {
-                task_id: task_id.to_string(),
-                turn,
-                kind: kind.to_string(),
-                call_id: call_id.to_string(),
-                target: name.to_string(),
-                hook: denial.hook,
-                reason: denial.reason,
-            },
+            (kind, call_id, name),
+            denial,
         )?;
         let message = Message::Tool {
             tool_call_id: call_id.to_string(),
@@ -231,27 +216,56 @@ impl SessionContext<'_> {
         Ok((message, outcome))
     }
 
-    /// A call's result handed back: shown to the observer, added to the history (sourced
-    /// `<source>:<name>`), then `observation` dispatched to the hooks.
+    /// Traces a hook's `deny` of the call `call_id` (`kind` `tool`, `skill` or `shell`) of
+    /// `target`, and gives the text the model is answered with.
+    fn trace_denial(
+        &self,
+        task_id: &str,
+        turn: u32,
+        inference_event: &str,
+        (kind, call_id, target): (&str, &str, &str),
+        denial: Denial,
+    ) -> std::io::Result<String> {
+        let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
+        self.trace(
+            inference_event,
+            EventBody::CallDenied {
+                task_id: task_id.to_string(),
+                turn,
+                kind: kind.to_string(),
+                call_id: call_id.to_string(),
+                target: target.to_string(),
+                hook: denial.hook,
+                reason: denial.reason,
+            },
+        )?;
+        Ok(text)
+    }
+
+    /// A call's result handed back: shown to the observer (as `shown`, else as the model gets
+    /// it), added to the history (sourced `<source>:<name>`), then `observation` (when there is
+    /// one) dispatched to the hooks.
     #[allow(clippy::too_many_arguments)]
     async fn hand_back(
         &self,
         run: &mut TaskRun,
         turn: u32,
         inference_event: &str,
-        call_id: &str,
-        name: &str,
-        source: &str,
+        (source, call_id, name): (&str, &str, &str),
         message: Message,
-        observation: HookEvent,
+        shown: Option<&str>,
+        observation: Option<HookEvent>,
     ) -> std::io::Result<()> {
+        let shown = shown.map_or_else(|| message.text(), str::to_string);
         self.observer
-            .tool_result(call_id, name, &message.text(), message_is_error(&message));
+            .tool_result(call_id, name, &shown, message_is_error(&message));
         let mut stored = StoredMessage::new(message);
         stored.source_id = Some(format!("{source}:{name}"));
         run.history.push(stored);
-        let scope = self.scope(run, turn, inference_event);
-        self.hooks.dispatch(observation, &scope).await?;
+        if let Some(observation) = observation {
+            let scope = self.scope(run, turn, inference_event);
+            self.hooks.dispatch(observation, &scope).await?;
+        }
         Ok(())
     }
 
@@ -293,22 +307,9 @@ impl SessionContext<'_> {
                 true,
             ),
             (Some(_), Some(denial)) => {
-                self.trace(
-                    inference_event,
-                    EventBody::CallDenied {
-                        task_id: run.task_id.clone(),
-                        turn,
-                        kind: "tool".to_string(),
-                        call_id: call_id.to_string(),
-                        target: SWITCH_DRIVER_TOOL.to_string(),
-                        hook: denial.hook.clone(),
-                        reason: denial.reason.clone(),
-                    },
-                )?;
-                (
-                    format!("denied by hook `{}`: {}", denial.hook, denial.reason),
-                    true,
-                )
+                let site = ("tool", call_id, SWITCH_DRIVER_TOOL);
+                let text = self.trace_denial(&run.task_id, turn, inference_event, site, denial)?;
+                (text, true)
             }
             (Some(wanted), None) => match self.control.set(
                 "inference.driver",
@@ -340,12 +341,9 @@ impl SessionContext<'_> {
                 text: fence(SWITCH_DRIVER_TOOL, call_id, &text),
             }],
         };
-        self.observer
-            .tool_result(call_id, SWITCH_DRIVER_TOOL, &message.text(), is_error);
-        let mut stored = StoredMessage::new(message);
-        stored.source_id = Some(format!("runtime:{SWITCH_DRIVER_TOOL}"));
-        run.history.push(stored);
-        Ok(())
+        let site = ("runtime", call_id, SWITCH_DRIVER_TOOL);
+        self.hand_back(run, turn, inference_event, site, message, None, None)
+            .await
     }
 
     /// One call of the model's `shell` tool: the input checked against its schema and the
@@ -361,37 +359,7 @@ impl SessionContext<'_> {
         input: &Value,
     ) -> std::io::Result<()> {
         let started = Instant::now();
-        let refuse = |code: &str, message: String| (code.to_string(), message);
-        let request: Result<ShellRequest, (String, String)> =
-            match schema_refusal(SHELL_TOOL, &shell.validator, input) {
-                None => serde_json::from_value(input.clone())
-                    .map_err(|e| refuse("E-RUN-009", format!("the shell input is not valid: {e}"))),
-                Some(refusal) => Err(refuse("E-RUN-009", refusal)),
-            };
-        let request = request.and_then(|request| {
-            shell
-                .grant
-                .check(&request.binary)
-                .map(|_| request.clone())
-                .map_err(|error| refuse(error.code(), error.to_string()))
-        });
-        let described = match &request {
-            Ok(request) => shell.grant.describe(request),
-            Err(_) => describe(
-                input.get("binary").and_then(Value::as_str).unwrap_or(""),
-                None,
-                &input
-                    .get("args")
-                    .and_then(Value::as_array)
-                    .map(|args| {
-                        args.iter()
-                            .filter_map(|a| a.as_str().map(str::to_string))
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default(),
-                self.workdir.dir(),
-            ),
-        };
+        let (request, described) = shell_request(shell, input, self.workdir.dir());
         self.observer.note(&format!("shell {}", described.command));
         let event = |outcome: Option<ShellOutcome>| {
             HookEvent::Shell(events::ShellEvent {
@@ -405,34 +373,20 @@ impl SessionContext<'_> {
                 outcome,
             })
         };
-        let shell_event =
-            |output: Option<&ShellOutput>, error: Option<ErrorRef>| EventBody::Shell {
-                task_id: run.task_id.clone(),
-                turn,
-                call_id: call_id.to_string(),
-                binary: described.binary.clone(),
-                command: described.command.clone(),
-                argv: described.argv.clone(),
-                script: described.script.clone(),
-                recipe: described.recipe.clone(),
-                exit_code: output.and_then(|o| o.exit_code),
-                stdout_bytes: output.map_or(0, |o| o.stdout_bytes),
-                stderr_bytes: output.map_or(0, |o| o.stderr_bytes),
-                truncated: output.is_some_and(|o| o.truncated),
-                full_output_path: output.and_then(|o| o.full_output_path.clone()),
-                timed_out: output.is_some_and(|o| o.timed_out),
-                duration_ms: output.map_or_else(
-                    || started.elapsed().as_millis() as u64,
-                    |o| o.duration.as_millis() as u64,
-                ),
-                error,
-            };
+        let site = ShellSite {
+            task_id: &run.task_id,
+            turn,
+            inference_event,
+            call_id,
+            described: &described,
+            started,
+        };
         let (text, is_error, outcome) = match request {
             Err((code, message)) => {
                 let text = format!("error[{code}]: {message}");
                 self.trace(
                     inference_event,
-                    shell_event(None, Some(ErrorRef { code, message })),
+                    site.event(None, Some(ErrorRef { code, message })),
                 )?;
                 (text, true, None)
             }
@@ -440,86 +394,162 @@ impl SessionContext<'_> {
                 let scope = self.scope(run, turn, inference_event);
                 match self.hooks.decide(event(None), &scope).await? {
                     Some(denial) => {
-                        let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
-                        self.trace(
+                        let text = self.trace_denial(
+                            &run.task_id,
+                            turn,
                             inference_event,
-                            EventBody::CallDenied {
-                                task_id: run.task_id.clone(),
-                                turn,
-                                kind: "shell".to_string(),
-                                call_id: call_id.to_string(),
-                                target: described.binary.clone(),
-                                hook: denial.hook,
-                                reason: denial.reason,
-                            },
+                            ("shell", call_id, &described.binary),
+                            denial,
                         )?;
-                        let outcome = ShellOutcome {
-                            exit_code: None,
-                            stdout_bytes: 0,
-                            stderr_bytes: 0,
-                            truncated: false,
-                            duration_ms: 0,
-                            error: Some(text.clone()),
-                        };
-                        (text, true, Some(outcome))
+                        (text.clone(), true, Some(shell_failed(text, 0)))
                     }
-                    None => match shell.grant.execute(&request).await {
-                        Ok(output) => {
-                            self.trace(inference_event, shell_event(Some(&output), None))?;
-                            let outcome = ShellOutcome {
-                                exit_code: output.exit_code,
-                                stdout_bytes: output.stdout_bytes,
-                                stderr_bytes: output.stderr_bytes,
-                                truncated: output.truncated,
-                                duration_ms: output.duration.as_millis() as u64,
-                                error: output
-                                    .timed_out
-                                    .then(|| "the time limit ended it".to_string()),
-                            };
-                            let text = serde_json::to_string_pretty(&output).unwrap_or_default();
-                            (text, false, Some(outcome))
-                        }
-                        Err(error) => {
-                            let text = format!("error[{}]: {error}", error.code());
-                            self.trace(
-                                inference_event,
-                                shell_event(
-                                    None,
-                                    Some(ErrorRef {
-                                        code: error.code().to_string(),
-                                        message: error.to_string(),
-                                    }),
-                                ),
-                            )?;
-                            let outcome = ShellOutcome {
-                                exit_code: None,
-                                stdout_bytes: 0,
-                                stderr_bytes: 0,
-                                truncated: false,
-                                duration_ms: started.elapsed().as_millis() as u64,
-                                error: Some(text.clone()),
-                            };
-                            (text, true, Some(outcome))
-                        }
-                    },
+                    None => self.shell_run(shell, &request, &site).await?,
                 }
             }
         };
-        self.observer
-            .tool_result(call_id, SHELL_TOOL, &text, is_error);
-        let mut stored = StoredMessage::new(Message::Tool {
+        let message = Message::Tool {
             tool_call_id: call_id.to_string(),
             is_error,
             content: vec![Block::Text {
                 text: fence(SHELL_TOOL, call_id, &text),
             }],
-        });
-        stored.source_id = Some(format!("tool:{SHELL_TOOL}"));
-        run.history.push(stored);
-        if let Some(outcome) = outcome {
-            let scope = self.scope(run, turn, inference_event);
-            self.hooks.dispatch(event(Some(outcome)), &scope).await?;
+        };
+        let observation = outcome.map(|outcome| event(Some(outcome)));
+        self.hand_back(
+            run,
+            turn,
+            inference_event,
+            ("tool", call_id, SHELL_TOOL),
+            message,
+            Some(&text),
+            observation,
+        )
+        .await
+    }
+
+    /// Runs an admitted shell request and traces it: the text the model gets, whether it is an
+    /// error, and the outcome the hooks observe.
+    async fn shell_run(
+        &self,
+        shell: &ShellTool,
+        request: &ShellRequest,
+        site: &ShellSite<'_>,
+    ) -> std::io::Result<(String, bool, Option<ShellOutcome>)> {
+        match shell.grant.execute(request).await {
+            Ok(output) => {
+                self.trace(site.inference_event, site.event(Some(&output), None))?;
+                let outcome = ShellOutcome {
+                    exit_code: output.exit_code,
+                    stdout_bytes: output.stdout_bytes,
+                    stderr_bytes: output.stderr_bytes,
+                    truncated: output.truncated,
+                    duration_ms: output.duration.as_millis() as u64,
+                    error: output
+                        .timed_out
+                        .then(|| "the time limit ended it".to_string()),
+                };
+                let text = serde_json::to_string_pretty(&output).unwrap_or_default();
+                Ok((text, false, Some(outcome)))
+            }
+            Err(error) => {
+                let text = format!("error[{}]: {error}", error.code());
+                let refused = ErrorRef {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                };
+                self.trace(site.inference_event, site.event(None, Some(refused)))?;
+                let elapsed = site.started.elapsed().as_millis() as u64;
+                Ok((text.clone(), true, Some(shell_failed(text, elapsed))))
+            }
         }
-        Ok(())
+    }
+}
+
+/// Where a shell call happens, for its `shell` trace event.
+struct ShellSite<'a> {
+    task_id: &'a str,
+    turn: u32,
+    inference_event: &'a str,
+    call_id: &'a str,
+    described: &'a murmur_shell::describe::Described,
+    started: Instant,
+}
+
+impl ShellSite<'_> {
+    /// The `shell` event of this call: what ran (`output`), or why nothing did (`error`).
+    fn event(&self, output: Option<&ShellOutput>, error: Option<ErrorRef>) -> EventBody {
+        let described = self.described;
+        EventBody::Shell {
+            task_id: self.task_id.to_string(),
+            turn: self.turn,
+            call_id: self.call_id.to_string(),
+            binary: described.binary.clone(),
+            command: described.command.clone(),
+            argv: described.argv.clone(),
+            script: described.script.clone(),
+            recipe: described.recipe.clone(),
+            exit_code: output.and_then(|o| o.exit_code),
+            stdout_bytes: output.map_or(0, |o| o.stdout_bytes),
+            stderr_bytes: output.map_or(0, |o| o.stderr_bytes),
+            truncated: output.is_some_and(|o| o.truncated),
+            full_output_path: output.and_then(|o| o.full_output_path.clone()),
+            timed_out: output.is_some_and(|o| o.timed_out),
+            duration_ms: output.map_or_else(
+                || self.started.elapsed().as_millis() as u64,
+                |o| o.duration.as_millis() as u64,
+            ),
+            error,
+        }
+    }
+}
+
+/// A shell call's input read: the request when its schema and the allowlist admit it (else the
+/// code and message of the refusal), and how the call is shown, whichever it is.
+fn shell_request(
+    shell: &ShellTool,
+    input: &Value,
+    workdir: &murmur_beneath::BeneathDir,
+) -> (
+    Result<ShellRequest, (String, String)>,
+    murmur_shell::describe::Described,
+) {
+    let refuse = |code: &str, message: String| (code.to_string(), message);
+    let request = match schema_refusal(SHELL_TOOL, &shell.validator, input) {
+        None => serde_json::from_value::<ShellRequest>(input.clone())
+            .map_err(|e| refuse("E-RUN-009", format!("the shell input is not valid: {e}"))),
+        Some(refusal) => Err(refuse("E-RUN-009", refusal)),
+    };
+    let request = request.and_then(|request| match shell.grant.check(&request.binary) {
+        Ok(_) => Ok(request),
+        Err(error) => Err(refuse(error.code(), error.to_string())),
+    });
+    let described = match &request {
+        Ok(request) => shell.grant.describe(request),
+        Err(_) => {
+            let args: Vec<String> = input
+                .get("args")
+                .and_then(Value::as_array)
+                .map(|args| {
+                    args.iter()
+                        .filter_map(|a| a.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let binary = input.get("binary").and_then(Value::as_str).unwrap_or("");
+            describe(binary, None, &args, workdir)
+        }
+    };
+    (request, described)
+}
+
+/// The outcome hooks observe of a shell call that ran nothing (denied, or failed to start).
+fn shell_failed(error: String, duration_ms: u64) -> ShellOutcome {
+    ShellOutcome {
+        exit_code: None,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        truncated: false,
+        duration_ms,
+        error: Some(error),
     }
 }

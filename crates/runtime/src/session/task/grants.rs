@@ -1,0 +1,160 @@
+//! What each component of an agent session may touch, read from the manifest once as the
+//! session begins: the grants of every driver choice, tool and hook, the shell's, and their
+//! listing for `session_start`.
+//!
+//! - Every component starts from the capsule's grants ([`Grants::of_capsule`]) with its own
+//!   environment ([`component_env`]: identity, its config, `capabilities.env.allow`), narrowed
+//!   to its artifact entry ([`Grants::narrow`]).
+//! - A driver choice adds `MURMUR_INFERENCE_*` for its target, its gateway ahead of what its
+//!   entry allows, its credential, and streams its text to the session's observer.
+//! - A tool streams to the observer too; a hook runs under its own deadline.
+//! - The shell (when `capabilities.shell.allow` names any binary) sees the capsule's read-only
+//!   paths as they are, the environment `capabilities.env.allow` lets through without the
+//!   `MURMUR_*` identity, the ports of the network allowlist, and a time limit within the
+//!   capsule's deadline.
+
+use std::time::Duration;
+
+use murmur_shell::{ShellGrant, TimeLimits};
+use murmur_trace::schema::ComponentGrants;
+use serde_json::Value;
+
+use crate::grants::env::{HostEnv, Identity, InferenceTarget, component_env};
+use crate::grants::{ChunkSink, Grants};
+use crate::session::Staged;
+use crate::session::workdir::Workdir;
+
+/// How long a shell call may run when it names no limit.
+const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The grants of one agent session's components, by position in [`Staged`]'s lists.
+pub(super) struct SessionGrants {
+    /// One per driver choice, in the order of `staged.choices`.
+    pub choices: Vec<Grants>,
+    /// One per tool, in the order of `staged.tools`.
+    pub tools: Vec<Grants>,
+    /// One per hook, in the order of `staged.hooks`.
+    pub hooks: Vec<Grants>,
+    pub shell: Option<ShellGrant>,
+    /// What `session_start` lists: tools, hooks, then each driver once.
+    pub listing: Vec<ComponentGrants>,
+}
+
+impl SessionGrants {
+    pub(super) fn of(
+        staged: &Staged,
+        host_env: &HostEnv,
+        session_id: &str,
+        workdir: &Workdir,
+        sink: ChunkSink,
+    ) -> SessionGrants {
+        let capsule = &staged.capsule;
+        let identity = Identity::of(capsule, Some(session_id));
+        let host_env = host_env.clone();
+        let lookup = move |name: &str| host_env(name);
+        let allow = &capsule.capabilities.env.allow;
+        let base = Grants::of_capsule(capsule, &workdir.root);
+        // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
+        let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
+        let component_grants = |name: &str, config: Option<&Value>| {
+            let mut grants = base.clone();
+            grants.env = component_env(&identity, config, allow, &lookup);
+            grants.narrow(planned(name).as_ref(), None);
+            grants
+        };
+        let choices: Vec<Grants> = staged
+            .choices
+            .iter()
+            .map(|choice| {
+                let driver = staged
+                    .driver_named(&choice.driver)
+                    .unwrap_or(&staged.driver);
+                let mut grants = base.clone();
+                grants.env = component_env(&identity, driver.config.as_ref(), allow, &lookup);
+                grants.env.extend(
+                    InferenceTarget {
+                        endpoint: driver.endpoint.clone(),
+                        model: choice.model.clone(),
+                        driver: driver.name.clone(),
+                    }
+                    .env(),
+                );
+                // Its gateway, then what its entry adds within the capsule's allowlist.
+                grants.narrow(planned(&driver.name).as_ref(), Some(driver.network.clone()));
+                grants.credential = driver.credential.clone();
+                grants.chunks = Some(sink.clone());
+                grants
+            })
+            .collect();
+        let tools: Vec<Grants> = staged
+            .tools
+            .iter()
+            .map(|tool| {
+                let mut grants = component_grants(&tool.spec.name, tool.config.as_ref());
+                grants.chunks = Some(sink.clone());
+                grants
+            })
+            .collect();
+        let hooks: Vec<Grants> = staged
+            .hooks
+            .iter()
+            .map(|hook| {
+                let mut grants = component_grants(&hook.name, hook.config.as_ref());
+                grants.limits.deadline = hook.deadline;
+                grants
+            })
+            .collect();
+        let shell = (!capsule.capabilities.shell.allow.is_empty()).then(|| {
+            let deadline = capsule
+                .capabilities
+                .limits
+                .deadline_seconds
+                .map(Duration::from_secs)
+                .unwrap_or(crate::engine::limits::DEFAULT_DEADLINE);
+            let env = component_env(&Identity::default(), None, allow, &lookup)
+                .into_iter()
+                .filter(|(name, _)| !name.starts_with("MURMUR_"))
+                .collect();
+            ShellGrant::new(
+                &capsule.capabilities.shell.allow,
+                &lookup("PATH").unwrap_or_default(),
+                workdir.dir().clone(),
+                base.read_only.clone(),
+                env,
+                capsule
+                    .capabilities
+                    .network
+                    .allow
+                    .iter()
+                    .flat_map(|rule| rule.ports())
+                    .collect(),
+                TimeLimits {
+                    default: DEFAULT_SHELL_TIMEOUT.min(deadline),
+                    max: deadline,
+                },
+            )
+        });
+        let mut listing: Vec<ComponentGrants> = Vec::new();
+        for (tool, grants) in staged.tools.iter().zip(&tools) {
+            listing.push(grants.listing(&tool.spec.name, "tool"));
+        }
+        for (hook, grants) in staged.hooks.iter().zip(&hooks) {
+            listing.push(grants.listing(&hook.name, "hook"));
+        }
+        for (choice, grants) in staged.choices.iter().zip(&choices) {
+            if !listing
+                .iter()
+                .any(|g| g.runtime == "driver" && g.name == choice.driver)
+            {
+                listing.push(grants.listing(&choice.driver, "driver"));
+            }
+        }
+        SessionGrants {
+            choices,
+            tools,
+            hooks,
+            shell,
+            listing,
+        }
+    }
+}
