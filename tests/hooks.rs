@@ -914,6 +914,66 @@ fn host_imports_answer_a_granted_hook_and_inference_is_traced_as_the_hooks() {
 }
 
 #[test]
+fn a_hook_reads_a_context_a_client_named_from_another_task() {
+    // Two tasks through the door: the first in the client's context `chat-42`, the second in
+    // `other-1`, whose `on-task-start` asks for `chat-42` as it was saved.
+    let emulator =
+        emulator("turns:\n  - reply: { text: \"noted: 42\" }\n  - reply: { text: \"ok\" }\n");
+    let dir = tempfile::tempdir().unwrap();
+    let reader = Hook::probe(
+        "reader",
+        json!({"call": {"on-task-start": ["conversation:chat-42"]}}),
+    );
+    capsule(
+        dir.path(),
+        &emulator.url(),
+        &[reader],
+        "lifecycle: { task_acceptance: queue, conversation: threaded }",
+    );
+    let served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        dir.path(),
+        &[("EMU_KEY", KEY)],
+    );
+    for (id, context, text) in [
+        ("m-1", "chat-42", "remember 42"),
+        ("m-2", "other-1", "and?"),
+    ] {
+        let (status, answer) = served.rpc(&json!({"jsonrpc": "2.0", "id": 1,
+            "method": "SendMessage", "params": {"message": {"messageId": id,
+            "role": "ROLE_USER", "contextId": context, "parts": [{"text": text}]}}}));
+        assert_eq!(status, 200, "{answer:#}");
+        assert_eq!(answer["result"]["task"]["contextId"], context, "{answer:#}");
+    }
+    let session = std::fs::read_dir(dir.path().join("work"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
+        .expect("a session directory")
+        .path();
+    let lines = read_lines(&session.join("reader.jsonl"));
+    let starts: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["handler"] == "on-task-start")
+        .collect();
+    assert_eq!(starts.len(), 2, "{lines:#?}");
+    let saved = &starts[1]["calls"]["conversation:chat-42"];
+    let texts = saved["ok"].to_string();
+    assert!(
+        texts.contains("remember 42") && texts.contains("noted: 42"),
+        "the second task reads the first's saved context: {saved:#}"
+    );
+    assert_eq!(
+        starts[0]["calls"]["conversation:chat-42"]["ok"]
+            .as_array()
+            .map(Vec::len),
+        Some(0),
+        "the first task's own context is empty at on-task-start, not an error: {:#}",
+        starts[0]["calls"]
+    );
+}
+
+#[test]
 fn a_hooks_inference_with_a_model_that_fails_never_falls_back() {
     let emulator = emulator(
         "turns:\n  - reply: { text: never }\n    faults: [ { status: 404, type: not_found_error, message: \"model: no-such-model\" } ]\n  - reply: { text: done }\n",

@@ -423,7 +423,7 @@ impl HookSet {
     /// that name is replaced, never written through.
     fn append_log(&self, hook: &str, text: &str) -> std::io::Result<()> {
         let path = std::path::Path::new("logs").join(format!("hook-{hook}.log"));
-        Ok(self.services.workdir.append(&path, text.as_bytes())?)
+        Ok(self.services.workdir.dir().append(&path, text.as_bytes())?)
     }
 }
 

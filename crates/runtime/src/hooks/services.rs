@@ -107,27 +107,18 @@ pub(crate) struct HookServices {
     pub trace: std::sync::OnceLock<Trace>,
     /// The session workdir: the host reads contexts' histories from it for
     /// `conversation/read`, and writes hook logs into it.
-    pub workdir: Arc<murmur_beneath::BeneathDir>,
+    pub workdir: crate::session::workdir::Workdir,
     pub session_id: String,
 }
 
 impl HookServices {
     /// The conversation of the context `context_id` of this session, as it was last saved.
     fn saved_history(&self, context_id: &str) -> Result<Vec<StoredMessage>, String> {
-        let safe = context_id.starts_with("ctx_")
-            && context_id[4..].chars().all(|c| c.is_ascii_hexdigit());
-        let path = std::path::Path::new("contexts")
-            .join(context_id)
-            .join("history.json");
-        if !safe || !self.workdir.is_file(&path) {
-            return Err(format!("this session has no context `{context_id}`"));
+        let unknown = || format!("this session has no context `{context_id}`");
+        if !crate::session::workdir::is_safe_id(context_id) {
+            return Err(unknown());
         }
-        self.workdir
-            .read(&path, crate::session::workdir::HISTORY_MAX_BYTES)
-            .map_err(|error| error.to_string())
-            .and_then(|bytes| {
-                serde_json::from_slice::<Vec<StoredMessage>>(&bytes).map_err(|e| e.to_string())
-            })
+        self.workdir.load_history(context_id)?.ok_or_else(unknown)
     }
 }
 

@@ -129,7 +129,7 @@ impl<'a> SessionContext<'a> {
             },
             spend: spend.clone(),
             trace: std::sync::OnceLock::new(),
-            workdir: workdir.dir().clone(),
+            workdir: workdir.clone(),
             session_id: session_id.to_string(),
         });
         let hooks = HookSet::start(services, grants.hooks);
