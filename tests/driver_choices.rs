@@ -554,6 +554,77 @@ turns:
     );
 }
 
+/// "What follows the switch": only the agent loop's calls. A tool called after a switch still
+/// sees `MURMUR_INFERENCE_*` naming the primary, as it did before it.
+#[test]
+fn tools_see_the_primary_inference_target_whatever_is_selected() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls:
+        - { id: toolu_env_1, name: probe, input: { action: env } }
+        - { id: toolu_s, name: switch-driver, input: { choice: gpt } }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: call_env_2, name: probe, input: { action: env } } ]
+  - reply: { text: "done on gpt" }
+"#,
+        OPENAI_KEY,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "\ninference:",
+        &format!(
+            "\n  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}\ninference:",
+            repo_root().join("tests/fixtures/probe").display()
+        ),
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "done on gpt");
+    // The probe's two `env` reports, before and after the switch, as the model got them.
+    let seen: Vec<Value> = history(&report)
+        .iter()
+        .filter(|m| m["role"] == "tool" && m["source_id"] == "tool:probe")
+        .map(|m| {
+            let text = m["content"][0]["text"].as_str().unwrap();
+            let json = &text[text.find('{').unwrap()..=text.rfind('}').unwrap()];
+            serde_json::from_str(json).unwrap()
+        })
+        .collect();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    for (when, report) in ["before the switch", "after it"].iter().zip(&seen) {
+        let vars = &report["vars"];
+        assert_eq!(
+            vars["MURMUR_INFERENCE_MODEL"], "claude-sonnet-4-5",
+            "{when}: {vars}"
+        );
+        assert_eq!(
+            vars["MURMUR_INFERENCE_DRIVER"], "driver-anthropic",
+            "{when}: {vars}"
+        );
+        assert_eq!(
+            vars["MURMUR_INFERENCE_ENDPOINT"],
+            anthropic.url().trim_end_matches('/'),
+            "{when}: {vars}"
+        );
+    }
+    assert_eq!(
+        answered(&openai).len(),
+        2,
+        "the loop itself did move to gpt"
+    );
+}
+
 /// Spend: `inference.max_session_tokens` refuses the call that would pass it, before any byte
 /// is sent, and the task ends `spend_ceiling_reached`.
 #[test]

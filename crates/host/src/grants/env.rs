@@ -5,7 +5,8 @@
 //! - `MURMUR_ARTIFACT_CONFIG`: the artifact entry's `config:` as JSON, when it has one.
 //! - Each name of `capabilities.env.allow` that is set on the host, with the host's value.
 //! - For a driver, where to send and what to ask for ([`InferenceTarget`]):
-//!   `MURMUR_INFERENCE_ENDPOINT`, `MURMUR_INFERENCE_MODEL`, `MURMUR_INFERENCE_DRIVER`.
+//!   `MURMUR_INFERENCE_ENDPOINT`, `MURMUR_INFERENCE_MODEL`, `MURMUR_INFERENCE_DRIVER`; a
+//!   session's tools and hooks see the same three naming its primary choice.
 //!
 //! Nothing is inherited: a host variable not named in the allow list does not exist for the
 //! component, and the runtime never puts a credential here (a driver's key is attached to its

@@ -7,7 +7,9 @@
 //!   to its artifact entry ([`Grants::narrow`]).
 //! - A driver choice adds `MURMUR_INFERENCE_*` for its target, its gateway ahead of what its
 //!   entry allows, its credential, and streams its text to the session's observer.
-//! - A tool streams to the observer too; a hook runs under its own deadline.
+//! - A tool and a hook see `MURMUR_INFERENCE_*` naming the primary choice for the whole
+//!   session, whatever is selected. A tool streams to the observer too; a hook runs under its
+//!   own deadline.
 //! - The shell (when `capabilities.shell.allow` names any binary) sees the capsule's read-only
 //!   paths as they are, the environment `capabilities.env.allow` lets through without the
 //!   `MURMUR_*` identity, the ports of the network allowlist, and a time limit within the
@@ -56,9 +58,18 @@ impl SessionGrants {
         let base = Grants::of_capsule(capsule, &workdir.root);
         // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
         let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
+        // Tools and hooks are told of the primary choice for the whole session, whatever the
+        // agent selects: a switch moves only the agent loop's calls.
+        let primary = InferenceTarget {
+            endpoint: staged.driver.endpoint.clone(),
+            model: staged.choices.primary().model.clone(),
+            driver: staged.driver.name.clone(),
+        }
+        .env();
         let component_grants = |name: &str, config: Option<&Value>| {
             let mut grants = base.clone();
             grants.env = component_env(&identity, config, allow, &lookup);
+            grants.env.extend(primary.iter().cloned());
             grants.narrow(planned(name).as_ref(), None);
             grants
         };
