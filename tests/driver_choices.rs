@@ -625,6 +625,74 @@ turns:
     );
 }
 
+/// A `switch-driver` call is a tool call to the hooks: its `on-tool-call` observation carries
+/// `passed` when it switched and `failed` when the switch was refused.
+#[test]
+fn a_switch_driver_call_is_observed_like_any_tool_call() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_s1, name: switch-driver, input: { choice: gpt } } ]
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: call_s2, name: switch-driver, input: { choice: nowhere } } ]
+  - reply: { text: "done on gpt" }
+"#,
+        OPENAI_KEY,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    let hook = murmur_testkit::fixture_hook(
+        &dir.path().join("hooks"),
+        "watcher",
+        "hook-probe",
+        "execution_mode: blocking\ncommit_policy: none\n",
+    );
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "\ninference:",
+        &format!(
+            "\n  - {{ name: watcher, version: \"0.1.0\", runtime: hook, path: {}, config: {{ log: watcher.jsonl }}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}\ninference:",
+            hook.display()
+        ),
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    let workdir = Path::new(report["workdir"].as_str().unwrap());
+    let observed: Vec<Value> = std::fs::read_to_string(workdir.join("watcher.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line["handler"] == "on-tool-call")
+        .map(|line| line["event"].clone())
+        .collect();
+    assert_eq!(observed.len(), 2, "{observed:#?}");
+    assert_eq!(observed[0]["tool_name"], "switch-driver");
+    assert_eq!(observed[0]["call_id"], "toolu_s1");
+    assert_eq!(observed[0]["outcome"]["status"], "passed", "{observed:#?}");
+    assert!(
+        observed[0]["outcome"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("switched to `gpt`")
+    );
+    assert_eq!(observed[1]["call_id"], "call_s2");
+    assert_eq!(observed[1]["outcome"]["status"], "failed", "{observed:#?}");
+    assert!(
+        observed[1]["outcome"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("not switched")
+    );
+}
+
 /// Spend: `inference.max_session_tokens` refuses the call that would pass it, before any byte
 /// is sent, and the task ends `spend_ceiling_reached`.
 #[test]

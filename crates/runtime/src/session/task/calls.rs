@@ -271,7 +271,9 @@ impl SessionContext<'_> {
 
     /// One call of the agent's `switch-driver` tool, answered in-process: the input checked, the
     /// decision point, then the switch through the control state as `principal: agent` (which
-    /// traces it). A refused switch is an error result; the loop goes on either way.
+    /// traces it), then the `on-tool-call` observation like any tool call's (`passed` when it
+    /// switched, `failed` when the control state refused; a bad input or a denial carries only
+    /// its error). A refused switch is an error result; the loop goes on either way.
     async fn switch_call(
         &self,
         run: &mut TaskRun,
@@ -281,35 +283,39 @@ impl SessionContext<'_> {
         input: &Value,
     ) -> std::io::Result<()> {
         self.observer.note(&format!("tool {SWITCH_DRIVER_TOOL}"));
+        let started = Instant::now();
+        let event = |outcome: Option<ToolCallOutcome>| {
+            HookEvent::ToolCall(ToolCallEvent {
+                session_id: self.session_id.clone(),
+                task_id: run.task_id.clone(),
+                turn,
+                call_id: call_id.to_string(),
+                tool_name: SWITCH_DRIVER_TOOL.to_string(),
+                input: input.to_string(),
+                outcome,
+            })
+        };
         let wanted = input.get("choice").and_then(Value::as_str);
         let denial = match wanted {
             Some(_) => {
-                let event = HookEvent::ToolCall(ToolCallEvent {
-                    session_id: self.session_id.clone(),
-                    task_id: run.task_id.clone(),
-                    turn,
-                    call_id: call_id.to_string(),
-                    tool_name: SWITCH_DRIVER_TOOL.to_string(),
-                    input: input.to_string(),
-                    outcome: None,
-                });
                 let scope = self.scope(run, turn, inference_event);
-                self.hooks.decide(event, &scope).await?
+                self.hooks.decide(event(None), &scope).await?
             }
             None => None,
         };
-        let (text, is_error) = match (wanted, denial) {
+        // The text the model gets, and the status the hooks observe (`None`: it did not run).
+        let (text, status) = match (wanted, denial) {
             (None, _) => (
                 format!(
                     "the input must be {{\"choice\": NAME}} with NAME one of {}",
                     self.staged.choices.names()
                 ),
-                true,
+                None,
             ),
             (Some(_), Some(denial)) => {
                 let site = ("tool", call_id, SWITCH_DRIVER_TOOL);
                 let text = self.trace_denial(&run.task_id, turn, inference_event, site, denial)?;
-                (text, true)
+                (text, None)
             }
             (Some(wanted), None) => match self.control.set(
                 "inference.driver",
@@ -328,12 +334,16 @@ impl SessionContext<'_> {
                             "switched to `{}` (model {} through {}); your next call runs on it",
                             choice.name, choice.model, choice.driver
                         ),
-                        false,
+                        Some(ToolStatus::Passed),
                     )
                 }
-                Err(refusal) => (format!("not switched: {}", refusal.message), true),
+                Err(refusal) => (
+                    format!("not switched: {}", refusal.message),
+                    Some(ToolStatus::Failed),
+                ),
             },
         };
+        let is_error = status != Some(ToolStatus::Passed);
         let message = Message::Tool {
             tool_call_id: call_id.to_string(),
             is_error,
@@ -341,8 +351,19 @@ impl SessionContext<'_> {
                 text: fence(SWITCH_DRIVER_TOOL, call_id, &text),
             }],
         };
+        let outcome = ToolCallOutcome {
+            status,
+            output: message.text(),
+            error: status.is_none().then(|| text.clone()),
+            duration_ms: if status.is_some() {
+                started.elapsed().as_millis() as u64
+            } else {
+                0
+            },
+        };
         let site = ("runtime", call_id, SWITCH_DRIVER_TOOL);
-        self.hand_back(run, turn, inference_event, site, message, None, None)
+        let observation = Some(event(Some(outcome)));
+        self.hand_back(run, turn, inference_event, site, message, None, observation)
             .await
     }
 
