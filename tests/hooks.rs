@@ -638,6 +638,48 @@ fn reopening_past_the_budget_ends_the_task_reopen_budget_exhausted() {
     let end = session.events("task_end")[0];
     assert_eq!(end["exit_status"], "reopen_budget_exhausted");
     assert_eq!(end["reopen_count"], 1);
+    // `on-task-end` heard each return of the loop: the first, and the reopened one.
+    let ends = session.handlers("never-happy");
+    assert_eq!(ends, ["on-task-end", "on-task-end"], "{ends:?}");
+}
+
+/// A hook bound to `on-task-end` that asks every task to be reopened.
+fn reopener() -> Hook {
+    Hook::probe(
+        "reopener",
+        json!({"respond": {"on-task-end": {"arm": "reopen-task", "value": "again"}}}),
+    )
+    .bound("on-task-end", "reopen-task")
+}
+
+#[test]
+fn a_task_ended_by_the_spend_ceiling_reaches_on_task_end_and_is_not_reopened() {
+    let emulator = emulator("turns:\n  - reply: { text: never sent }\n");
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &emulator.url(), &[reopener()], "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "  max_turns: 8\n",
+        "  max_turns: 8\n  max_session_tokens: 5\n",
+    );
+    std::fs::write(&file, text).unwrap();
+    let session = run(&file, &["write"]);
+    assert_eq!(
+        session.report["exit_status"], "spend_ceiling_reached",
+        "{:#?}",
+        session.output
+    );
+    assert!(emulator.requests().is_empty(), "the call was never made");
+    assert_eq!(session.handlers("reopener"), ["on-task-end"]);
+    let end = &session.log("reopener")[0]["event"];
+    assert_eq!(end["exit_status"], "spend_ceiling_reached", "{end}");
+    assert!(session.events("task_reopened").is_empty());
+    assert!(
+        session
+            .hook_log("reopener")
+            .contains("reopen-task ignored: the spend ceiling was reached"),
+        "{}",
+        session.hook_log("reopener")
+    );
 }
 
 #[test]
@@ -1098,11 +1140,23 @@ fn a_compaction_hook_error_ends_the_session_failed() {
     let file = capsule(
         dir.path(),
         &emulator.url(),
-        &[broken],
+        &[broken, reopener()],
         "context: { max_tokens: 200 }",
     );
     let session = run(&file, &["first", "second"]);
     assert_eq!(session.output.code, 1, "{:#?}", session.output);
+    // The task the failed compaction ended still reaches `on-task-end`, once, and a reopen
+    // asked for it is not honored: the session is ending.
+    assert_eq!(session.handlers("reopener"), ["on-task-end"]);
+    assert_eq!(session.log("reopener")[0]["event"]["exit_status"], "failed");
+    assert!(session.events("task_reopened").is_empty());
+    assert!(
+        session
+            .hook_log("reopener")
+            .contains("reopen-task ignored: the session is ending"),
+        "{}",
+        session.hook_log("reopener")
+    );
     assert_eq!(session.report["exit_status"], "failed");
     assert_eq!(
         session.report["tasks"].as_array().unwrap().len(),

@@ -333,18 +333,39 @@ impl<'a> SessionContext<'a> {
                 Some(failure) => Ending::Failed(failure),
                 None => self.turns(&mut run, &task_event, &mut turns_used).await?,
             };
-            let (status, error, text, stop) = match ending {
-                Ending::Finished(text) => (ExitStatus::Ok, None, Some(text), false),
-                Ending::Failed(failure) => (ExitStatus::Failed, Some(failure), None, false),
-                Ending::MaxTurns(failure) => {
-                    (ExitStatus::MaxTurnsReached, Some(failure), None, false)
-                }
-                Ending::Stop(failure) => break (ExitStatus::Failed, Some(failure), None, true),
-                Ending::SpendCeiling(failure) => {
-                    break (ExitStatus::SpendCeilingReached, Some(failure), None, false);
-                }
-                // A canceled task's end is dispatched too; it cannot be reopened.
-                Ending::Canceled => (ExitStatus::Canceled, None, None, false),
+            // Every ending is dispatched to `on-task-end`; those with a reason here cannot be
+            // reopened.
+            let (status, error, text, stop, final_because) = match ending {
+                Ending::Finished(text) => (ExitStatus::Ok, None, Some(text), false, None),
+                Ending::Failed(failure) => (ExitStatus::Failed, Some(failure), None, false, None),
+                Ending::MaxTurns(failure) => (
+                    ExitStatus::MaxTurnsReached,
+                    Some(failure),
+                    None,
+                    false,
+                    None,
+                ),
+                Ending::Stop(failure) => (
+                    ExitStatus::Failed,
+                    Some(failure),
+                    None,
+                    true,
+                    Some("the session is ending"),
+                ),
+                Ending::SpendCeiling(failure) => (
+                    ExitStatus::SpendCeilingReached,
+                    Some(failure),
+                    None,
+                    false,
+                    Some("the spend ceiling was reached"),
+                ),
+                Ending::Canceled => (
+                    ExitStatus::Canceled,
+                    None,
+                    None,
+                    false,
+                    Some("the task was canceled"),
+                ),
             };
             run.result = text.clone();
             let Some((hook, feedback)) = self
@@ -353,7 +374,7 @@ impl<'a> SessionContext<'a> {
             else {
                 break (status, error, text, stop);
             };
-            match self.reopen_verdict(&hook, status, reopen_count)? {
+            match self.reopen_verdict(&hook, final_because, reopen_count)? {
                 Reopen::Granted => {}
                 Reopen::Ignored => break (status, error, text, stop),
                 Reopen::Exhausted(failure) => {
@@ -499,20 +520,19 @@ impl<'a> SessionContext<'a> {
         (result_path, unsaved)
     }
 
-    /// Whether `hook`'s `reopen-task` of a task that ended `status` is granted: a canceled
-    /// task, or `lifecycle.max_task_reopens: 0`, ignores it (with a line in the hook's log); one
-    /// past the budget is `E-HOOK-007`.
+    /// Whether `hook`'s `reopen-task` is granted: an ending that is final (`final_because`
+    /// says why: canceled, the spend ceiling, the session ending), or
+    /// `lifecycle.max_task_reopens: 0`, ignores it (with a line in the hook's log); one past the
+    /// budget is `E-HOOK-007`.
     fn reopen_verdict(
         &self,
         hook: &str,
-        status: ExitStatus,
+        final_because: Option<&str>,
         reopen_count: u32,
     ) -> std::io::Result<Reopen> {
-        if status == ExitStatus::Canceled {
-            self.hooks.log(
-                hook,
-                "on-task-end: reopen-task ignored: the task was canceled",
-            )?;
+        if let Some(reason) = final_because {
+            self.hooks
+                .log(hook, &format!("on-task-end: reopen-task ignored: {reason}"))?;
             return Ok(Reopen::Ignored);
         }
         let max = self.staged.capsule.lifecycle.max_task_reopens;
