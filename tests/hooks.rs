@@ -7,6 +7,7 @@
 //! otherwise), configured by the capsule's entry.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::{Mur, MurOutput, repo_root};
@@ -1166,6 +1167,118 @@ fn a_compaction_hook_error_ends_the_session_failed() {
     assert_eq!(session.report["tasks"][0]["error"]["code"], "E-HOOK-006");
     assert_eq!(session.trace.last().unwrap()["event_type"], "session_end");
     assert_eq!(session.trace.last().unwrap()["exit_status"], "failed");
+}
+
+#[test]
+fn a_session_a_failed_compaction_ends_answers_its_queued_tasks_failed_with_why() {
+    // The first task's compaction fails (E-HOOK-006): the session ends, and the task queued
+    // behind it is answered failed, naming why, instead of never being answered.
+    let emulator = emulator(
+        "turns:\n  - reply: { tool_calls: [ { id: c1, name: write-file, input: { path: a.md, content: hi } } ] }\n    first_byte_delay_ms: 400\n  - reply: { text: never }\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let broken = Hook::probe(
+        "broken",
+        json!({"respond": {"on-compaction": {"arm": "error", "value": "summarizer unavailable"}}}),
+    )
+    .bound("on-compaction", "replace-context");
+    capsule(
+        dir.path(),
+        &emulator.url(),
+        &[broken],
+        "context: { max_tokens: 200 }\nlifecycle: { task_acceptance: queue }",
+    );
+    let mut served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        dir.path(),
+        &[("EMU_KEY", KEY)],
+    );
+    let send = |id: &str, immediately: bool| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "write"}]},
+            "configuration": {"returnImmediately": immediately}}})
+    };
+    let (_, first) = served.rpc(&send("m-1", true));
+    assert!(first["result"]["task"]["id"].is_string(), "{first:#}");
+    // Blocks until the second task ends: it is queued behind the first.
+    let (status, second) = served.rpc(&send("m-2", false));
+    assert_eq!(status, 200, "{second:#}");
+    let task = &second["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{second:#}");
+    let why = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        why.starts_with("the session ended before this task started: error[E-HOOK-006]"),
+        "{why}"
+    );
+    assert_eq!(served.wait(Duration::from_secs(30)), Some(1));
+}
+
+#[test]
+fn a_compaction_summary_the_spend_ceiling_refuses_ends_the_session_spend_ceiling_reached() {
+    // The compaction hook asks for a summary (`run-inference`), the ceiling refuses it, and the
+    // hook errs: the session ends `spend_ceiling_reached`, and the second task never starts.
+    let summarizer = || {
+        Hook::probe(
+            "summarizer",
+            json!({"call": {"on-compaction": ["inference"]},
+                   "respond": {"on-compaction": {"arm": "error", "value": "no summary"}}}),
+        )
+        .bound("on-compaction", "replace-context")
+    };
+    let with_ceiling = |file: &Path, ceiling: u64| {
+        let text = std::fs::read_to_string(file).unwrap().replace(
+            "  max_turns: 8\n",
+            &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
+        );
+        std::fs::write(file, text).unwrap();
+    };
+    // Measured first, with room for everything: what the first turn and the summary cost.
+    let measure = emulator(&format!(
+        "{}\n  - reply: {{ text: summary }}\n",
+        ONE_TOOL_CALL.trim_end()
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        &measure.url(),
+        &[summarizer()],
+        "context: { max_tokens: 200 }",
+    );
+    with_ceiling(&file, 1_000_000);
+    let measured = run(&file, &["first"]);
+    let inference = measured.events("inference");
+    assert_eq!(inference.len(), 2, "{inference:#?}");
+    let turn = inference[0]["input_tokens_estimated"].as_u64().unwrap()
+        + inference[0]["output_tokens_estimated"].as_u64().unwrap();
+    assert_eq!(inference[1]["origin"], "hook:summarizer");
+    let summary = inference[1]["input_tokens_estimated"].as_u64().unwrap();
+    assert!(summary >= 2, "{summary}");
+
+    let emulator = emulator(ONE_TOOL_CALL);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        &emulator.url(),
+        &[summarizer()],
+        "context: { max_tokens: 200 }",
+    );
+    with_ceiling(&file, turn + summary / 2);
+    let session = run(&file, &["first", "second"]);
+    assert_eq!(
+        session.report["exit_status"], "spend_ceiling_reached",
+        "{:#?}",
+        session.output
+    );
+    let tasks = session.report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "the second task never started: {tasks:#?}");
+    assert_eq!(tasks[0]["exit_status"], "spend_ceiling_reached");
+    assert_eq!(tasks[0]["error"]["code"], "E-RUN-018");
+    assert_eq!(emulator.requests().len(), 1, "the summary was never sent");
+    let end = session.trace.last().unwrap();
+    assert_eq!(end["event_type"], "session_end");
+    assert_eq!(end["exit_status"], "spend_ceiling_reached");
 }
 
 // ---------------------------------------------------------------------------------------------

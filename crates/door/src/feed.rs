@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use murmur_a2a::{AgentCapabilities, AgentCard, AgentSkill, Message, Role, TaskState};
+use murmur_manifest::Coded;
 use murmur_manifest::capsule::{AfterTask, TaskAcceptance};
 
 use crate::control::{self, ControlToken, TokenFile};
@@ -163,6 +164,9 @@ pub async fn serve(
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;
+    // A session that stopped early leaves its queue unstarted: each queued task is answered
+    // failed with why.
+    store.fail_unfinished(&ended_early(&report));
     // Let the last streams see their task's end, then close the door.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let _ = stop_serving.send(());
@@ -170,6 +174,22 @@ pub async fn serve(
     // The door is closed: its token opens nothing any more.
     drop(token_file);
     report
+}
+
+/// What a task the session never started is told: the session's end, and the failure that
+/// ended it.
+fn ended_early(report: &Result<SessionReport, SessionError>) -> String {
+    let cause = match report {
+        Ok(report) => report
+            .tasks
+            .iter()
+            .rev()
+            .find_map(|task| task.error.as_ref())
+            .map(|failure| format!("error[{}]: {}", failure.code, failure.message))
+            .unwrap_or_else(|| format!("it ended {}", report.exit_status.as_str())),
+        Err(error) => format!("error[{}]: {}", error.code(), error.message()),
+    };
+    format!("the session ended before this task started: {cause}")
 }
 
 /// The card a served capsule shows.

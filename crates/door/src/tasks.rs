@@ -38,7 +38,7 @@ use murmur_a2a::model::{
 };
 use tokio::sync::{oneshot, watch};
 
-use murmur_runtime::session::{StopRequest, StopSignal};
+use murmur_runtime::session::{StopRequest, StopSignal, new_id};
 
 /// An event and its number in its task's stream.
 pub type Numbered = (u64, StreamEvent);
@@ -414,11 +414,7 @@ impl TaskStore {
             }
             entry.waiter = Some(sender);
         }
-        let question = Message::text(
-            murmur_runtime::session::new_id("msg_", 32),
-            Role::Agent,
-            prompt,
-        );
+        let question = Message::text(new_id("msg_", 32), Role::Agent, prompt);
         self.set_state(id, TaskState::InputRequired, Some(question));
         Some(receiver)
     }
@@ -469,24 +465,38 @@ impl TaskStore {
     /// Cancels every task that has not ended (the capsule is stopping): a running one stops at
     /// its next turn or tool call, one waiting for input or in the queue at once. How many.
     pub fn cancel_unfinished(&self) -> usize {
-        let unfinished: Vec<String> = {
-            let inner = self.lock();
-            inner
-                .order
-                .values()
-                .filter(|id| {
-                    inner
-                        .tasks
-                        .get(*id)
-                        .is_some_and(|entry| !entry.task.status.state.is_terminal())
-                })
-                .cloned()
-                .collect()
-        };
-        unfinished
+        self.unfinished()
             .iter()
             .filter(|id| self.cancel(id).is_ok())
             .count()
+    }
+
+    /// Fails every task that has not ended, its status message saying `why`: the session
+    /// ended before it could run them. Returns how many it failed.
+    pub fn fail_unfinished(&self, why: &str) -> usize {
+        self.unfinished()
+            .iter()
+            .filter(|id| {
+                let message = Message::text(new_id("msg_", 32), Role::Agent, why.to_string());
+                self.set_state(id, TaskState::Failed, Some(message))
+            })
+            .count()
+    }
+
+    /// The tasks that have not ended, oldest first.
+    fn unfinished(&self) -> Vec<String> {
+        let inner = self.lock();
+        inner
+            .order
+            .values()
+            .filter(|id| {
+                inner
+                    .tasks
+                    .get(*id)
+                    .is_some_and(|entry| !entry.task.status.state.is_terminal())
+            })
+            .cloned()
+            .collect()
     }
 
     /// Whether the task was asked to stop.

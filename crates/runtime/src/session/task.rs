@@ -93,6 +93,9 @@ enum Ending {
     Stop(Failure),
     /// The next call would have passed `inference.max_session_tokens`.
     SpendCeiling(Failure),
+    /// The ceiling refused the compaction hook's summary: the conversation no longer fits and
+    /// cannot be made to, so the session ends `spend_ceiling_reached`.
+    SessionSpent(Failure),
     /// The task's client, or a signal to the session, canceled it.
     Canceled,
 }
@@ -357,6 +360,13 @@ impl<'a> SessionContext<'a> {
                     Some(failure),
                     None,
                     false,
+                    Some("the spend ceiling was reached"),
+                ),
+                Ending::SessionSpent(failure) => (
+                    ExitStatus::SpendCeilingReached,
+                    Some(failure),
+                    None,
+                    true,
                     Some("the spend ceiling was reached"),
                 ),
                 Ending::Canceled => (

@@ -135,9 +135,10 @@ impl SessionContext<'_> {
             .dispatch(event, &self.scope(run, turn, task_event))
             .await?;
         if let Some((hook, message)) = dispatched.errors.into_iter().next() {
-            // A summary the spend ceiling refused is the ceiling's end, not the hook's fault.
+            // A summary the spend ceiling refused is the ceiling's end, not the hook's fault;
+            // the session ends all the same.
             if self.spend.refusals() > refusals_before {
-                return Ok(Some(Ending::SpendCeiling(Failure {
+                return Ok(Some(Ending::SessionSpent(Failure {
                     code: "E-RUN-018".to_string(),
                     message: format!(
                         "compaction hook `{hook}` could not summarize: its call would have passed `inference.max_session_tokens` ({message})"
