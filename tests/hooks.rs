@@ -531,6 +531,7 @@ fn a_handler_that_commits_nothing_faults_loudly_on_any_other_arm_and_goes_on() {
     let noisy = Hook::probe(
         "noisy",
         json!({"respond": {
+            "on-stage": {"arm": "deny", "value": "not here"},
             "on-session-start": {"arm": "reopen-task", "value": "again"},
             "on-session-end": {"arm": "none"},
             "on-inference": {"arm": "seed-context", "value": [{"role": "user", "text": "x"}]}
@@ -544,7 +545,10 @@ fn a_handler_that_commits_nothing_faults_loudly_on_any_other_arm_and_goes_on() {
         .iter()
         .map(|f| f["handler"].as_str().unwrap())
         .collect();
+    // `on-stage` runs before the trace exists: its fault is in the hook's log only.
     assert_eq!(handlers, ["on-session-start", "on-inference"]);
+    let log = session.hook_log("noisy");
+    assert!(log.contains("on-stage") && log.contains("deny"), "{log}");
     assert!(
         faults
             .iter()
@@ -809,6 +813,40 @@ fn a_seed_that_fits_is_committed_whole_at_the_head_of_the_context() {
         !wire.contains("memory:1") && !wire.contains("msg_"),
         "{wire}"
     );
+}
+
+#[test]
+fn the_first_bound_blocking_hook_to_return_a_seed_wins() {
+    let emulator = emulator("turns:\n  - reply: { text: done }\n");
+    let dir = tempfile::tempdir().unwrap();
+    let seeder = |name: &'static str, text: &str| {
+        Hook::probe(
+            name,
+            json!({"respond": {"on-task-start": {"arm": "seed-context",
+                   "value": [{"role": "user", "text": text}]}}}),
+        )
+        .bound("on-task-start", "seed-context")
+    };
+    // `quiet` comes first and returns nothing; of the two that seed, the earlier declared wins.
+    let quiet = Hook::probe("quiet", Value::Null).bound("on-task-start", "seed-context");
+    let file = capsule(
+        dir.path(),
+        &emulator.url(),
+        &[
+            quiet,
+            seeder("first", "from the first"),
+            seeder("second", "from the second"),
+        ],
+        "context: { max_tokens: 10000, seed_budget: 0.25 }",
+    );
+    let session = run(&file, &["now"]);
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    let seeds = session.events("context_seed");
+    assert_eq!(seeds.len(), 1, "{seeds:#?}");
+    assert_eq!(seeds[0]["hook"], "first", "{:#}", seeds[0]);
+    let wire = emulator.requests()[0].body.to_string();
+    assert!(wire.contains("from the first"), "{wire}");
+    assert!(!wire.contains("from the second"), "{wire}");
 }
 
 #[test]
