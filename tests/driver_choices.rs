@@ -693,6 +693,82 @@ turns:
     );
 }
 
+/// One spend meter over every choice: a call on the primary and a call on `gpt` add up against
+/// the one ceiling (each would fit alone).
+#[test]
+fn calls_on_two_choices_add_up_against_one_ceiling() {
+    let primary_script = r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_s, name: switch-driver, input: { choice: gpt } } ]
+"#;
+    let gpt_script = "turns:\n  - reply: { text: \"done on gpt\" }\n";
+    let session = |ceiling: Option<u64>| {
+        let anthropic = emulator(primary_script, ANTHROPIC_KEY);
+        let openai = emulator(gpt_script, OPENAI_KEY);
+        let dir = tempfile::tempdir().unwrap();
+        let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+        if let Some(ceiling) = ceiling {
+            let text = std::fs::read_to_string(&file).unwrap().replace(
+                "  max_turns: 8\n",
+                &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
+            );
+            std::fs::write(&file, text).unwrap();
+        }
+        let output = run(&file, &BOTH_KEYS);
+        (output, answered(&openai).len(), dir)
+    };
+    // Unbounded first: what each choice's call is estimated at.
+    let (output, _, _dir) = session(None);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let events = trace(&output.json());
+    let inferences = of_type(&events, "inference");
+    assert_eq!(inferences[0]["choice"], "primary");
+    assert_eq!(inferences[1]["choice"], "gpt");
+    let on_primary = inferences[0]["input_tokens_estimated"].as_u64().unwrap()
+        + inferences[0]["output_tokens_estimated"].as_u64().unwrap();
+    let on_gpt = inferences[1]["input_tokens_estimated"].as_u64().unwrap();
+    // Room for either call alone, not for both.
+    let ceiling = on_primary.max(on_gpt) + on_primary.min(on_gpt) / 2;
+    assert!(ceiling < on_primary + on_gpt);
+    let (output, gpt_calls, _dir) = session(Some(ceiling));
+    let report = output.json();
+    assert_eq!(
+        report["tasks"][0]["exit_status"], "spend_ceiling_reached",
+        "{output:#?}"
+    );
+    assert_eq!(report["tasks"][0]["error"]["code"], "E-RUN-018");
+    assert_eq!(gpt_calls, 0, "the call on gpt was refused before it left");
+}
+
+/// A switch lasts for its session: the next launch of the same capsule starts on the primary.
+#[test]
+fn a_relaunch_after_a_switch_starts_on_the_primary() {
+    let dir = tempfile::tempdir().unwrap();
+    let anthropic = emulator(
+        "turns:\n  - reply:\n      tool_calls: [ { id: toolu_s, name: switch-driver, input: { choice: gpt } } ]\n  - reply: { text: \"primary again\" }\n",
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator("turns:\n  - reply: { text: \"done on gpt\" }\n", OPENAI_KEY);
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    let first = run(&file, &BOTH_KEYS);
+    assert_eq!(first.code, 0, "{first:#?}");
+    assert_eq!(first.json()["tasks"][0]["result_text"], "done on gpt");
+    // Launched again, same capsule, same workdir root: the primary answers.
+    let second = run(&file, &BOTH_KEYS);
+    assert_eq!(second.code, 0, "{second:#?}");
+    let report = second.json();
+    assert_eq!(report["tasks"][0]["result_text"], "primary again");
+    let events = trace(&report);
+    let inferences = of_type(&events, "inference");
+    assert_eq!(inferences.len(), 1);
+    assert_eq!(inferences[0]["choice"], "primary");
+    assert_eq!(
+        (answered(&anthropic).len(), answered(&openai).len()),
+        (2, 1)
+    );
+}
+
 /// Spend: `inference.max_session_tokens` refuses the call that would pass it, before any byte
 /// is sent, and the task ends `spend_ceiling_reached`.
 #[test]
