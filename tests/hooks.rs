@@ -959,6 +959,59 @@ fn task_start_event_carries_window_budget_and_prior_tokens() {
 }
 
 #[test]
+fn prior_tokens_under_a_threaded_conversation_count_the_loaded_history() {
+    // Two door tasks in one threaded context: the second's `on-task-start` says how many
+    // tokens the history it loads holds (the runtime's count, message by message).
+    let emulator = emulator(
+        "turns:\n  - reply: { text: \"noted: 42\" }\n  - reply: { text: \"it was 42\" }\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    capsule(
+        dir.path(),
+        &emulator.url(),
+        &[Hook::probe("watcher", Value::Null)],
+        "lifecycle: { task_acceptance: queue, conversation: threaded }",
+    );
+    let served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        dir.path(),
+        &[("EMU_KEY", KEY)],
+    );
+    for (id, text) in [("m-1", "remember 42"), ("m-2", "what was it?")] {
+        let (status, answer) = served.rpc(&json!({"jsonrpc": "2.0", "id": 1,
+            "method": "SendMessage", "params": {"message": {"messageId": id,
+            "role": "ROLE_USER", "contextId": "thread-1", "parts": [{"text": text}]}}}));
+        assert_eq!(status, 200, "{answer:#}");
+    }
+    let session = std::fs::read_dir(dir.path().join("work"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
+        .expect("a session directory")
+        .path();
+    let starts: Vec<Value> = read_lines(&session.join("watcher.jsonl"))
+        .into_iter()
+        .filter(|line| line["handler"] == "on-task-start")
+        .map(|line| line["event"].clone())
+        .collect();
+    assert_eq!(starts.len(), 2, "{starts:#?}");
+    assert_eq!(starts[0]["prior_tokens"], 0, "nothing to load yet");
+    // What the second task loaded: the first task's two messages, as saved.
+    let history: Vec<murmur_runtime::inference::neutral::StoredMessage> = serde_json::from_str(
+        &std::fs::read_to_string(session.join("contexts/thread-1/history.json")).unwrap(),
+    )
+    .unwrap();
+    let loaded: u64 = history[..2]
+        .iter()
+        .map(|m| {
+            murmur_runtime::inference::tokens::count(&serde_json::to_string(&m.message).unwrap())
+        })
+        .sum();
+    assert!(loaded > 0);
+    assert_eq!(starts[1]["prior_tokens"], loaded, "{:#}", starts[1]);
+}
+
+#[test]
 fn host_imports_answer_a_granted_hook_and_inference_is_traced_as_the_hooks() {
     let emulator =
         emulator("turns:\n  - reply: { text: hi from the model }\n  - reply: { text: done }\n");
