@@ -524,6 +524,68 @@ fn a_threaded_conversation_keeps_a_contexts_history_across_tasks() {
     );
 }
 
+#[test]
+fn a_held_continuation_lasts_into_the_next_task_on_the_same_threaded_context() {
+    // The Responses driver returns its response id; the next task on `thread-1` sends only its
+    // own message with it, and a task on another context resends everything.
+    let capsule = capsule(
+        "turns:\n  - reply: { id: resp_1, text: \"noted: 42\" }\n  - reply: { id: resp_2, text: \"it was 42\" }\n  - reply: { id: resp_3, text: \"fresh\" }\n",
+        "lifecycle: { task_acceptance: queue, conversation: threaded }",
+    );
+    let manifest = capsule.dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("driver-anthropic", "driver-openai-responses");
+    std::fs::write(&manifest, text).unwrap();
+    let served = capsule.serve();
+    for (id, context, text) in [
+        ("m-1", "thread-1", "remember 42"),
+        ("m-2", "thread-1", "what was it?"),
+        ("m-3", "thread-2", "something else"),
+    ] {
+        let (status, answer) = served.rpc(&json!({"jsonrpc": "2.0", "id": 1,
+            "method": "SendMessage", "params": {"message": {"messageId": id,
+            "role": "ROLE_USER", "contextId": context, "parts": [{"text": text}]}}}));
+        assert_eq!(status, 200, "{answer:#}");
+        assert_eq!(
+            answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{answer:#}"
+        );
+    }
+    let requests: Vec<Value> = capsule
+        .emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.turn.is_some())
+        .map(|r| r.body)
+        .collect();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[0].get("previous_response_id").is_none());
+    // The second task, same context: the held id and only its own message.
+    assert_eq!(
+        requests[1]["previous_response_id"], "resp_1",
+        "{:#}",
+        requests[1]
+    );
+    let input = requests[1]["input"].as_array().unwrap();
+    assert_eq!(input.len(), 1, "{input:#?}");
+    assert!(input[0].to_string().contains("what was it?"), "{input:#?}");
+    // Another context: everything, no id.
+    assert!(
+        requests[2].get("previous_response_id").is_none(),
+        "{:#}",
+        requests[2]
+    );
+    let sent: Vec<Value> = trace(capsule.dir.path())
+        .into_iter()
+        .filter(|e| e["event_type"] == "inference")
+        .map(|e| e["sent"].clone())
+        .collect();
+    assert_eq!(sent[1]["continuation_id"], "resp_1");
+    assert_eq!(sent[1]["full_resend"], false);
+    assert_eq!(sent[2]["full_resend"], true);
+}
+
 /// A capsule whose model calls the probe's `send` to `peer` (asking for the peer's answer),
 /// then answers `done`.
 fn delegating_script(peer: &str) -> String {

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | the driver returns a non-empty `continuation_id` | holds it, with how much of the history the provider has seen |
 //! | next turn, same context id | sends only the messages appended since, plus the held id |
+//! | the next task on the same threaded context (its history loaded, nothing seeded ahead of it) | sends only its new messages plus the held id: the id lasts for the rest of the session loop |
 //! | next turn, a different context id | full resend: a continuation never crosses tasks of different contexts |
 //! | the driver omits the key or returns an empty one | drops the held id; the next turn is a full resend |
 //! | a hook commits `replace-context` | drops the held id ([`Continuation::drop_held`]) |

@@ -79,6 +79,9 @@ pub(crate) struct SessionContext<'a> {
     grant_listing: Vec<ComponentGrants>,
     /// Whether some hook may read the conversation (then each dispatch carries a snapshot).
     hooks_read_history: bool,
+    /// The continuation the last task ended holding: it lasts for the rest of the session
+    /// loop, for the next task that goes on the same threaded conversation.
+    continuation: std::sync::Mutex<Continuation>,
     trace: Option<Trace>,
     session_event: String,
 }
@@ -177,6 +180,7 @@ impl<'a> SessionContext<'a> {
             hooks,
             grant_listing,
             hooks_read_history,
+            continuation: Default::default(),
             trace: None,
             session_event: String::new(),
             staged,
@@ -323,6 +327,15 @@ impl<'a> SessionContext<'a> {
             .map(|m| tokens::count(&serde_json::to_string(&m.message).unwrap_or_default()))
             .sum();
         let seeded = self.task_start(&mut run, &task_event, prior_tokens).await?;
+        // The provider holds the conversation as it was saved: a task that goes on with it
+        // unchanged (loaded, nothing seeded ahead of it) goes on with the held continuation.
+        if seeded.is_empty() && !prior.is_empty() {
+            run.continuation = self
+                .continuation
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .clone();
+        }
         run.history = seeded;
         run.history.extend(prior);
         let mut task_message = StoredMessage::new(Message::user_text(input.text.clone()));
@@ -406,6 +419,10 @@ impl<'a> SessionContext<'a> {
             run.history.push(message);
             run.result = None;
         };
+        *self
+            .continuation
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = run.continuation.clone();
         let (result_path, unsaved) =
             self.save_task(&context_id, &run, exit_status, final_text.as_deref());
         let (exit_status, error) = match unsaved {
