@@ -23,7 +23,12 @@ fn write(dir: &Path, relative: &str, text: &str) -> std::path::PathBuf {
 
 #[test]
 fn the_example_capsule_is_clean() {
-    let output = check(&repo_root().join("examples/hello"), false);
+    // With its key set, as `mur run` against the real API needs it.
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-check")
+        .arg("check")
+        .arg(repo_root().join("examples/hello"))
+        .run();
     assert_eq!(output.code, 0, "{output:#?}");
     assert!(
         output.stdout.trim_end().ends_with(": ok"),
@@ -177,6 +182,95 @@ fn an_unset_variable_is_named_and_a_dotenv_beside_the_manifest_fills_it() {
 
     write(dir.path(), ".env", "CAPSULE_NAME=from-dotenv\n");
     assert_eq!(check(&file, false).code, 0);
+}
+
+/// A capsule whose primary driver is keyed by `${PRIMARY_KEY}` and whose alternate's driver by
+/// `${ALT_KEY}`.
+const KEYED: &str = r#"name: keyed
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    gateway: { endpoint: "https://api.anthropic.com", api_key: "${PRIMARY_KEY}" }
+  - name: driver-openai-chat
+    version: "0.1.0"
+    runtime: driver
+    gateway: { endpoint: "https://api.openai.com", api_key: "${ALT_KEY}" }
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+  alternates:
+    - { name: fast, model: gpt-5-mini, driver: driver-openai-chat }
+"#;
+
+#[test]
+fn a_credential_set_nowhere_is_named_with_every_place_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "murmur.yaml", KEYED);
+    let check_in = |home: &Path| {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("MURMUR_HOME", home)
+            .args(["check", "--json"])
+            .arg(&file)
+            .run()
+    };
+    let output = check_in(home.path());
+    assert_eq!(output.code, 1, "{output:#?}");
+    let report: serde_json::Value = serde_json::from_str(&output.stdout).unwrap();
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let of = |code: &str| -> Vec<&serde_json::Value> {
+        diagnostics.iter().filter(|d| d["code"] == code).collect()
+    };
+    // The primary's key stops a run: an error naming it and where it was looked for.
+    let primary = of("E-MAN-012");
+    assert_eq!(primary.len(), 1, "{diagnostics:#?}");
+    let message = primary[0]["message"].as_str().unwrap();
+    assert!(message.contains("${PRIMARY_KEY}"), "{message}");
+    assert!(
+        message.contains("artifacts[0].gateway.api_key"),
+        "{message}"
+    );
+    assert!(message.contains("the environment"), "{message}");
+    assert!(
+        message.contains(&dir.path().join(".env").display().to_string()),
+        "{message}"
+    );
+    assert!(
+        message.contains(&home.path().join("credentials.yaml").display().to_string()),
+        "{message}"
+    );
+    // The alternate's only stages that choice unavailable: a warning.
+    let alternate = of("W-RUN-003");
+    assert_eq!(alternate.len(), 1, "{diagnostics:#?}");
+    assert!(
+        alternate[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("${ALT_KEY}")
+    );
+
+    // Found in the .env and the credentials file: nothing to report.
+    write(dir.path(), ".env", "PRIMARY_KEY=sk-from-dotenv\n");
+    let credentials = home.path().join("credentials.yaml");
+    std::fs::write(&credentials, "ALT_KEY: sk-from-credentials\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let output = check_in(home.path());
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report: serde_json::Value = serde_json::from_str(&output.stdout).unwrap();
+    assert_eq!(report["warnings"], 0, "{report:#}");
+
+    // A name injected at run time (`control.secrets`) is not looked for.
+    std::fs::remove_file(dir.path().join(".env")).unwrap();
+    write(
+        dir.path(),
+        "murmur.yaml",
+        &format!("{KEYED}control:\n  secrets: [PRIMARY_KEY]\n"),
+    );
+    let output = check_in(home.path());
+    assert_eq!(output.code, 0, "{output:#?}");
 }
 
 #[test]

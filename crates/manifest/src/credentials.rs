@@ -11,6 +11,9 @@
 //!   a string is `E-RUN-019`, naming the file and the line.
 //! - A file its group or others may read is used, with `W-RUN-020`.
 //! - No value is ever printed.
+//!
+//! [`unresolved`] says, before any run, which driver credentials a capsule references that
+//! resolve nowhere (what `mur check` reports).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -82,6 +85,70 @@ pub fn load(path: &Path) -> Result<(Credentials, Vec<Diagnostic>), Box<Diagnosti
         );
     }
     Ok((Credentials { values }, warnings))
+}
+
+/// The driver credentials `capsule` (loaded from `manifest_file`) references as `${NAME}` that
+/// resolve nowhere a run looks: the environment (`env`), the `.env` beside the manifest, and the
+/// user's credentials file (`config`, read from `config_file`). A name in `control.secrets` is
+/// injected at run time and not looked for. The primary driver's credential is `E-MAN-012`; a
+/// driver only alternates use is `W-RUN-003` (the run stages that choice unavailable); a driver
+/// no choice names is not looked at.
+pub fn unresolved(
+    capsule: &crate::CapsuleManifest,
+    manifest_file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: &dyn Fn(&str) -> Option<String>,
+    config_file: &Path,
+) -> Vec<Diagnostic> {
+    let Some(inference) = &capsule.inference else {
+        return Vec::new();
+    };
+    let primary = inference.driver.as_ref().map(|d| d.artifact.as_str());
+    let dotenv = manifest_file
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(".env");
+    let mut found = Vec::new();
+    for (index, entry) in capsule.artifacts.iter().enumerate() {
+        let Some(name) = entry.gateway.as_ref().and_then(|g| g.env_reference()) else {
+            continue;
+        };
+        let is_primary = primary == Some(entry.name.as_str());
+        let for_alternates = inference.alternates.iter().any(|a| a.driver == entry.name);
+        if !(is_primary || for_alternates) || capsule.control.secrets.iter().any(|s| s == name) {
+            continue;
+        }
+        let set = |value: Option<String>| value.is_some_and(|value| !value.is_empty());
+        if set(crate::variable(name, manifest_file, env)) || set(config(name)) {
+            continue;
+        }
+        let path = format!("artifacts[{index}].gateway.api_key");
+        let (code, consequence) = if is_primary {
+            (code::E_MAN_012, "the run cannot call its primary driver")
+        } else {
+            (
+                code::W_RUN_003,
+                "the run stages the alternates on it unavailable",
+            )
+        };
+        found.push(
+            Diagnostic::new(
+                code,
+                format!(
+                    "`${{{name}}}` in `{path}` (the credential of driver `{}`) is set nowhere: not in the environment, not in {}, not in {}; {consequence}",
+                    entry.name,
+                    dotenv.display(),
+                    config_file.display()
+                ),
+            )
+            .hint(format!(
+                "export {name}, add `{name}=...` to the .env or `{name}: ...` to the credentials file, or name it in `control.secrets` to inject it at run time"
+            ))
+            .in_file(manifest_file)
+            .at_path(path),
+        );
+    }
+    found
 }
 
 /// The file's permission bits, when they let its group or others read it.

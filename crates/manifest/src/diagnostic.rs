@@ -249,7 +249,7 @@ codes! {
     E_MAN_009 = "E-MAN-009": "an alternate names a driver that is not declared with `runtime: driver`";
     E_MAN_010 = "E-MAN-010": "two alternates share a name, or an alternate is named `primary`";
     E_MAN_011 = "E-MAN-011": "`inference.alternates` under `transport: process`";
-    E_MAN_012 = "E-MAN-012": "`${NAME}` is set neither in the environment nor in `.env`";
+    E_MAN_012 = "E-MAN-012": "`${NAME}` is set neither in the environment nor in `.env` (nor, for a driver's credential, in the credentials file)";
     W_MAN_013 = "W-MAN-013": "unknown key";
     E_MAN_014 = "E-MAN-014": "two artifacts share a name";
     E_MAN_015 = "E-MAN-015": "a value is outside its allowed set or range";

@@ -1,6 +1,8 @@
 //! `mur check [PATH] [--json]`: load a manifest and print every diagnostic. A capsule's local
-//! artifacts (`path:` entries) are checked too, each reported against its own file. Exit 1 when
-//! any error was found.
+//! artifacts (`path:` entries) are checked too, each reported against its own file, and so is
+//! each driver credential a run would need (`${NAME}` looked for in the environment, the
+//! `.env` beside the manifest and `$MURMUR_HOME/credentials.yaml`). Exit 1 when any error was
+//! found.
 //!
 //! For a capsule, `--json` also lists under `grants` what each artifact will hold once its
 //! entry narrowed the capsule's capabilities: `{name, runtime, filesystem: {scope, path,
@@ -8,10 +10,10 @@
 
 use std::path::PathBuf;
 
-use murmur_manifest::Manifest;
+use murmur_manifest::{Manifest, credentials};
 use serde_json::json;
 
-use crate::environment::host_env;
+use crate::environment::{host_env, murmur_home};
 use crate::exit::Exit;
 use crate::render;
 
@@ -30,6 +32,25 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
             for (_, artifact) in murmur_manifest::check_local_artifacts(capsule, &file, &host_env) {
                 diagnostics.extend(artifact.diagnostics);
             }
+            // Every credential a run would look for, where a run looks.
+            let credentials_file = murmur_home().join("credentials.yaml");
+            let credentials = match credentials::load(&credentials_file) {
+                Ok((credentials, warnings)) => {
+                    diagnostics.extend(warnings);
+                    credentials
+                }
+                Err(unusable) => {
+                    diagnostics.push(*unusable);
+                    Default::default()
+                }
+            };
+            diagnostics.extend(credentials::unresolved(
+                capsule,
+                &file,
+                &host_env,
+                &|name: &str| credentials.get(name),
+                &credentials_file,
+            ));
             for entry in &capsule.artifacts {
                 if entry.runtime != murmur_manifest::Runtime::Skill {
                     let mut listing = json!({"name": entry.name, "runtime": entry.runtime});
