@@ -769,6 +769,68 @@ fn a_relaunch_after_a_switch_starts_on_the_primary() {
     );
 }
 
+/// Each choice's limits: the compaction trigger measures against the window of the choice the
+/// next call runs on. A conversation of ~140k tokens fits the primary's window (claude, 200k at
+/// the 0.9 threshold: 180k) but not the alternate's (gpt-4o, 128k: 115.2k): after the switch,
+/// the check before gpt's call compacts.
+#[test]
+fn the_compaction_trigger_measures_against_the_selected_choices_window() {
+    let anthropic = emulator(
+        "turns:\n  - reply:\n      tool_calls: [ { id: toolu_s, name: switch-driver, input: { choice: gpt } } ]\n",
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator("turns:\n  - reply: { text: \"done on gpt\" }\n", OPENAI_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    let summarizer = murmur_testkit::fixture_hook(
+        &dir.path().join("hooks"),
+        "summarizer",
+        "hook-probe",
+        "binding: on-compaction\nexecution_mode: blocking\ncommit_policy: replace-context\n",
+    );
+    let config = r#"{ log: summarizer.jsonl, respond: { on-compaction: { arm: replace-context, value: [ { role: user, text: "the gist" } ] } } }"#;
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("model: gpt-5,", "model: gpt-4o,")
+        .replace(
+            "\ninference:",
+            &format!(
+                "\n  - {{ name: summarizer, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}\ninference:",
+                summarizer.display()
+            ),
+        );
+    std::fs::write(&file, text).unwrap();
+    // The task itself is the bulk of the conversation.
+    std::fs::write(dir.path().join("task.md"), " word".repeat(140_000)).unwrap();
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["run", "--json"])
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"));
+    for (name, value) in BOTH_KEYS {
+        mur = mur.env(name, value);
+    }
+    let output = mur.run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "done on gpt");
+    let events = trace(&report);
+    let compactions = of_type(&events, "compaction");
+    assert_eq!(compactions.len(), 1, "{compactions:#?}");
+    // The primary's call carried the whole task; gpt's, the summary.
+    let to_primary = answered(&anthropic);
+    assert!(to_primary[0].body.to_string().len() > 500_000);
+    let to_gpt = answered(&openai);
+    let body = to_gpt[0].body.to_string();
+    assert!(
+        body.contains("the gist") && body.len() < 50_000,
+        "{} bytes",
+        body.len()
+    );
+    let inferences = of_type(&events, "inference");
+    assert_eq!(inferences[1]["choice"], "gpt");
+}
+
 /// Spend: `inference.max_session_tokens` refuses the call that would pass it, before any byte
 /// is sent, and the task ends `spend_ceiling_reached`.
 #[test]

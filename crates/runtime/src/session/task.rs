@@ -868,7 +868,7 @@ impl<'a> SessionContext<'a> {
                     }
                 }
             }
-            if let Some(ending) = self.maybe_compact(run, choice, turn, task_event).await? {
+            if let Some(ending) = self.maybe_compact(run, turn, task_event).await? {
                 return Ok(ending);
             }
         }
@@ -886,12 +886,7 @@ impl<'a> SessionContext<'a> {
     /// index and its driver; a driver whose credential has no value is `E-RUN-012`.
     fn choice_in_force(&self) -> Result<(usize, &DriverChoice, &StagedDriver), Failure> {
         let staged = &*self.staged;
-        let choices = &staged.choices;
-        let selected = self.control.selected();
-        let (index, choice) = match choices.get(selected) {
-            Some(choice) => (selected, choice),
-            None => (0, choices.primary()),
-        };
+        let (index, choice) = self.selected_choice();
         let driver = staged
             .driver_named(&choice.driver)
             .unwrap_or(&staged.driver);
@@ -913,6 +908,16 @@ impl<'a> SessionContext<'a> {
                 "inject it: `mur control secret {credential}` (or PUT /control/secrets/{credential})"
             ),
         })
+    }
+
+    /// The selected choice and its index (the primary when the selection names none).
+    fn selected_choice(&self) -> (usize, &DriverChoice) {
+        let choices = &self.staged.choices;
+        let selected = self.control.selected();
+        match choices.get(selected) {
+            Some(choice) => (selected, choice),
+            None => (0, choices.primary()),
+        }
     }
 
     /// With a spend ceiling, the next call is admitted before it is made (its estimate, or

@@ -98,16 +98,18 @@ impl SessionContext<'_> {
     }
 
     /// Compaction: when the conversation's estimate crosses `threshold × context window` (the
-    /// window of the choice in force), the first `replace-context` an `on-compaction` hook returns replaces it (fresh message ids,
-    /// the held continuation dropped). A hook's error ends the session.
+    /// window of the choice the next call runs on, so a switch measures against the new
+    /// choice's), the first `replace-context` an `on-compaction` hook returns replaces it (fresh
+    /// message ids, the held continuation dropped). A hook's error ends the session.
     pub(super) async fn maybe_compact(
         &self,
         run: &mut TaskRun,
-        choice: &DriverChoice,
         turn: u32,
         task_event: &str,
     ) -> std::io::Result<Option<Ending>> {
-        // The window of the choice that made this turn's call (`context.max_tokens` when set).
+        // The window of the choice the next call runs on: a switch during this turn measures
+        // against the new choice's window (`context.max_tokens` when set).
+        let (_, choice) = self.selected_choice();
         let window = choice.limits.limits.context_window;
         let Some(inference) = &self.staged.capsule.inference else {
             return Ok(None);
