@@ -163,6 +163,38 @@ fn a_host_not_in_the_allow_list_receives_nothing() {
 }
 
 #[test]
+fn under_a_capsule_a_tool_holds_only_what_its_entry_grants_as_in_a_session() {
+    let server = RecordingServer::start("hello from loopback");
+    let dir = tempfile::tempdir().unwrap();
+    // The capsule allows the server; the probe's entry narrows to reading, with no network.
+    let manifest = dir.path().join("murmur.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "name: narrowed\nversion: \"0.1.0\"\nartifacts:\n  - name: probe\n    version: \"0.1.0\"\n    runtime: tool\n    path: {}\n    capabilities: {{ filesystem: {{ scope: read }}, network: {{ allow: [] }} }}\ncapabilities:\n  network: {{ allow: [\"127.0.0.1:{}\"] }}\n",
+            probe_dir().display(),
+            server.addr().port()
+        ),
+    )
+    .unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let fetched = invoke(
+        json!({"action": "http_get", "url": format!("{}/narrowed", server.url())}),
+        Some(&manifest),
+        workdir.path(),
+    );
+    assert_eq!(probe_report(&fetched)["ok"], false, "{fetched:#?}");
+    assert_eq!(server.connections(), 0);
+    let wrote = invoke(
+        json!({"action": "write_file", "path": "a.txt", "content": "x"}),
+        Some(&manifest),
+        workdir.path(),
+    );
+    assert_eq!(probe_report(&wrote)["ok"], false, "{wrote:#?}");
+    assert!(!workdir.path().join("a.txt").exists());
+}
+
+#[test]
 fn no_allow_list_means_no_network() {
     let server = RecordingServer::start("hello");
     let workdir = tempfile::tempdir().unwrap();

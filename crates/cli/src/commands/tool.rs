@@ -273,6 +273,8 @@ fn grants_for(
                 &capsule.capabilities.env.allow,
                 &host_env,
             );
+            // As in a session: what the artifact's entry grants it, within the capsule's.
+            grants.narrow(entry.map(|entry| capsule.grants_of(entry)).as_ref(), None);
             grants
         }
         None => {
