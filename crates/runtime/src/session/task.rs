@@ -122,7 +122,10 @@ impl<'a> SessionContext<'a> {
             .clone()
             .unwrap_or_else(|| ControlState::new(staged.clone()));
         let spend = Arc::new(SpendMeter::new(staged.max_session_tokens));
-        let tools: Vec<SessionTool> = (grants.tools.into_iter().enumerate())
+        let tools: Vec<SessionTool> = grants
+            .tools
+            .into_iter()
+            .enumerate()
             .map(|(index, grants)| SessionTool { index, grants })
             .collect();
         let services = Arc::new(HookServices {
