@@ -118,13 +118,7 @@ impl Capsule {
 
     /// Every event of the session's trace, and its text.
     fn trace(&self) -> (Vec<Value>, String) {
-        let work = self.dir.path().join("work");
-        let session = std::fs::read_dir(&work)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
-            .expect("a session directory")
-            .path();
+        let session = murmur_testkit::door::session_dir(self.dir.path());
         let text = std::fs::read_to_string(session.join("trace.jsonl")).unwrap();
         let events = text
             .lines()

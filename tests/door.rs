@@ -74,13 +74,7 @@ fn v03_send(text: &str) -> Value {
 }
 
 fn trace(served_dir: &Path) -> Vec<Value> {
-    let work = served_dir.join("work");
-    let session = std::fs::read_dir(&work)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
-        .expect("a session directory")
-        .path();
+    let session = murmur_testkit::door::session_dir(served_dir);
     std::fs::read_to_string(session.join("trace.jsonl"))
         .unwrap()
         .lines()

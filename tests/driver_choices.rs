@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use murmur_testkit::emulator::{Emulator, Recorded, Script};
-use murmur_testkit::{Mur, MurOutput, RecordingServer, repo_root};
+use murmur_testkit::{Mur, MurOutput, RecordingServer, replace_in, repo_root};
 use serde_json::{Value, json};
 
 const ANTHROPIC_KEY: &str = "sk-ant-choices-0001";
@@ -76,6 +76,30 @@ fn run(capsule: &Path, env: &[(&str, &str)]) -> MurOutput {
         mur = mur.env(name, value);
     }
     mur.run()
+}
+
+/// Adds `entry` (one flow mapping) to the manifest's `artifacts:`.
+fn add_artifact(file: &Path, entry: &str) {
+    replace_in(file, "\ninference:", &format!("\n  - {entry}\ninference:"));
+}
+
+/// Sets `inference.max_session_tokens`.
+fn set_ceiling(file: &Path, ceiling: u64) {
+    replace_in(
+        file,
+        "  max_turns: 8\n",
+        &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
+    );
+}
+
+/// The artifact entry of a hook-probe named `name` (manifest `manifest_tail`, config `config`),
+/// granted every hook import and the workdir to log into.
+fn probe_hook(dir: &Path, name: &str, manifest_tail: &str, config: &str) -> String {
+    let path = murmur_testkit::fixture_hook(&dir.join("hooks"), name, "hook-probe", manifest_tail);
+    format!(
+        "{{ name: {name}, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}",
+        path.display()
+    )
 }
 
 const BOTH_KEYS: [(&str, &str); 2] = [("ANT_KEY", ANTHROPIC_KEY), ("GPT_KEY", OPENAI_KEY)];
@@ -579,14 +603,13 @@ turns:
     );
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "\ninference:",
+    add_artifact(
+        &file,
         &format!(
-            "\n  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}\ninference:",
+            "{{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
             repo_root().join("tests/fixtures/probe").display()
         ),
     );
-    std::fs::write(&file, text).unwrap();
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
@@ -648,20 +671,13 @@ turns:
     );
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
-    let hook = murmur_testkit::fixture_hook(
-        &dir.path().join("hooks"),
+    let watcher = probe_hook(
+        dir.path(),
         "watcher",
-        "hook-probe",
         "execution_mode: blocking\ncommit_policy: none\n",
+        "{ log: watcher.jsonl }",
     );
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "\ninference:",
-        &format!(
-            "\n  - {{ name: watcher, version: \"0.1.0\", runtime: hook, path: {}, config: {{ log: watcher.jsonl }}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}\ninference:",
-            hook.display()
-        ),
-    );
-    std::fs::write(&file, text).unwrap();
+    add_artifact(&file, &watcher);
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
@@ -709,11 +725,7 @@ turns:
         let dir = tempfile::tempdir().unwrap();
         let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
         if let Some(ceiling) = ceiling {
-            let text = std::fs::read_to_string(&file).unwrap().replace(
-                "  max_turns: 8\n",
-                &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
-            );
-            std::fs::write(&file, text).unwrap();
+            set_ceiling(&file, ceiling);
         }
         let output = run(&file, &BOTH_KEYS);
         (output, answered(&openai).len(), dir)
@@ -782,24 +794,14 @@ fn the_compaction_trigger_measures_against_the_selected_choices_window() {
     let openai = emulator("turns:\n  - reply: { text: \"done on gpt\" }\n", OPENAI_KEY);
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
-    let summarizer = murmur_testkit::fixture_hook(
-        &dir.path().join("hooks"),
+    replace_in(&file, "model: gpt-5,", "model: gpt-4o,");
+    let summarizer = probe_hook(
+        dir.path(),
         "summarizer",
-        "hook-probe",
         "binding: on-compaction\nexecution_mode: blocking\ncommit_policy: replace-context\n",
+        r#"{ log: summarizer.jsonl, respond: { on-compaction: { arm: replace-context, value: [ { role: user, text: "the gist" } ] } } }"#,
     );
-    let config = r#"{ log: summarizer.jsonl, respond: { on-compaction: { arm: replace-context, value: [ { role: user, text: "the gist" } ] } } }"#;
-    let text = std::fs::read_to_string(&file)
-        .unwrap()
-        .replace("model: gpt-5,", "model: gpt-4o,")
-        .replace(
-            "\ninference:",
-            &format!(
-                "\n  - {{ name: summarizer, version: \"0.1.0\", runtime: hook, path: {}, config: {config}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}\ninference:",
-                summarizer.display()
-            ),
-        );
-    std::fs::write(&file, text).unwrap();
+    add_artifact(&file, &summarizer);
     // The task itself is the bulk of the conversation.
     std::fs::write(dir.path().join("task.md"), " word".repeat(140_000)).unwrap();
     let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
@@ -858,11 +860,7 @@ turns:
     let anthropic = emulator(script, ANTHROPIC_KEY);
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "  max_turns: 8\n",
-        &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
-    );
-    std::fs::write(&file, text).unwrap();
+    set_ceiling(&file, ceiling);
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 1, "{output:#?}");
     let report = output.json();
@@ -884,11 +882,7 @@ turns:
     let anthropic = emulator(script, ANTHROPIC_KEY);
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &anthropic.url(), "http://127.0.0.1:9", "");
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "  max_turns: 8\n",
-        &format!("  max_turns: 8\n  max_session_tokens: {}\n", ceiling + 1),
-    );
-    std::fs::write(&file, text).unwrap();
+    set_ceiling(&file, ceiling + 1);
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 0, "{output:#?}");
     assert_eq!(answered(&anthropic).len(), 2);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput, repo_root};
+use murmur_testkit::{Mur, MurOutput, replace_in, repo_root};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-emulator-hooks";
@@ -163,6 +163,15 @@ impl Session {
         std::fs::read_to_string(self.workdir.join(format!("logs/hook-{name}.log")))
             .unwrap_or_default()
     }
+}
+
+/// The capsule in `dir` served over A2A, with the emulator's key.
+fn serve(dir: &Path) -> murmur_testkit::door::Served {
+    murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        dir,
+        &[("EMU_KEY", KEY)],
+    )
 }
 
 fn read_lines(path: &Path) -> Vec<Value> {
@@ -662,11 +671,11 @@ fn a_task_ended_by_the_spend_ceiling_reaches_on_task_end_and_is_not_reopened() {
     let emulator = emulator("turns:\n  - reply: { text: never sent }\n");
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &emulator.url(), &[reopener()], "");
-    let text = std::fs::read_to_string(&file).unwrap().replace(
+    replace_in(
+        &file,
         "  max_turns: 8\n",
         "  max_turns: 8\n  max_session_tokens: 5\n",
     );
-    std::fs::write(&file, text).unwrap();
     let session = run(&file, &["write"]);
     assert_eq!(
         session.report["exit_status"], "spend_ceiling_reached",
@@ -972,23 +981,14 @@ fn prior_tokens_under_a_threaded_conversation_count_the_loaded_history() {
         &[Hook::probe("watcher", Value::Null)],
         "lifecycle: { task_acceptance: queue, conversation: threaded }",
     );
-    let served = murmur_testkit::door::Served::start(
-        Path::new(env!("CARGO_BIN_EXE_mur")),
-        dir.path(),
-        &[("EMU_KEY", KEY)],
-    );
+    let served = serve(dir.path());
     for (id, text) in [("m-1", "remember 42"), ("m-2", "what was it?")] {
         let (status, answer) = served.rpc(&json!({"jsonrpc": "2.0", "id": 1,
             "method": "SendMessage", "params": {"message": {"messageId": id,
             "role": "ROLE_USER", "contextId": "thread-1", "parts": [{"text": text}]}}}));
         assert_eq!(status, 200, "{answer:#}");
     }
-    let session = std::fs::read_dir(dir.path().join("work"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
-        .expect("a session directory")
-        .path();
+    let session = murmur_testkit::door::session_dir(dir.path());
     let starts: Vec<Value> = read_lines(&session.join("watcher.jsonl"))
         .into_iter()
         .filter(|line| line["handler"] == "on-task-start")
@@ -1064,11 +1064,7 @@ fn a_hook_reads_a_context_a_client_named_from_another_task() {
         &[reader],
         "lifecycle: { task_acceptance: queue, conversation: threaded }",
     );
-    let served = murmur_testkit::door::Served::start(
-        Path::new(env!("CARGO_BIN_EXE_mur")),
-        dir.path(),
-        &[("EMU_KEY", KEY)],
-    );
+    let served = serve(dir.path());
     for (id, context, text) in [
         ("m-1", "chat-42", "remember 42"),
         ("m-2", "other-1", "and?"),
@@ -1079,12 +1075,7 @@ fn a_hook_reads_a_context_a_client_named_from_another_task() {
         assert_eq!(status, 200, "{answer:#}");
         assert_eq!(answer["result"]["task"]["contextId"], context, "{answer:#}");
     }
-    let session = std::fs::read_dir(dir.path().join("work"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
-        .expect("a session directory")
-        .path();
+    let session = murmur_testkit::door::session_dir(dir.path());
     let lines = read_lines(&session.join("reader.jsonl"));
     let starts: Vec<&Value> = lines
         .iter()
@@ -1279,11 +1270,7 @@ fn a_session_a_failed_compaction_ends_answers_its_queued_tasks_failed_with_why()
         &[broken],
         "context: { max_tokens: 200 }\nlifecycle: { task_acceptance: queue }",
     );
-    let mut served = murmur_testkit::door::Served::start(
-        Path::new(env!("CARGO_BIN_EXE_mur")),
-        dir.path(),
-        &[("EMU_KEY", KEY)],
-    );
+    let mut served = serve(dir.path());
     let send = |id: &str, immediately: bool| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
             "message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "write"}]},
@@ -1319,11 +1306,11 @@ fn a_compaction_summary_the_spend_ceiling_refuses_ends_the_session_spend_ceiling
         .bound("on-compaction", "replace-context")
     };
     let with_ceiling = |file: &Path, ceiling: u64| {
-        let text = std::fs::read_to_string(file).unwrap().replace(
+        replace_in(
+            file,
             "  max_turns: 8\n",
             &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
-        );
-        std::fs::write(file, text).unwrap();
+        )
     };
     // Measured first, with room for everything: what the first turn and the summary cost.
     let measure = emulator(&format!(

@@ -87,6 +87,30 @@ pub fn load(path: &Path) -> Result<(Credentials, Vec<Diagnostic>), Box<Diagnosti
     Ok((Credentials { values }, warnings))
 }
 
+/// Where a credential's value was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoundIn {
+    /// The environment, or the `.env` beside the manifest.
+    Environment,
+    /// The user's credentials file.
+    Config,
+}
+
+/// The value of credential `name` where a run looks, in order: the environment (`env`), the
+/// `.env` beside `manifest_file`, then the user's credentials file (`config`). An empty value
+/// counts as none.
+pub fn resolve(
+    name: &str,
+    manifest_file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: &dyn Fn(&str) -> Option<String>,
+) -> Option<(String, FoundIn)> {
+    let set = |value: Option<String>| value.filter(|value| !value.is_empty());
+    set(crate::variable(name, manifest_file, env))
+        .map(|value| (value, FoundIn::Environment))
+        .or_else(|| set(config(name)).map(|value| (value, FoundIn::Config)))
+}
+
 /// The driver credentials `capsule` (loaded from `manifest_file`) references as `${NAME}` that
 /// resolve nowhere a run looks: the environment (`env`), the `.env` beside the manifest, and the
 /// user's credentials file (`config`, read from `config_file`). A name in `control.secrets` is
@@ -118,8 +142,7 @@ pub fn unresolved(
         if !(is_primary || for_alternates) || capsule.control.secrets.iter().any(|s| s == name) {
             continue;
         }
-        let set = |value: Option<String>| value.is_some_and(|value| !value.is_empty());
-        if set(crate::variable(name, manifest_file, env)) || set(config(name)) {
+        if resolve(name, manifest_file, env, config).is_some() {
             continue;
         }
         let path = format!("artifacts[{index}].gateway.api_key");

@@ -8,6 +8,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+/// The workdir of the session a capsule served from `capsule_dir` runs (`<capsule_dir>/work/ses_…`).
+pub fn session_dir(capsule_dir: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(capsule_dir.join("work"))
+        .expect("the served capsule's work directory")
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
+        .expect("a session directory")
+        .path()
+}
+
 /// A capsule being served. Stops (SIGTERM, then waits) when dropped.
 pub struct Served {
     child: Child,

@@ -18,5 +18,5 @@ mod recording;
 pub mod registry;
 
 pub use emulator::{Emulator, Script};
-pub use mur::{Mur, MurOutput, fixture_hook, repo_root, shared_home};
+pub use mur::{Mur, MurOutput, fixture_hook, replace_in, repo_root, shared_home};
 pub use recording::{RecordedRequest, RecordingServer};

@@ -44,6 +44,13 @@ pub fn fixture_hook(parent: &Path, name: &str, fixture: &str, manifest_tail: &st
     dir
 }
 
+/// Replaces `from`, which must be in it, with `to` in the text file `file` (a test's manifest).
+pub fn replace_in(file: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(file).expect("reading the file to edit");
+    assert!(text.contains(from), "`{from}` is not in {}", file.display());
+    std::fs::write(file, text.replace(from, to)).expect("writing the edited file");
+}
+
 /// One `mur` invocation being put together.
 pub struct Mur {
     command: Command,

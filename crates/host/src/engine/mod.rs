@@ -182,18 +182,7 @@ impl Engine {
         path: &Path,
         world: RunWorld,
     ) -> Result<LoadedComponent, RuntimeError> {
-        let bytes = std::fs::read(path).map_err(|error| {
-            if error.kind() == std::io::ErrorKind::NotFound {
-                RuntimeError::ComponentMissing {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                RuntimeError::Load {
-                    component: name.to_string(),
-                    reason: format!("reading {}: {error}", path.display()),
-                }
-            }
-        })?;
+        let bytes = read_component(name, path)?;
         self.load_component_bytes(name, &bytes, world)
     }
 
@@ -291,6 +280,23 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// The bytes of the component file at `path`, which errors call `name`: a missing file is
+/// [`RuntimeError::ComponentMissing`].
+pub fn read_component(name: &str, path: &Path) -> Result<Vec<u8>, RuntimeError> {
+    std::fs::read(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            RuntimeError::ComponentMissing {
+                path: path.to_path_buf(),
+            }
+        } else {
+            RuntimeError::Load {
+                component: name.to_string(),
+                reason: format!("reading {}: {error}", path.display()),
+            }
+        }
+    })
 }
 
 /// The WASI every component may hold (each store decides what it grants), and `wasi:http`.

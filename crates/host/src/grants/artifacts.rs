@@ -66,26 +66,6 @@ impl Known {
     }
 }
 
-/// The artifact manager of one capsule component's session: shared by its store's host state.
-pub struct ArtifactManager {
-    pub(crate) capsule_dir: PathBuf,
-    pub(crate) session_id: String,
-    /// Where `pull` resolves; `None` makes every pull an error.
-    pub(crate) registry: Option<Registry>,
-    /// The user's store of verified archives (`$MURMUR_HOME/artifacts`).
-    pub(crate) user_store: PathBuf,
-    pub(crate) host_env: HostEnv,
-    /// Loads a pulled tool, bound to the grants pulled tools run under.
-    pub(crate) loader: Arc<dyn LoadTool>,
-    pub(crate) allowlist: Arc<Allowlist>,
-    pub(crate) declared: Vec<Known>,
-    pub(crate) pulled: Mutex<Vec<Known>>,
-    /// Where `artifact_pulled` goes: the trace and the `session_start` event.
-    pub(crate) trace: Option<(Trace, String)>,
-    /// Set when an `artifact_pulled` line could not be written: the session then fails.
-    pub(crate) trace_failed: AtomicBool,
-}
-
 /// What a session gives its capsule component's artifact manager.
 pub struct ManagerConfig {
     pub capsule_dir: PathBuf,
@@ -105,30 +85,19 @@ pub struct ManagerConfig {
     pub trace: Option<(Trace, String)>,
 }
 
+/// The artifact manager of one capsule component's session: shared by its store's host state.
+pub struct ArtifactManager {
+    config: ManagerConfig,
+    pulled: Mutex<Vec<Known>>,
+    /// Set when an `artifact_pulled` line could not be written: the session then fails.
+    trace_failed: AtomicBool,
+}
+
 impl ArtifactManager {
     pub fn new(config: ManagerConfig) -> ArtifactManager {
-        let ManagerConfig {
-            capsule_dir,
-            session_id,
-            registry,
-            user_store,
-            host_env,
-            loader,
-            allowlist,
-            declared,
-            trace,
-        } = config;
         ArtifactManager {
-            capsule_dir,
-            session_id,
-            registry,
-            user_store,
-            host_env,
-            loader,
-            allowlist,
-            declared,
+            config,
             pulled: Mutex::default(),
-            trace,
             trace_failed: AtomicBool::new(false),
         }
     }
@@ -176,6 +145,7 @@ impl ArtifactManager {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut all: Vec<Known> = self
+            .config
             .declared
             .iter()
             .map(|known| {
@@ -213,7 +183,7 @@ impl ArtifactManager {
         let manifest = read_manifest_text(&dir.join("murmur.yaml")).map_err(|error| {
             format!("error[E-REG-010]: the murmur.yaml of `{name}` cannot be read: {error}")
         })?;
-        let env = self.host_env.clone();
+        let env = self.config.host_env.clone();
         let opened = LocalArtifact::open(dir, &move |n: &str| env(n)).ok();
         let own = opened.as_ref().map(|artifact| &artifact.manifest);
         Ok(ArtifactDescription {
@@ -227,7 +197,7 @@ impl ArtifactManager {
     }
 
     async fn pull(self: Arc<Self>, name: String, version: Option<String>) -> Result<Known, String> {
-        let Some(registry) = self.registry.clone() else {
+        let Some(registry) = self.config.registry.clone() else {
             return Err("error[E-REG-001]: this session has no registry to pull from".to_string());
         };
         let this = self.clone();
@@ -235,7 +205,7 @@ impl ArtifactManager {
             tokio::task::spawn_blocking(move || this.pull_blocking(registry, &name, version))
                 .await
                 .map_err(|error| format!("error[E-REG-001]: the pull stopped: {error}"))??;
-        if let Some((trace, parent)) = &self.trace {
+        if let Some((trace, parent)) = &self.config.trace {
             let event = EventBody::ArtifactPulled {
                 name: pulled.name.clone(),
                 version: pulled.version.clone(),
@@ -268,11 +238,11 @@ impl ArtifactManager {
         let options = InstallOptions {
             registry,
             locked: false,
-            user_store: self.user_store.clone(),
+            user_store: self.config.user_store.clone(),
             limits: Default::default(),
         };
         let installed = install::pull(
-            &self.capsule_dir,
+            &self.config.capsule_dir,
             name,
             version.as_deref(),
             &options,
@@ -280,7 +250,7 @@ impl ArtifactManager {
         )
         .map_err(|error| coded(error.code(), error.to_string()))?;
         if installed.runtime == Runtime::Tool.as_str() {
-            let env = self.host_env.clone();
+            let env = self.config.host_env.clone();
             let artifact = LocalArtifact::open(&installed.dir, &move |n: &str| env(n))
                 .map_err(|error| coded(error.code(), error.to_string()))?;
             let input_schema = match &artifact.manifest.input_schema {
@@ -291,6 +261,7 @@ impl ArtifactManager {
                 None => None,
             };
             let tool = self
+                .config
                 .loader
                 .load(&installed.name, &artifact.component_path())
                 .map_err(|error| {
@@ -299,7 +270,8 @@ impl ArtifactManager {
                         format!("`{}` was installed, but {error}", installed.name),
                     )
                 })?;
-            self.allowlist
+            self.config
+                .allowlist
                 .allow(&installed.name, AllowedTool { tool, input_schema });
         }
         Ok(Known {
@@ -340,7 +312,7 @@ impl Host for ManagerSlot {
     async fn diagnostics(&mut self) -> wasmtime::Result<SessionDiagnostics> {
         Ok(match self {
             Some(manager) => SessionDiagnostics {
-                session_id: manager.session_id.clone(),
+                session_id: manager.config.session_id.clone(),
                 installed: manager.list().iter().map(Known::info).collect(),
             },
             None => SessionDiagnostics {

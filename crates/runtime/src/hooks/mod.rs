@@ -39,7 +39,7 @@ use murmur_manifest::hooks::{Binding, CommitPolicy, ExecutionMode};
 use serde_json::Value;
 use wasmtime::component::{ComponentExportIndex, InstancePre};
 
-use crate::engine::{Engine, error_chain};
+use crate::engine::{Engine, error_chain, read_component};
 use crate::error::RuntimeError;
 use crate::grants::HostState;
 use events::PerHandler;
@@ -108,18 +108,7 @@ pub fn load_hook(
     path: &Path,
     grants: &[HookGrant],
 ) -> Result<(LoadedHook, Option<String>), RuntimeError> {
-    let bytes = std::fs::read(path).map_err(|error| {
-        if error.kind() == std::io::ErrorKind::NotFound {
-            RuntimeError::ComponentMissing {
-                path: path.to_path_buf(),
-            }
-        } else {
-            RuntimeError::Load {
-                component: name.to_string(),
-                reason: format!("reading {}: {error}", path.display()),
-            }
-        }
-    })?;
+    let bytes = read_component(name, path)?;
     let load_error = |reason: String| RuntimeError::Load {
         component: name.to_string(),
         reason,

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, DriverRef, Inference, Transport};
+use murmur_manifest::credentials;
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::install;
 use murmur_registry::source::{BuildError, LocalArtifact, ensure_components};
@@ -664,14 +665,15 @@ fn stage_driver(
         )
     })?;
     let found = |name: &str| {
-        murmur_manifest::variable(name, capsule_file, from.lookups.env)
-            .filter(|value| !value.is_empty())
-            .map(|value| (value, CredentialSource::Environment))
-            .or_else(|| {
-                (from.lookups.config)(name)
-                    .filter(|value| !value.is_empty())
-                    .map(|value| (value, CredentialSource::Config))
-            })
+        credentials::resolve(name, capsule_file, from.lookups.env, from.lookups.config).map(
+            |(value, found_in)| {
+                let source = match found_in {
+                    credentials::FoundIn::Environment => CredentialSource::Environment,
+                    credentials::FoundIn::Config => CredentialSource::Config,
+                };
+                (value, source)
+            },
+        )
     };
     let mut injected_secret = None;
     let mut unresolved_credential = None;

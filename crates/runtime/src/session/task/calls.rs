@@ -37,15 +37,7 @@ impl SessionContext<'_> {
         }
         self.observer.note(&format!("tool {name}"));
         let event = |outcome: Option<ToolCallOutcome>| {
-            HookEvent::ToolCall(ToolCallEvent {
-                session_id: self.session_id.clone(),
-                task_id: run.task_id.clone(),
-                turn,
-                call_id: call_id.to_string(),
-                tool_name: name.to_string(),
-                input: input.to_string(),
-                outcome,
-            })
+            self.tool_call_event(&run.task_id, turn, (call_id, name), input, outcome)
         };
         let site = ToolCallSite {
             engine: &self.engine,
@@ -139,15 +131,7 @@ impl SessionContext<'_> {
         self.observer.note(&format!("skill {name}"));
         let started = Instant::now();
         let event = |outcome: Option<ToolCallOutcome>| {
-            HookEvent::ToolCall(ToolCallEvent {
-                session_id: self.session_id.clone(),
-                task_id: run.task_id.clone(),
-                turn,
-                call_id: call_id.to_string(),
-                tool_name: name.to_string(),
-                input: input.to_string(),
-                outcome,
-            })
+            self.tool_call_event(&run.task_id, turn, (call_id, name), input, outcome)
         };
         let scope = self.scope(run, turn, inference_event);
         let (message, outcome) = match self.hooks.decide(event(None), &scope).await? {
@@ -181,6 +165,27 @@ impl SessionContext<'_> {
             Some(observation),
         )
         .await
+    }
+
+    /// The `on-tool-call` event of the call `call_id` of tool `name`: its decision point with
+    /// no `outcome`, its observation with one.
+    fn tool_call_event(
+        &self,
+        task_id: &str,
+        turn: u32,
+        (call_id, name): (&str, &str),
+        input: &Value,
+        outcome: Option<ToolCallOutcome>,
+    ) -> HookEvent {
+        HookEvent::ToolCall(ToolCallEvent {
+            session_id: self.session_id.clone(),
+            task_id: task_id.to_string(),
+            turn,
+            call_id: call_id.to_string(),
+            tool_name: name.to_string(),
+            input: input.to_string(),
+            outcome,
+        })
     }
 
     /// A call a hook's `deny` refused: the `call_denied` event (`kind` `tool` or `skill`), and
@@ -285,15 +290,13 @@ impl SessionContext<'_> {
         self.observer.note(&format!("tool {SWITCH_DRIVER_TOOL}"));
         let started = Instant::now();
         let event = |outcome: Option<ToolCallOutcome>| {
-            HookEvent::ToolCall(ToolCallEvent {
-                session_id: self.session_id.clone(),
-                task_id: run.task_id.clone(),
+            self.tool_call_event(
+                &run.task_id,
                 turn,
-                call_id: call_id.to_string(),
-                tool_name: SWITCH_DRIVER_TOOL.to_string(),
-                input: input.to_string(),
+                (call_id, SWITCH_DRIVER_TOOL),
+                input,
                 outcome,
-            })
+            )
         };
         let wanted = input.get("choice").and_then(Value::as_str);
         let denial = match wanted {
