@@ -333,3 +333,178 @@ fn a_declared_tool_whose_input_schema_does_not_compile_stops_staging() {
         "{output:#?}"
     );
 }
+
+/// A capsule with no `inference:` whose component is the capsule-shell fixture, allowing
+/// `allow` in its shell, with `hooks` (artifact entries, one a line) after the component's.
+fn shell_capsule(dir: &Path, allow: &str, hooks: &str) -> PathBuf {
+    let text = format!(
+        r#"name: shell-user
+version: "0.1.0"
+capabilities:
+  shell: {{ allow: [{allow}] }}
+artifacts:
+  - name: capsule-shell
+    version: "0.1.0"
+    runtime: capsule
+    path: "{}"
+{hooks}"#,
+        repo_root().join("tests/fixtures/capsule-shell").display()
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
+    dir.to_path_buf()
+}
+
+fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|event| event["event_type"] == event_type)
+        .collect()
+}
+
+/// `murmur:shell/execute` goes the model's shell path: the allowlist (nothing spawned for an
+/// unlisted binary), the `on-shell` decision point of a `deny` hook (the first-party
+/// policy-shell), the run (a non-zero exit is data, stdin reaches the child, the time limit
+/// ends it), a `shell` event for each, a `call_denied` for the denied one, and the `on-shell`
+/// observation for every call that got past the allowlist.
+#[test]
+fn a_capsule_component_runs_the_shell_under_its_grant_hooks_and_trace() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let probe = murmur_testkit::fixture_hook(
+        &work.path().join("hooks"),
+        "shell-probe",
+        "hook-probe",
+        "binding: on-shell\nexecution_mode: blocking\ncommit_policy: none\n",
+    );
+    let hooks = format!(
+        "  - {{ name: policy-shell, version: \"0.1.0\", runtime: hook, path: \"{}\", config: {{ rules: [ {{ argv: \"^denied-word$\", reason: \"no denied words\" }} ] }} }}\n  - {{ name: shell-probe, version: \"0.1.0\", runtime: hook, path: \"{}\", config: {{ log: probe.jsonl, call: {{ on-shell: [inference] }} }}, grants: [runtime/inference, runtime/tokens, task-io/read, conversation/read], capabilities: {{ filesystem: {{ scope: write }} }} }}\n",
+        repo_root().join("artifacts/policy-shell").display(),
+        probe.display()
+    );
+    let dir = shell_capsule(&work.path().join("capsule"), "echo, sh, cat, sleep", &hooks);
+
+    let output = run(home.path(), &dir, reg.path());
+    let (_, workdir, seen, events) = session(&output);
+    assert!(!output.stderr.contains("W-HOOK-008"), "{output:#?}");
+
+    assert_eq!(seen["echo"]["ok"]["exit_code"], 0, "{seen:#}");
+    assert_eq!(seen["echo"]["ok"]["stdout"], "from capsule\n", "{seen:#}");
+    assert_eq!(seen["exit3"]["ok"]["exit_code"], 3, "{seen:#}");
+    assert_eq!(seen["exit3"]["ok"]["stderr"], "oops\n", "{seen:#}");
+    assert_eq!(seen["stdin"]["ok"]["stdout"], "piped in", "{seen:#}");
+    let unlisted = seen["unlisted"]["err"].as_str().unwrap();
+    assert!(unlisted.starts_with("error[E-CAP-006]"), "{seen:#}");
+    assert_eq!(
+        seen["denied"]["err"], "denied by hook `policy-shell`: no denied words",
+        "{seen:#}"
+    );
+    assert_eq!(seen["touch"]["ok"]["exit_code"], 0, "{seen:#}");
+    assert!(workdir.join("made-by-shell").is_file());
+    assert_eq!(seen["slow"]["ok"]["exit_code"], Value::Null, "{seen:#}");
+
+    // A `shell` event for each call but the denied one, under the task; the refused one with
+    // its error and nothing run.
+    let task_start = of_type(&events, "task_start")[0];
+    let shells = of_type(&events, "shell");
+    assert_eq!(shells.len(), 6, "{shells:#?}");
+    assert!(
+        shells
+            .iter()
+            .all(|event| event["parent_id"] == task_start["event_id"]
+                && event["task_id"] == task_start["task_id"]),
+        "{shells:#?}"
+    );
+    let refused = shells
+        .iter()
+        .find(|event| event["argv"] == serde_json::json!(["/"]))
+        .unwrap();
+    assert_eq!(refused["error"]["code"], "E-CAP-006", "{refused:#}");
+    assert_eq!(refused["exit_code"], Value::Null, "{refused:#}");
+    let slow = shells
+        .iter()
+        .find(|event| event["argv"] == serde_json::json!(["5"]))
+        .unwrap();
+    assert_eq!(slow["timed_out"], true, "{slow:#}");
+    let denied = of_type(&events, "call_denied");
+    assert_eq!(denied.len(), 1, "{denied:#?}");
+    assert_eq!(denied[0]["kind"], "shell");
+    assert_eq!(denied[0]["hook"], "policy-shell");
+
+    // The probe (bound to on-shell, policy none) hears each admitted call's observation: the
+    // six past the allowlist, the denied one with its denial as the error.
+    let heard: Vec<Value> = std::fs::read_to_string(workdir.join("probe.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(heard.iter().all(|line| line["handler"] == "on-shell"));
+    let outcomes: Vec<&Value> = heard.iter().map(|line| &line["event"]["outcome"]).collect();
+    assert_eq!(outcomes.len(), 6, "{heard:#?}");
+    assert!(
+        outcomes.iter().all(|outcome| outcome.is_object()),
+        "{heard:#?}"
+    );
+    let denied_seen = heard
+        .iter()
+        .find(|line| line["event"]["argv"] == serde_json::json!(["denied-word"]))
+        .unwrap();
+    assert_eq!(
+        denied_seen["event"]["outcome"]["error"],
+        "denied by hook `policy-shell`: no denied words"
+    );
+    assert_eq!(
+        denied_seen["event"]["task_id"], task_start["task_id"],
+        "{denied_seen:#}"
+    );
+    // There is no model for a hook to call here: its `run-inference` errs, and says why.
+    let inference = denied_seen["calls"]["inference"]["err"].as_str().unwrap();
+    assert!(inference.contains("no `inference:`"), "{denied_seen:#}");
+}
+
+/// Without `capabilities.shell.allow`, `murmur:shell/execute` refuses every binary: nothing
+/// runs (the file the component asks `sh` to make is never made), each refusal is traced.
+#[test]
+fn a_capsule_component_without_a_shell_grant_runs_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = shell_capsule(&work.path().join("capsule"), "", "");
+
+    let output = run(home.path(), &dir, reg.path());
+    let (_, workdir, seen, events) = session(&output);
+    let seen = seen.as_object().unwrap();
+    assert_eq!(seen.len(), 7, "{seen:#?}");
+    for (call, outcome) in seen {
+        let error = outcome["err"].as_str().unwrap_or_default();
+        assert!(error.starts_with("error[E-CAP-006]"), "{call}: {outcome}");
+    }
+    assert!(!workdir.join("made-by-shell").exists());
+    let shells = of_type(&events, "shell");
+    assert_eq!(shells.len(), 7, "{shells:#?}");
+    assert!(
+        shells
+            .iter()
+            .all(|event| event["error"]["code"] == "E-CAP-006" && event["exit_code"].is_null()),
+        "{shells:#?}"
+    );
+}
+
+/// A hook bound to anything but `on-shell` would never run in a capsule component's session:
+/// staging says so.
+#[test]
+fn a_capsule_component_warns_of_a_hook_that_never_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let hooks = format!(
+        "  - {{ name: policy, version: \"0.1.0\", runtime: hook, path: \"{}\", config: {{ rules: [] }} }}\n",
+        repo_root().join("artifacts/policy").display()
+    );
+    let dir = shell_capsule(&work.path().join("capsule"), "echo", &hooks);
+    let output = run(home.path(), &dir, reg.path());
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(output.stderr.contains("W-HOOK-008"), "{output:#?}");
+    assert!(output.stderr.contains("`policy`"), "{output:#?}");
+}

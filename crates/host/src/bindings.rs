@@ -23,9 +23,9 @@ pub mod hook {
 
 /// The `runtime-host` world: what the runtime provides to components beyond their own world.
 /// `murmur:message/send` is linked into the tool linker (see [`crate::grants::message`]);
-/// `murmur:artifact-manager/manage` and `murmur:message/send` into the capsule linker (see
-/// [`crate::grants::artifacts`]). Its `murmur:tool-registry/invoke` is the `capsule` world's
-/// (below); `murmur:shell/execute` is not linked.
+/// `murmur:artifact-manager/manage`, `murmur:shell/execute` and `murmur:message/send` into the
+/// capsule linker (see [`crate::grants::artifacts`], [`crate::grants::shell`]). Its
+/// `murmur:tool-registry/invoke` is the `capsule` world's (below).
 pub mod host {
     wasmtime::component::bindgen!({
         path: "../../wit",

@@ -3,8 +3,8 @@
 //!
 //! What it links: WASI, `murmur:tool-registry/invoke` ([`crate::grants::tool_registry`]: the
 //! tools it was given, nothing else), `murmur:artifact-manager/manage`
-//! ([`crate::grants::artifacts`]) and `murmur:message/send` ([`crate::grants::message`]).
-//! `murmur:shell/execute` is not linked, so a component importing it fails to load. A run goes
+//! ([`crate::grants::artifacts`]), `murmur:shell/execute` ([`crate::grants::shell`]: answered
+//! by the session) and `murmur:message/send` ([`crate::grants::message`]). A run goes
 //! the one call path ([`Engine::bounded`]): one deadline for the whole run, the tools it calls
 //! included.
 
@@ -15,6 +15,7 @@ use crate::engine::{Engine, error_chain};
 use crate::error::RuntimeError;
 use crate::grants::artifacts::ArtifactManager;
 use crate::grants::message::PeerSend;
+use crate::grants::shell::ShellCall;
 use crate::grants::tool_registry::ToolRegistryGrant;
 use crate::grants::{Grants, HostState};
 
@@ -75,14 +76,15 @@ pub struct CapsuleRun {
     pub stderr: String,
 }
 
-/// Calls `run` of `component` once, under `grants`, with its tool registry and artifact
-/// manager.
+/// Calls `run` of `component` once, under `grants`, with its tool registry, artifact manager
+/// and shell.
 pub async fn call_capsule(
     engine: &Engine,
     component: &LoadedCapsule,
     grants: &Grants,
     registry: ToolRegistryGrant,
     manager: Arc<ArtifactManager>,
+    shell: Arc<dyn ShellCall>,
 ) -> CapsuleRun {
     let mut state = match grants.host_state() {
         Ok(state) => state,
@@ -98,6 +100,7 @@ pub async fn call_capsule(
     };
     state.tool_registry = Some(registry);
     state.artifacts = Some(manager);
+    state.shell = Some(shell);
     let mut store = engine.store(state);
     let outcome = engine
         .bounded(

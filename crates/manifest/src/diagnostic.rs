@@ -329,6 +329,7 @@ codes! {
     E_HOOK_006 = "E-HOOK-006": "a compaction hook failed, which ends the session";
     E_HOOK_004 = "E-HOOK-004": "unknown `binding`, `commit_policy` or `execution_mode`";
     E_HOOK_007 = "E-HOOK-007": "a hook asked to reopen a task past `lifecycle.max_task_reopens`";
+    W_HOOK_008 = "W-HOOK-008": "a capsule component's session dispatches only `on-shell`: a hook's other handlers never run there";
 
     E_A2A_001 = "E-A2A-001": "the A2A door cannot listen on the address asked for";
     E_A2A_002 = "E-A2A-002": "no input arrived within `lifecycle.input_timeout_secs`";

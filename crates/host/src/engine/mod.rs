@@ -14,8 +14,7 @@
 //!   component importing anything else fails to load with an error naming the import.
 //! - Capsule components (`world capsule`) are loaded through a linker of their own: the same
 //!   WASI, `murmur:tool-registry/invoke`, and the `runtime-host` interfaces
-//!   `murmur:artifact-manager/manage` and `murmur:message/send` (`murmur:shell/execute` is not
-//!   linked).
+//!   `murmur:artifact-manager/manage`, `murmur:shell/execute` and `murmur:message/send`.
 //! - Every call goes one way (`Engine::bounded`): its own limited store, a deadline, a failure named for
 //!   what it was. Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most
 //!   one tick late.
@@ -39,6 +38,7 @@ use crate::grants::artifacts::ManagerSlot;
 use crate::grants::chunks::ChunkSink;
 use crate::grants::hook::HookSlot;
 use crate::grants::message::MessageGrant;
+use crate::grants::shell::ShellSlot;
 use crate::grants::task::SharedBroker;
 use crate::grants::tool_registry::ToolRegistryGrant;
 pub use cache::CacheStatus;
@@ -338,6 +338,10 @@ fn capsule_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostStat
         _,
         HasSelf<ManagerSlot>,
     >(&mut linker, |state: &mut HostState| &mut state.artifacts)?;
+    crate::bindings::host::murmur::shell::execute::add_to_linker::<_, HasSelf<ShellSlot>>(
+        &mut linker,
+        |state: &mut HostState| &mut state.shell,
+    )?;
     add_message(&mut linker)?;
     Ok(linker)
 }

@@ -15,8 +15,9 @@
 //! - [`task`]: `murmur:task/task`, human input, only inside an A2A task.
 //! - [`message`]: `murmur:message/send`, a tool's task for a peer capsule, under the network
 //!   allowlist.
-//! - The shell (allowlisted binaries, run natively and confined: the model's `shell` tool) is
-//!   its own crate, `murmur_shell`; the session calls it, no component links it.
+//! - [`shell`]: `murmur:shell/execute`, a capsule component's runs of allowlisted binaries.
+//!   The shell itself is its own crate, `murmur_shell`; what a call goes through is the
+//!   session's ([`shell::ShellCall`]), the same as for the model's `shell` tool.
 //! - [`tool_registry`]: `murmur:tool-registry/invoke`, a capsule component's calls of its
 //!   allowlisted tools.
 //! - [`artifacts`]: `murmur:artifact-manager/manage`, a capsule component's view of its
@@ -29,7 +30,7 @@
 //! capability, and the engine's linkers project onto it): no capability reads another's state.
 //! What a capability needs from above (calling a tool, loading a pulled one, a hook's
 //! completion) is a trait the runtime implements ([`tool_registry::CallTool`],
-//! [`tool_registry::LoadTool`], and the hooks' own), so nothing here imports the engine or the
+//! [`tool_registry::LoadTool`], [`shell::ShellCall`], and the hooks' own), so nothing here imports the engine or the
 //! session.
 
 pub mod artifacts;
@@ -39,6 +40,7 @@ pub mod fs;
 pub mod hook;
 pub mod http;
 pub mod message;
+pub mod shell;
 pub(crate) mod stdio;
 pub mod task;
 pub mod tool_registry;
@@ -190,6 +192,7 @@ impl Grants {
             },
             tool_registry: None,
             artifacts: None,
+            shell: None,
         })
     }
 }
@@ -214,6 +217,8 @@ pub struct HostState {
     pub(crate) tool_registry: Option<tool_registry::ToolRegistryGrant>,
     /// For a capsule component: its session's artifact manager.
     pub(crate) artifacts: Option<std::sync::Arc<artifacts::ArtifactManager>>,
+    /// For a capsule component: who answers `murmur:shell/execute`.
+    pub(crate) shell: shell::ShellSlot,
 }
 
 impl HostState {

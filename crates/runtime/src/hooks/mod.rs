@@ -45,8 +45,8 @@ use crate::grants::HostState;
 use events::PerHandler;
 pub use events::{Handler, HookEvent, HookOutput};
 pub use runner::{Denial, Dispatched, HookSet};
-pub(crate) use services::HookServices;
 pub use services::Scope;
+pub(crate) use services::{HookInference, HookServices};
 
 /// The name the `hook` world exports its handlers under.
 pub const LIFECYCLE: &str = "murmur:hook/lifecycle@0.1.0";

@@ -25,6 +25,32 @@ pub struct Denial {
     pub reason: String,
 }
 
+impl Denial {
+    /// What the caller is answered with.
+    pub fn text(&self) -> String {
+        format!("denied by hook `{}`: {}", self.hook, self.reason)
+    }
+
+    /// The `call_denied` trace event of the call `call_id` (`kind` `tool`, `skill` or
+    /// `shell`) of `target`.
+    pub fn event(
+        &self,
+        task_id: &str,
+        turn: u32,
+        (kind, call_id, target): (&str, &str, &str),
+    ) -> EventBody {
+        EventBody::CallDenied {
+            task_id: task_id.to_string(),
+            turn,
+            kind: kind.to_string(),
+            call_id: call_id.to_string(),
+            target: target.to_string(),
+            hook: self.hook.clone(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
 /// What an observation dispatch produced.
 #[derive(Debug, Default)]
 pub struct Dispatched {
@@ -63,10 +89,10 @@ pub struct HookSet {
 }
 
 impl HookSet {
-    /// The hooks of `services.staged`, each under `grants` (the workdir, network and memory of
+    /// The hooks of `services`, each under `grants` (the workdir, network and memory of
     /// the capsule's components; its config; its deadline). `async` hooks' workers start now.
     pub(crate) fn start(services: Arc<HookServices>, grants: Vec<Grants>) -> Arc<HookSet> {
-        let hooks = &services.staged.hooks;
+        let hooks = &services.hooks;
         let set = Arc::new(HookSet {
             live: hooks.iter().map(|_| Mutex::new(None)).collect(),
             queues: hooks
@@ -83,7 +109,7 @@ impl HookSet {
         });
         for (index, queue) in set.queues.iter().enumerate() {
             let Some(queue) = queue else { continue };
-            let capacity = set.services.staged.hooks[index].queue.capacity.max(1) as usize;
+            let capacity = set.services.hooks[index].queue.capacity.max(1) as usize;
             let (sender, mut receiver) = mpsc::channel::<(HookEvent, Scope)>(capacity);
             let worker_set = set.clone();
             let worker = tokio::spawn(async move {
@@ -129,18 +155,14 @@ impl HookSet {
 
     /// Whether any hook hears `handler`.
     pub fn any_hears(&self, handler: Handler) -> bool {
-        self.services
-            .staged
-            .hooks
-            .iter()
-            .any(|hook| hook.hears(handler))
+        self.services.hooks.iter().any(|hook| hook.hears(handler))
     }
 
     /// The observation dispatch of `event` (or the only one, for ungated handlers).
     pub async fn dispatch(&self, event: HookEvent, scope: &Scope) -> std::io::Result<Dispatched> {
         let handler = event.handler();
         let mut dispatched = Dispatched::default();
-        for (index, hook) in self.services.staged.hooks.iter().enumerate() {
+        for (index, hook) in self.services.hooks.iter().enumerate() {
             if !hook.hears(handler) {
                 continue;
             }
@@ -195,7 +217,7 @@ impl HookSet {
     /// errs, traps or runs out of time denies too (fail-closed).
     pub async fn decide(&self, event: HookEvent, scope: &Scope) -> std::io::Result<Option<Denial>> {
         let handler = event.handler();
-        for (index, hook) in self.services.staged.hooks.iter().enumerate() {
+        for (index, hook) in self.services.hooks.iter().enumerate() {
             if !hook.decides(handler) {
                 continue;
             }
@@ -257,7 +279,7 @@ impl HookSet {
                 .unwrap_or_else(|p| p.into_inner())
                 .take();
             let Some(mut worker) = worker else { continue };
-            let budget = Duration::from_secs(self.services.staged.hooks[index].queue.drain_seconds);
+            let budget = Duration::from_secs(self.services.hooks[index].queue.drain_seconds);
             if tokio::time::timeout(budget, &mut worker).await.is_err() {
                 worker.abort();
                 self.fault(
@@ -289,7 +311,7 @@ impl HookSet {
             .clone();
         let Some(sender) = sender else { return Ok(()) };
         let item = (event.clone(), scope.clone());
-        match self.services.staged.hooks[index].queue.on_overflow {
+        match self.services.hooks[index].queue.on_overflow {
             Overflow::Block => {
                 let _ = sender.send(item).await;
                 Ok(())
@@ -317,7 +339,7 @@ impl HookSet {
         event: &HookEvent,
         scope: &Scope,
     ) -> Call {
-        let hook = &self.services.staged.hooks[index];
+        let hook = &self.services.hooks[index];
         let Some(export) = hook.component.handlers.get(event.handler()) else {
             return Call::Absent;
         };
@@ -367,7 +389,7 @@ impl HookSet {
     }
 
     async fn instantiate(&self, index: usize) -> Result<Live, RuntimeError> {
-        let hook = &self.services.staged.hooks[index];
+        let hook = &self.services.hooks[index];
         let grants = &self.grants[index];
         let engine = &self.services.engine;
         let mut store = engine.store(grants.host_state()?);
@@ -392,7 +414,7 @@ impl HookSet {
         message: &str,
         scope: &Scope,
     ) -> std::io::Result<()> {
-        let name = &self.services.staged.hooks[index].name;
+        let name = &self.services.hooks[index].name;
         let line = format!(
             "{} hook `{name}` {}: {kind}: {message}\n",
             unix_ms(),

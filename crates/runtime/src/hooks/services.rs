@@ -24,6 +24,7 @@ use crate::bindings::hook::murmur::runtime::inference::{
 use crate::engine::Engine;
 use crate::grants::Grants;
 use crate::grants::hook::HookCall;
+use crate::hooks::StagedHook;
 use crate::hooks::events::{from_wit_list, to_wit};
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::call::{DriverFailure, call_driver};
@@ -96,11 +97,14 @@ impl HookCall for HookScope {
     }
 }
 
-/// What hooks' host calls reach: the session's primary driver, its trace, its workdir.
+/// What hooks' host calls reach: the session's hooks, its primary driver, its trace, its
+/// workdir.
 pub(crate) struct HookServices {
     pub engine: Arc<Engine>,
-    pub staged: Arc<Staged>,
-    pub driver_grants: Grants,
+    /// The session's hooks, in manifest order.
+    pub hooks: Arc<[StagedHook]>,
+    /// What `run-inference` calls; none in a capsule component's session, which has no model.
+    pub inference: Option<HookInference>,
     /// The session's spend meter: a hook's call is admitted against it like any other.
     pub spend: Arc<crate::inference::spend::SpendMeter>,
     /// Set once the trace exists (after `on-stage`).
@@ -109,6 +113,12 @@ pub(crate) struct HookServices {
     /// `conversation/read`, and writes hook logs into it.
     pub workdir: crate::session::workdir::Workdir,
     pub session_id: String,
+}
+
+/// The agent's primary choice, as a hook's `run-inference` calls it.
+pub(crate) struct HookInference {
+    pub staged: Arc<Staged>,
+    pub driver_grants: Grants,
 }
 
 impl HookServices {
@@ -127,7 +137,15 @@ async fn run_inference(
     hook: &HookScope,
     request: InferenceRequest,
 ) -> Result<InferenceResponse, String> {
-    let staged = &services.staged;
+    let Some(HookInference {
+        staged,
+        driver_grants,
+    }) = &services.inference
+    else {
+        return Err(
+            "this session has no model to call: the capsule declares no `inference:`".to_string(),
+        );
+    };
     let started = Instant::now();
     let history = from_wit_list(&request.messages)?;
     let messages: Vec<_> = history
@@ -167,7 +185,7 @@ async fn run_inference(
         .spend
         .admit(input_estimate)
         .map_err(|over| format!("spend_ceiling_reached: {over}"))?;
-    let mut grants = services.driver_grants.clone();
+    let mut grants = driver_grants.clone();
     grants.chunks = None;
     for (name, value) in grants.env.iter_mut() {
         if name == "MURMUR_INFERENCE_MODEL" {

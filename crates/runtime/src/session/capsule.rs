@@ -17,25 +17,36 @@
 //!   deadline for the whole run, the tools it calls included). It imports
 //!   `murmur:tool-registry/invoke` ([`crate::grants::tool_registry`]: the declared tools and
 //!   what it pulled, nothing else), `murmur:artifact-manager/manage`
-//!   ([`crate::grants::artifacts`]) and `murmur:message/send`; `murmur:shell/execute` is not
-//!   linked, so a component importing it fails to load.
+//!   ([`crate::grants::artifacts`]), `murmur:message/send`, and `murmur:shell/execute` under
+//!   `capabilities.shell.allow`.
+//! - **The shell as the model's.** Each `execute` goes the one path of every shell call
+//!   ([`crate::session::shell`]): the allowlist (an empty one refuses every binary), the
+//!   `on-shell` decision point and observation of the capsule's hooks, the run, a `shell`
+//!   event. Hooks are staged as an agent's are, but only `on-shell` is dispatched (any other
+//!   binding is `W-HOOK-008` at staging); a hook's `run-inference` errs, as there is no model.
 //! - **A session like an agent's.** `workdir/<session-id>/` with `trace.jsonl`: `session_start`,
-//!   `task_start` (source `capsule`), one `tool_call` per `invoke` and one `artifact_pulled` per
-//!   pull as they happen, an `a2a_send` per send, `task_end`, `session_end`. What the component
-//!   wrote to stdout and stderr is kept in `logs/capsule.log`. The report is a
+//!   `task_start` (source `capsule`), one `tool_call` per `invoke`, one `shell` per `execute`
+//!   (a `call_denied` instead for one a hook denied) and one `artifact_pulled` per pull as they happen, an `a2a_send` per send, `task_end`,
+//!   `session_end`. What the component wrote to stdout and stderr is kept in
+//!   `logs/capsule.log`. The report is a
 //!   [`SessionReport`] with one task: `ok` when `run` returned, `failed` (with the code of the
 //!   deadline, memory limit or trap) when it did not.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
+use murmur_manifest::hooks::Binding;
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::index::Registry;
 use murmur_registry::install;
 use murmur_registry::source::LocalArtifact;
+use murmur_shell::{ShellGrant, ShellOutput, ShellRequest};
 use serde_json::Value;
 
 use crate::capsule::{CapsuleRun, LoadedCapsule, call_capsule};
@@ -45,8 +56,12 @@ use crate::grants::Grants;
 use crate::grants::artifacts::{ArtifactManager, ManagerConfig};
 use crate::grants::env::{Identity, component_env};
 use crate::grants::message::SendingTask;
+use crate::grants::shell::ShellCall;
 use crate::grants::tool_registry::{AllowedTool, Allowlist, CallTrace, ToolRegistryGrant};
-use crate::session::staging::{Resolved, StageError};
+use crate::hooks::{HookServices, HookSet, Scope, StagedHook};
+use crate::inference::spend::SpendMeter;
+use crate::session::shell;
+use crate::session::staging::{Resolved, StageError, stage_hook};
 use crate::session::workdir::Workdir;
 use crate::session::{
     ExitStatus, Failure, HostEnv, Observer, SessionError, SessionReport, TaskReport, new_id,
@@ -84,6 +99,8 @@ pub struct StagedCapsule {
     pub capsule_dir: PathBuf,
     pub component: LoadedCapsule,
     pub tools: Vec<CapsuleTool>,
+    /// The capsule's hooks, in manifest order: only `on-shell` is dispatched to them.
+    pub hooks: Arc<[StagedHook]>,
     pub components: Vec<ComponentRef>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
@@ -115,7 +132,7 @@ pub fn stage(
     engine: &Engine,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<StagedCapsule, StageError> {
-    let (capsule, capsule_dir, warnings) = super::staging::load_checked(capsule_file, env)?;
+    let (capsule, capsule_dir, mut warnings) = super::staging::load_checked(capsule_file, env)?;
     if capsule.inference.is_some() {
         return Err(invalid(
             "E-RUN-013",
@@ -184,7 +201,7 @@ pub fn stage(
         &capsule,
         &capsule_dir,
         env,
-        |runtime| runtime == Runtime::Tool,
+        |runtime| matches!(runtime, Runtime::Tool | Runtime::Hook),
         &[&component_artifact],
     )?;
 
@@ -205,7 +222,29 @@ pub fn stage(
         sha256: component.sha256().to_string(),
     }];
     let mut tools = Vec::new();
+    let mut hooks = Vec::new();
     for (entry, artifact) in &resolved.opened {
+        if entry.runtime == Runtime::Hook {
+            let (hook, _) = stage_hook(engine, &mut resolved.pins, entry, artifact)?;
+            if hook.binding != Some(Binding::OnShell) {
+                warnings.push(
+                    Diagnostic::new(
+                        "W-HOOK-008",
+                        format!(
+                            "hook `{}` is bound to {}, but a capsule component's session dispatches only `on-shell`: its other handlers never run",
+                            hook.name,
+                            hook.binding.map_or_else(
+                                || "every handler".to_string(),
+                                |binding| format!("`{binding}`")
+                            )
+                        ),
+                    )
+                    .hint("bind it with `binding: on-shell`, or run it in an agent capsule"),
+                );
+            }
+            hooks.push(hook);
+            continue;
+        }
         let loaded = engine.load_component(
             &entry.name,
             &artifact.component_path(),
@@ -233,6 +272,7 @@ pub fn stage(
         capsule_dir,
         component,
         tools,
+        hooks: hooks.into(),
         components,
         warnings,
         capsule,
@@ -351,6 +391,115 @@ fn component_setup(
     (grants, registry, manager)
 }
 
+/// The capsule's hooks, started for the run under `site`: each with the capsule's grants
+/// narrowed by its entry, its config and its deadline, its faults traced.
+fn start_hooks(
+    engine: &Arc<Engine>,
+    staged: &StagedCapsule,
+    config: &CapsuleConfig,
+    workdir: &Workdir,
+    site: &RunSite<'_>,
+) -> Arc<HookSet> {
+    let capsule = &staged.capsule;
+    let grants = staged
+        .hooks
+        .iter()
+        .map(|hook| {
+            let mut grants = component_grants(
+                capsule,
+                site.workdir,
+                site.session_id,
+                &config.host_env,
+                hook.config.as_ref(),
+            );
+            grants.narrow(
+                capsule
+                    .artifact(&hook.name)
+                    .map(|entry| capsule.grants_of(entry))
+                    .as_ref(),
+                None,
+            );
+            grants.limits.deadline = hook.deadline;
+            grants
+        })
+        .collect();
+    let services = Arc::new(HookServices {
+        engine: engine.clone(),
+        hooks: staged.hooks.clone(),
+        inference: None,
+        spend: Arc::new(SpendMeter::new(None)),
+        trace: std::sync::OnceLock::from(site.trace.clone()),
+        workdir: workdir.clone(),
+        session_id: site.session_id.to_string(),
+    });
+    HookSet::start(services, grants)
+}
+
+/// A capsule component's `murmur:shell/execute`: each request goes the one path of every shell
+/// call ([`crate::session::shell`]) under the run's `task_start` event, then its `on-shell`
+/// observation to the hooks.
+struct CapsuleShell {
+    grant: Option<ShellGrant>,
+    hooks: Arc<HookSet>,
+    trace: Trace,
+    workdir: Workdir,
+    session_id: String,
+    task_id: String,
+    task_event: String,
+    observer: Arc<dyn Observer>,
+    /// Set when a `shell`, `call_denied` or hook line could not be written: the session then
+    /// fails.
+    trace_failed: AtomicBool,
+}
+
+impl CapsuleShell {
+    fn scope(&self) -> Scope {
+        Scope {
+            task_id: Some(self.task_id.clone()),
+            parent_event: self.task_event.clone(),
+            ..Scope::default()
+        }
+    }
+
+    async fn answer(&self, request: ShellRequest) -> std::io::Result<Result<ShellOutput, String>> {
+        let started = Instant::now();
+        let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
+        let (admitted, described) = shell::admit(self.grant.as_ref(), request, &self.workdir);
+        self.observer.note(&format!("shell {}", described.command));
+        let site = shell::ShellSite {
+            session_id: &self.session_id,
+            task_id: &self.task_id,
+            turn: 0,
+            parent: &self.task_event,
+            call_id: &call_id,
+            described: &described,
+            started,
+        };
+        let scope = self.scope();
+        let answer = shell::call(&self.hooks, Some(&self.trace), &site, admitted, &scope).await?;
+        if let Some(observation) = answer.observation {
+            self.hooks.dispatch(observation, &scope).await?;
+        }
+        Ok(answer.output)
+    }
+}
+
+impl ShellCall for CapsuleShell {
+    fn execute(
+        &self,
+        request: ShellRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<ShellOutput, String>> + Send + '_>> {
+        Box::pin(async move {
+            self.answer(request).await.unwrap_or_else(|error| {
+                self.trace_failed.store(true, Ordering::Relaxed);
+                Err(format!(
+                    "error[E-TRC-001]: the trace could not be written: {error}"
+                ))
+            })
+        })
+    }
+}
+
 /// Keeps what a run left: its stdout and stderr in `logs/capsule.log`, and an `a2a_send` event
 /// for each of its sends.
 fn record_run(run: &CapsuleRun, workdir: &Workdir, site: &RunSite<'_>) -> Result<(), SessionError> {
@@ -434,6 +583,17 @@ pub async fn run(
         task_id: &task_id,
     };
     let (grants, registry, manager) = component_setup(&engine, &staged, config, &site);
+    let shell = Arc::new(CapsuleShell {
+        grant: crate::session::shell::grant(capsule, &workdir, &config.host_env),
+        hooks: start_hooks(&engine, &staged, config, &workdir, &site),
+        trace: trace.clone(),
+        workdir: workdir.clone(),
+        session_id: session_id.clone(),
+        task_id: task_id.clone(),
+        task_event: task_event.clone(),
+        observer: observer.clone(),
+        trace_failed: AtomicBool::new(false),
+    });
     observer.note(&format!(
         "running capsule component `{}`",
         staged.component.name()
@@ -444,13 +604,22 @@ pub async fn run(
         &grants,
         registry,
         manager.clone(),
+        shell.clone(),
     )
     .await;
 
     record_run(&run, &workdir, &site)?;
-    if run.tool_calls_trace_failed || manager.trace_failed() {
+    shell
+        .hooks
+        .drain(&shell.scope())
+        .await
+        .map_err(trace_error)?;
+    if run.tool_calls_trace_failed
+        || manager.trace_failed()
+        || shell.trace_failed.load(Ordering::Relaxed)
+    {
         return Err(trace_error(std::io::Error::other(
-            "a tool_call or artifact_pulled line could not be written",
+            "a tool_call, artifact_pulled or shell line could not be written",
         )));
     }
     let error = run.outcome.err().map(|error| Failure {

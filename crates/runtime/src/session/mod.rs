@@ -27,6 +27,7 @@
 pub mod capsule;
 pub mod control;
 mod run;
+mod shell;
 pub mod staging;
 mod task;
 mod tools;

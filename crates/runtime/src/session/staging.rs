@@ -31,6 +31,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, DriverRef, Inference, Transport};
@@ -213,7 +214,7 @@ pub struct Staged {
     pub system_prompt: String,
     pub components: Vec<ComponentRef>,
     /// The capsule's hooks, in manifest order.
-    pub hooks: Vec<StagedHook>,
+    pub hooks: Arc<[StagedHook]>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
 }
@@ -434,7 +435,7 @@ pub fn stage_with(
         secrets,
         tools,
         skills,
-        hooks,
+        hooks: hooks.into(),
         system_prompt,
         components: resolved.into_components(),
         warnings,
@@ -587,7 +588,7 @@ fn agent_inference(
 
 /// A hook artifact loaded and linked with its entry's grants, checked against its pin, as the
 /// session runs it; a missing `on-stage` comes back as `W-HOOK-005`.
-fn stage_hook(
+pub(crate) fn stage_hook(
     engine: &Engine,
     pins: &mut Pins,
     entry: &ArtifactEntry,

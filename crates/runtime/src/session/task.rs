@@ -22,11 +22,10 @@ use crate::grants::message::SendingTask;
 use crate::grants::tool_registry::schema_refusal;
 use crate::grants::{ChunkSink, Grants};
 use crate::hooks::events::{
-    self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, ShellOutcome, StageEvent,
-    TaskEndEvent, TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list,
-    to_wit,
+    self, HookEvent, HookOutput, SessionEndEvent, SessionStartEvent, StageEvent, TaskEndEvent,
+    TaskStartEvent, ToolCallEvent, ToolCallOutcome, ToolStatus, from_wit_list, to_wit,
 };
-use crate::hooks::{Denial, HookServices, HookSet, Scope};
+use crate::hooks::{Denial, HookInference, HookServices, HookSet, Scope};
 use crate::inference::cache_key::prompt_cache_key;
 use crate::inference::call::{DriverFailure, call_driver};
 use crate::inference::choices::{DriverChoice, wire_view};
@@ -37,6 +36,7 @@ use crate::inference::response::{Answer, StopReason};
 use crate::inference::spend::SpendMeter;
 use crate::inference::tokens::{self, MessageCounts};
 use crate::session::control::{ControlState, Principal};
+use crate::session::shell;
 use crate::session::staging::{SHELL_TOOL, SWITCH_DRIVER_TOOL, StagedDriver, StagedSkill};
 use crate::session::tools::{SessionTool, ToolCallSite, fence, skill_answer};
 use crate::session::workdir::Workdir;
@@ -45,7 +45,7 @@ use crate::session::{
     TaskReport, new_id,
 };
 use grants::SessionGrants;
-use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, describe::describe};
+use murmur_shell::{ShellGrant, ShellRequest, describe::describe};
 use murmur_trace::Trace;
 use murmur_trace::context::SpanRef;
 use murmur_trace::schema::{ComponentGrants, Decision, ErrorRef, EventBody, Origin, Sent};
@@ -130,12 +130,15 @@ impl<'a> SessionContext<'a> {
             .collect();
         let services = Arc::new(HookServices {
             engine: engine.clone(),
-            staged: staged.clone(),
-            driver_grants: {
-                let mut grants = grants.choices[0].clone();
-                grants.chunks = None;
-                grants
-            },
+            hooks: staged.hooks.clone(),
+            inference: Some(HookInference {
+                staged: staged.clone(),
+                driver_grants: {
+                    let mut grants = grants.choices[0].clone();
+                    grants.chunks = None;
+                    grants
+                },
+            }),
             spend: spend.clone(),
             trace: std::sync::OnceLock::new(),
             workdir: workdir.clone(),
@@ -225,7 +228,7 @@ impl<'a> SessionContext<'a> {
     /// `on-stage`, before the trace exists: `write-manifests` writes
     /// `tools/<binary>/murmur.yaml` in the workdir.
     pub(crate) async fn stage_hooks(&self) -> std::io::Result<()> {
-        for hook in &self.staged.hooks {
+        for hook in self.staged.hooks.iter() {
             if !hook.component.exports(crate::hooks::Handler::Stage) {
                 self.hooks.log(
                     &hook.name,

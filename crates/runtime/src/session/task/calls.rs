@@ -228,23 +228,11 @@ impl SessionContext<'_> {
         task_id: &str,
         turn: u32,
         inference_event: &str,
-        (kind, call_id, target): (&str, &str, &str),
+        call: (&str, &str, &str),
         denial: Denial,
     ) -> std::io::Result<String> {
-        let text = format!("denied by hook `{}`: {}", denial.hook, denial.reason);
-        self.trace(
-            inference_event,
-            EventBody::CallDenied {
-                task_id: task_id.to_string(),
-                turn,
-                kind: kind.to_string(),
-                call_id: call_id.to_string(),
-                target: target.to_string(),
-                hook: denial.hook,
-                reason: denial.reason,
-            },
-        )?;
-        Ok(text)
+        self.trace(inference_event, denial.event(task_id, turn, call))?;
+        Ok(denial.text())
     }
 
     /// A call's result handed back: shown to the observer (as `shown`, else as the model gets
@@ -370,9 +358,9 @@ impl SessionContext<'_> {
             .await
     }
 
-    /// One call of the model's `shell` tool: the input checked against its schema and the
-    /// allowlist (nothing spawned on a refusal), the `on-shell` decision point, the run, the
-    /// `shell` event, the observation. A non-zero exit is data for the model, not an error.
+    /// One call of the model's `shell` tool: the input checked against its schema, then the
+    /// one path of every shell call ([`crate::session::shell`]), then the observation. A
+    /// non-zero exit is data for the model, not an error.
     async fn shell_call(
         &self,
         shell: &ShellTool,
@@ -383,53 +371,38 @@ impl SessionContext<'_> {
         input: &Value,
     ) -> std::io::Result<()> {
         let started = Instant::now();
-        let (request, described) = shell_request(shell, input, self.workdir.dir());
-        self.observer.note(&format!("shell {}", described.command));
-        let event = |outcome: Option<ShellOutcome>| {
-            HookEvent::Shell(events::ShellEvent {
-                session_id: self.session_id.clone(),
-                task_id: run.task_id.clone(),
-                binary: described.binary.clone(),
-                command: described.command.clone(),
-                argv: described.argv.clone(),
-                script: described.script.clone(),
-                recipe: described.recipe.clone(),
-                outcome,
-            })
+        let (admitted, described) = match schema_refusal(SHELL_TOOL, &shell.validator, input)
+            .map_or_else(
+                || {
+                    serde_json::from_value::<ShellRequest>(input.clone())
+                        .map_err(|e| format!("the shell input is not valid: {e}"))
+                },
+                Err,
+            ) {
+            Ok(request) => shell::admit(Some(&shell.grant), request, self.workdir),
+            Err(refusal) => (
+                Err(("E-RUN-009".to_string(), refusal)),
+                described_input(input, self.workdir),
+            ),
         };
-        let site = ShellSite {
+        self.observer.note(&format!("shell {}", described.command));
+        let site = shell::ShellSite {
+            session_id: &self.session_id,
             task_id: &run.task_id,
             turn,
-            inference_event,
+            parent: inference_event,
             call_id,
             described: &described,
             started,
         };
-        let (text, is_error, outcome) = match request {
-            Err((code, message)) => {
-                let text = format!("error[{code}]: {message}");
-                self.trace(
-                    inference_event,
-                    site.event(None, Some(ErrorRef { code, message })),
-                )?;
-                (text, true, None)
-            }
-            Ok(request) => {
-                let scope = self.scope(run, turn, inference_event);
-                match self.hooks.decide(event(None), &scope).await? {
-                    Some(denial) => {
-                        let text = self.trace_denial(
-                            &run.task_id,
-                            turn,
-                            inference_event,
-                            ("shell", call_id, &described.binary),
-                            denial,
-                        )?;
-                        (text.clone(), true, Some(shell_failed(text, 0)))
-                    }
-                    None => self.shell_run(shell, &request, &site).await?,
-                }
-            }
+        let scope = self.scope(run, turn, inference_event);
+        let answer = shell::call(&self.hooks, self.trace.as_ref(), &site, admitted, &scope).await?;
+        let (text, is_error) = match &answer.output {
+            Ok(output) => (
+                serde_json::to_string_pretty(output).unwrap_or_default(),
+                false,
+            ),
+            Err(text) => (text.clone(), true),
         };
         let message = Message::Tool {
             tool_call_id: call_id.to_string(),
@@ -438,7 +411,6 @@ impl SessionContext<'_> {
                 text: fence(SHELL_TOOL, call_id, &text),
             }],
         };
-        let observation = outcome.map(|outcome| event(Some(outcome)));
         self.hand_back(
             run,
             turn,
@@ -446,134 +418,24 @@ impl SessionContext<'_> {
             ("tool", call_id, SHELL_TOOL),
             message,
             Some(&text),
-            observation,
+            answer.observation,
         )
         .await
     }
-
-    /// Runs an admitted shell request and traces it: the text the model gets, whether it is an
-    /// error, and the outcome the hooks observe.
-    async fn shell_run(
-        &self,
-        shell: &ShellTool,
-        request: &ShellRequest,
-        site: &ShellSite<'_>,
-    ) -> std::io::Result<(String, bool, Option<ShellOutcome>)> {
-        match shell.grant.execute(request).await {
-            Ok(output) => {
-                self.trace(site.inference_event, site.event(Some(&output), None))?;
-                let outcome = ShellOutcome {
-                    exit_code: output.exit_code,
-                    stdout_bytes: output.stdout_bytes,
-                    stderr_bytes: output.stderr_bytes,
-                    truncated: output.truncated,
-                    duration_ms: output.duration.as_millis() as u64,
-                    error: output
-                        .timed_out
-                        .then(|| "the time limit ended it".to_string()),
-                };
-                let text = serde_json::to_string_pretty(&output).unwrap_or_default();
-                Ok((text, false, Some(outcome)))
-            }
-            Err(error) => {
-                let text = format!("error[{}]: {error}", error.code());
-                let refused = ErrorRef {
-                    code: error.code().to_string(),
-                    message: error.to_string(),
-                };
-                self.trace(site.inference_event, site.event(None, Some(refused)))?;
-                let elapsed = site.started.elapsed().as_millis() as u64;
-                Ok((text.clone(), true, Some(shell_failed(text, elapsed))))
-            }
-        }
-    }
 }
 
-/// Where a shell call happens, for its `shell` trace event.
-struct ShellSite<'a> {
-    task_id: &'a str,
-    turn: u32,
-    inference_event: &'a str,
-    call_id: &'a str,
-    described: &'a murmur_shell::describe::Described,
-    started: Instant,
-}
-
-impl ShellSite<'_> {
-    /// The `shell` event of this call: what ran (`output`), or why nothing did (`error`).
-    fn event(&self, output: Option<&ShellOutput>, error: Option<ErrorRef>) -> EventBody {
-        let described = self.described;
-        EventBody::Shell {
-            task_id: self.task_id.to_string(),
-            turn: self.turn,
-            call_id: self.call_id.to_string(),
-            binary: described.binary.clone(),
-            command: described.command.clone(),
-            argv: described.argv.clone(),
-            script: described.script.clone(),
-            recipe: described.recipe.clone(),
-            exit_code: output.and_then(|o| o.exit_code),
-            stdout_bytes: output.map_or(0, |o| o.stdout_bytes),
-            stderr_bytes: output.map_or(0, |o| o.stderr_bytes),
-            truncated: output.is_some_and(|o| o.truncated),
-            full_output_path: output.and_then(|o| o.full_output_path.clone()),
-            timed_out: output.is_some_and(|o| o.timed_out),
-            duration_ms: output.map_or_else(
-                || self.started.elapsed().as_millis() as u64,
-                |o| o.duration.as_millis() as u64,
-            ),
-            error,
-        }
-    }
-}
-
-/// A shell call's input read: the request when its schema and the allowlist admit it (else the
-/// code and message of the refusal), and how the call is shown, whichever it is.
-fn shell_request(
-    shell: &ShellTool,
-    input: &Value,
-    workdir: &murmur_beneath::BeneathDir,
-) -> (
-    Result<ShellRequest, (String, String)>,
-    murmur_shell::describe::Described,
-) {
-    let refuse = |code: &str, message: String| (code.to_string(), message);
-    let request = match schema_refusal(SHELL_TOOL, &shell.validator, input) {
-        None => serde_json::from_value::<ShellRequest>(input.clone())
-            .map_err(|e| refuse("E-RUN-009", format!("the shell input is not valid: {e}"))),
-        Some(refusal) => Err(refuse("E-RUN-009", refusal)),
-    };
-    let request = request.and_then(|request| match shell.grant.check(&request.binary) {
-        Ok(_) => Ok(request),
-        Err(error) => Err(refuse(error.code(), error.to_string())),
-    });
-    let described = match &request {
-        Ok(request) => shell.grant.describe(request),
-        Err(_) => {
-            let args: Vec<String> = input
-                .get("args")
-                .and_then(Value::as_array)
-                .map(|args| {
-                    args.iter()
-                        .filter_map(|a| a.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let binary = input.get("binary").and_then(Value::as_str).unwrap_or("");
-            describe(binary, None, &args, workdir)
-        }
-    };
-    (request, described)
-}
-
-/// The outcome hooks observe of a shell call that ran nothing (denied, or failed to start).
-fn shell_failed(error: String, duration_ms: u64) -> ShellOutcome {
-    ShellOutcome {
-        exit_code: None,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        truncated: false,
-        duration_ms,
-        error: Some(error),
-    }
+/// How a shell call whose input could not be read is shown: what of a binary and arguments
+/// it holds.
+fn described_input(input: &Value, workdir: &Workdir) -> murmur_shell::describe::Described {
+    let args: Vec<String> = input
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|args| {
+            args.iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let binary = input.get("binary").and_then(Value::as_str).unwrap_or("");
+    describe(binary, None, &args, workdir.dir())
 }

@@ -10,14 +10,9 @@
 //! - A tool and a hook see `MURMUR_INFERENCE_*` naming the primary choice for the whole
 //!   session, whatever is selected. A tool streams to the observer too; a hook runs under its
 //!   own deadline.
-//! - The shell (when `capabilities.shell.allow` names any binary) sees the capsule's read-only
-//!   paths as they are, the environment `capabilities.env.allow` lets through without the
-//!   `MURMUR_*` identity, the ports of the network allowlist, and a time limit within the
-//!   capsule's deadline.
+//! - The shell's grant is every shell call's ([`crate::session::shell::grant`]).
 
-use std::time::Duration;
-
-use murmur_shell::{ShellGrant, TimeLimits};
+use murmur_shell::ShellGrant;
 use murmur_trace::schema::ComponentGrants;
 use serde_json::Value;
 
@@ -25,9 +20,6 @@ use crate::grants::env::{HostEnv, Identity, InferenceTarget, component_env};
 use crate::grants::{ChunkSink, Grants};
 use crate::session::Staged;
 use crate::session::workdir::Workdir;
-
-/// How long a shell call may run when it names no limit.
-const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The grants of one agent session's components, by position in [`Staged`]'s lists.
 pub(super) struct SessionGrants {
@@ -52,8 +44,10 @@ impl SessionGrants {
     ) -> SessionGrants {
         let capsule = &staged.capsule;
         let identity = Identity::of(capsule, Some(session_id));
-        let host_env = host_env.clone();
-        let lookup = move |name: &str| host_env(name);
+        let lookup = {
+            let host_env = host_env.clone();
+            move |name: &str| host_env(name)
+        };
         let allow = &capsule.capabilities.env.allow;
         let base = Grants::of_capsule(capsule, &workdir.root);
         // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
@@ -115,36 +109,7 @@ impl SessionGrants {
                 grants
             })
             .collect();
-        let shell = (!capsule.capabilities.shell.allow.is_empty()).then(|| {
-            let deadline = capsule
-                .capabilities
-                .limits
-                .deadline_seconds
-                .map(Duration::from_secs)
-                .unwrap_or(crate::engine::limits::DEFAULT_DEADLINE);
-            let env = component_env(&Identity::default(), None, allow, &lookup)
-                .into_iter()
-                .filter(|(name, _)| !name.starts_with("MURMUR_"))
-                .collect();
-            ShellGrant::new(
-                &capsule.capabilities.shell.allow,
-                &lookup("PATH").unwrap_or_default(),
-                workdir.dir().clone(),
-                base.read_only.clone(),
-                env,
-                capsule
-                    .capabilities
-                    .network
-                    .allow
-                    .iter()
-                    .flat_map(|rule| rule.ports())
-                    .collect(),
-                TimeLimits {
-                    default: DEFAULT_SHELL_TIMEOUT.min(deadline),
-                    max: deadline,
-                },
-            )
-        });
+        let shell = crate::session::shell::grant(capsule, workdir, host_env);
         let mut listing: Vec<ComponentGrants> = Vec::new();
         for (tool, grants) in staged.tools.iter().zip(&tools) {
             listing.push(grants.listing(&tool.spec.name, "tool"));
