@@ -102,6 +102,7 @@ fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
         host_env: Arc::new(|_| None),
         control: None,
         cancel: None,
+        resume: None,
     };
     let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(50));
@@ -138,6 +139,7 @@ fn staged_session(
         host_env: Arc::new(|_| None),
         control: None,
         cancel: None,
+        resume: None,
     };
     (staged, config)
 }

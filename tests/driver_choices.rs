@@ -579,9 +579,9 @@ turns:
 }
 
 /// "What follows the switch": only the agent loop's calls. A tool called after a switch still
-/// sees `MURMUR_INFERENCE_*` naming the primary, as it did before it.
+/// sees `MURMUR_INFERENCE_*` naming the primary, as it did before it, and so does a hook.
 #[test]
-fn tools_see_the_primary_inference_target_whatever_is_selected() {
+fn tools_and_hooks_see_the_primary_inference_target_whatever_is_selected() {
     let anthropic = emulator(
         r#"
 turns:
@@ -610,10 +610,43 @@ turns:
             repo_root().join("tests/fixtures/probe").display()
         ),
     );
+    add_artifact(
+        &file,
+        &probe_hook(
+            dir.path(),
+            "env-probe",
+            "binding: on-tool-call\nexecution_mode: blocking\ncommit_policy: none\n",
+            "{ log: env-probe.jsonl, try: { on-tool-call: [\"env:MURMUR_INFERENCE_MODEL\", \"env:MURMUR_INFERENCE_DRIVER\"] } }",
+        ),
+    );
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
     assert_eq!(report["tasks"][0]["result_text"], "done on gpt");
+    // The hook's view, at each tool call's observation: the probe's twice, the switch's once.
+    let workdir = Path::new(report["workdir"].as_str().unwrap());
+    let heard: Vec<Value> = std::fs::read_to_string(workdir.join("env-probe.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let after_switch = heard
+        .iter()
+        .position(|line| line["event"]["tool_name"] == "switch-driver")
+        .expect("the switch was observed");
+    assert!(after_switch + 1 < heard.len(), "{heard:#?}");
+    for line in &heard {
+        assert_eq!(
+            line["tries"]["env:MURMUR_INFERENCE_MODEL"],
+            json!({"ok": "claude-sonnet-4-5"}),
+            "{line:#}"
+        );
+        assert_eq!(
+            line["tries"]["env:MURMUR_INFERENCE_DRIVER"],
+            json!({"ok": "driver-anthropic"}),
+            "{line:#}"
+        );
+    }
     // The probe's two `env` reports, before and after the switch, as the model got them.
     let seen: Vec<Value> = history(&report)
         .iter()
@@ -971,4 +1004,254 @@ by_model:
         .collect();
     assert_eq!(agent_choices[0], "primary");
     assert!(agent_choices[1..].iter().all(|c| *c == "gpt"));
+}
+
+/// `mur run DIR --resume [SESSION] --task TASK`, in the workdir root `run` uses.
+fn resume(capsule: &Path, session: Option<&str>, task: &str) -> MurOutput {
+    let dir = capsule.parent().unwrap();
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["run", "--json", "--task", task])
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"))
+        .arg("--resume");
+    if let Some(session) = session {
+        mur = mur.arg(session);
+    }
+    for (name, value) in BOTH_KEYS {
+        mur = mur.env(name, value);
+    }
+    mur.run()
+}
+
+/// The session directories under the workdir root `run` uses.
+fn sessions(capsule: &Path) -> Vec<String> {
+    let root = capsule.parent().unwrap().join("work");
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A resumed session goes on with the conversation an earlier one left: on the primary
+/// (although that session ended on `gpt`), the whole conversation resent, the primary's own
+/// thinking sent back and gpt's not, under the same context; its trace names what it resumed.
+#[test]
+fn a_resumed_session_goes_on_with_the_conversation_on_the_primary() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Planning on the primary.", signature: sig-primary-1 }
+      text: "Handing over."
+      tool_calls: [ { id: toolu_switch_1, name: switch-driver, input: { choice: gpt } } ]
+  - reply: { text: "primary again" }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator(
+        r#"
+turns:
+  - reply:
+      id: resp_gpt_1
+      thinking: { text: "Reasoning on gpt.", signature: enc-gpt-1 }
+      text: "done on gpt"
+"#,
+        OPENAI_KEY,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    replace_in(
+        &file,
+        "driver: { artifact: driver-anthropic }",
+        "driver: { artifact: driver-anthropic, config: { include: [reasoning.encrypted_content] } }",
+    );
+    let first = run(&file, &BOTH_KEYS);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let first = first.json();
+    assert_eq!(first["tasks"][0]["result_text"], "done on gpt");
+    let earlier = first["session_id"].as_str().unwrap();
+    let context = first["tasks"][0]["context_id"].as_str().unwrap();
+    let saved = history(&first);
+
+    let output = resume(&file, Some(earlier), "Go on, please.");
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(!output.stderr.contains("W-RUN-025"), "{output:#?}");
+    let report = output.json();
+    assert_ne!(report["session_id"], first["session_id"]);
+    assert_eq!(report["resumed"], earlier);
+    assert_eq!(first.get("resumed"), None);
+    assert_eq!(report["tasks"][0]["result_text"], "primary again");
+    assert_eq!(report["tasks"][0]["context_id"], context);
+
+    // The primary answered, with the whole conversation: its own thinking, not gpt's.
+    let to_primary = answered(&anthropic);
+    assert_eq!((to_primary.len(), answered(&openai).len()), (2, 1));
+    let body = &to_primary[1].body;
+    assert_eq!(thinking_sent(body), ["sig-primary-1"]);
+    let text = body.to_string();
+    assert!(
+        !text.contains("enc-gpt-1"),
+        "gpt's reasoning went to the primary"
+    );
+    for said in [
+        "Write the note, switching as you go.",
+        "Handing over.",
+        "done on gpt",
+        "Go on, please.",
+    ] {
+        assert!(text.contains(said), "`{said}` was not sent: {body:#}");
+    }
+    let events = trace(&report);
+    let inferences = of_type(&events, "inference");
+    assert_eq!(inferences.len(), 1);
+    assert_eq!(inferences[0]["choice"], "primary");
+    assert_eq!(inferences[0]["sent"]["full_resend"], true);
+    let start = of_type(&events, "session_start")[0];
+    assert_eq!(
+        start["resumed"],
+        json!({
+            "session_id": earlier,
+            "context_id": context,
+            "messages": saved.len(),
+            "changed": [],
+        })
+    );
+    let shown = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["trace", "show"])
+        .arg(report["trace_path"].as_str().unwrap())
+        .run();
+    assert_eq!(shown.code, 0, "{shown:#?}");
+    assert!(
+        shown
+            .stdout
+            .contains(&format!("resumes session {earlier} (context {context}")),
+        "{shown:#?}"
+    );
+
+    // The new session's conversation: the earlier one as it was, marks kept, then the new task.
+    let stored = history(&report);
+    assert_eq!(&stored[..saved.len()], &saved[..]);
+    let producers: Vec<&Value> = stored
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| &m["produced_by"])
+        .collect();
+    assert_eq!(
+        producers,
+        [
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+            &json!({"driver": "driver-openai-responses", "model": "gpt-5"}),
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+        ]
+    );
+}
+
+/// A resume says what of the capsule changed since (with no SESSION: the last one written),
+/// and refuses, starting nothing, what it cannot resume: a name that is not a session id, a
+/// session that is not there, and a planted conversation that is a link out of the session.
+#[test]
+fn a_resume_says_what_changed_and_refuses_what_is_not_a_session() {
+    let anthropic = emulator(
+        "turns:\n  - reply: { text: \"first\" }\n  - reply: { text: \"second\" }\n  - reply: { text: \"third\" }\n",
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator("turns: []\n", OPENAI_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    let first = run(&file, &BOTH_KEYS);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let first = first.json();
+    let earlier = first["session_id"].as_str().unwrap().to_string();
+
+    // Refused, and no session started.
+    let before = sessions(&file);
+    for (session, says) in [
+        ("../..", "is not a session id"),
+        ("ses_nothing_here", "there is no session ses_nothing_here"),
+    ] {
+        let output = resume(&file, Some(session), "again");
+        assert_eq!(output.code, 2, "{output:#?}");
+        let error = &output.json()["error"];
+        assert_eq!(error["code"], "E-RUN-024", "{output:#?}");
+        assert!(
+            error["message"].as_str().unwrap().contains(says),
+            "{error:#}"
+        );
+    }
+    // A session directory whose conversation is a link to a file outside it.
+    let root = dir.path().join("work");
+    let planted = root.join("ses_planted");
+    let context = first["tasks"][0]["context_id"].as_str().unwrap();
+    std::fs::create_dir_all(planted.join("contexts").join(context)).unwrap();
+    std::fs::copy(
+        root.join(&earlier).join("trace.jsonl"),
+        planted.join("trace.jsonl"),
+    )
+    .unwrap();
+    let outside = dir.path().join("outside.json");
+    std::fs::copy(
+        root.join(&earlier)
+            .join("contexts")
+            .join(context)
+            .join("history.json"),
+        &outside,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        &outside,
+        planted.join("contexts").join(context).join("history.json"),
+    )
+    .unwrap();
+    let output = resume(&file, Some("ses_planted"), "again");
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert_eq!(output.json()["error"]["code"], "E-RUN-024", "{output:#?}");
+    let mut with_planted = before.clone();
+    with_planted.push("ses_planted".to_string());
+    with_planted.sort();
+    assert_eq!(sessions(&file), with_planted);
+    std::fs::remove_dir_all(&planted).unwrap();
+
+    // The manifest changed, and a tool is gone: resumed all the same, and said.
+    replace_in(
+        &file,
+        "  - { name: write-file",
+        "  # write-file is gone\n  - { name: write-file-gone",
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|line| !line.contains("write-file-gone"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&file, kept).unwrap();
+    let output = resume(&file, None, "again");
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(output.stderr.contains("warning[W-RUN-025]"), "{output:#?}");
+    assert!(output.stderr.contains(&earlier), "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "second");
+    let events = trace(&report);
+    let start = of_type(&events, "session_start")[0];
+    assert_eq!(start["resumed"]["session_id"], earlier.as_str());
+    assert_eq!(
+        start["resumed"]["changed"],
+        json!(["murmur.yaml", "tool `write-file` 0.1.0 removed"])
+    );
+
+    // Another capsule's session in the same root: resumed, and said.
+    replace_in(&file, "name: switcher\n", "name: switcher-two\n");
+    let output = resume(&file, Some(report["session_id"].as_str().unwrap()), "third");
+    assert_eq!(output.code, 0, "{output:#?}");
+    let events = trace(&output.json());
+    let start = of_type(&events, "session_start")[0];
+    assert_eq!(
+        start["resumed"]["changed"],
+        json!([
+            "the capsule is `switcher-two`; the earlier session ran `switcher`",
+            "murmur.yaml"
+        ])
+    );
 }

@@ -161,6 +161,8 @@ pub async fn serve(
         host_env: config.host_env.clone(),
         control: Some(control),
         cancel: None,
+        // Served tasks bring their own contexts.
+        resume: None,
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;

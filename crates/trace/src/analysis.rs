@@ -199,6 +199,9 @@ pub struct SessionSummary {
     pub model: Option<String>,
     pub driver: Option<String>,
     pub system_prompt_sha256: Option<String>,
+    /// The earlier session this one resumed (`mur run --resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<crate::schema::Resumed>,
     /// The tools the model was offered.
     pub tools: Vec<String>,
     /// Unix ms of `session_start`.
@@ -310,6 +313,7 @@ pub fn session_summary(events: &[Event]) -> SessionSummary {
         model: None,
         driver: None,
         system_prompt_sha256: None,
+        resumed: None,
         tools: Vec::new(),
         started_at_ms: events.first().map_or(0, |event| event.timestamp),
         last_event_at_ms: events
@@ -330,9 +334,11 @@ pub fn session_summary(events: &[Event]) -> SessionSummary {
             driver,
             tools,
             system_prompt_sha256,
+            resumed,
             ..
         } = &start.body
     {
+        summary.resumed = resumed.clone();
         summary.session_id = start.session_id.clone();
         summary.capsule = capsule.name.clone();
         summary.capsule_version = capsule.version.clone();
@@ -1716,6 +1722,8 @@ mod tests {
                     inference_choices: None,
                     max_session_tokens: None,
                     system_prompt_sha256: "aaaa".to_string(),
+                    manifest_sha256: String::new(),
+                    resumed: None,
                 },
             );
             recorder

@@ -1003,6 +1003,8 @@ mod tests {
             inference_choices: None,
             max_session_tokens: None,
             system_prompt_sha256: String::new(),
+            manifest_sha256: String::new(),
+            resumed: None,
         }
     }
 

@@ -36,6 +36,21 @@ pub struct ComponentRef {
     pub sha256: String,
 }
 
+/// The conversation a resumed session goes on with (`session_start.resumed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resumed {
+    /// The session it was left by.
+    pub session_id: String,
+    /// Its context: the resumed session's tasks go on under the same id.
+    pub context_id: String,
+    /// How many messages it held.
+    pub messages: u64,
+    /// What of the capsule differs from what that session ran: `murmur.yaml`, or an artifact
+    /// added, removed or of other bytes, one line each; empty when nothing did.
+    #[serde(default)]
+    pub changed: Vec<String>,
+}
+
 /// What one component of a session holds (`session_start.grants`): never a value of the
 /// environment or a credential, only names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +156,13 @@ pub enum EventBody {
         /// component. Two sessions with the same hash sent the same system prompt.
         #[serde(skip_serializing_if = "String::is_empty", default)]
         system_prompt_sha256: String,
+        /// sha256 (hex) of the capsule's `murmur.yaml` as the session read it; absent in traces
+        /// written before it was recorded.
+        #[serde(skip_serializing_if = "String::is_empty", default)]
+        manifest_sha256: String,
+        /// The earlier session whose conversation this one goes on with (`mur run --resume`).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        resumed: Option<Resumed>,
     },
     /// A task began (its parent: `session_start`).
     TaskStart {

@@ -22,6 +22,7 @@ use murmur_registry::index::Registry;
 use murmur_runtime::Engine;
 use murmur_runtime::grants::ChunkKind;
 use murmur_runtime::session::capsule::{self, CapsuleConfig};
+use murmur_runtime::session::resume;
 use murmur_runtime::session::staging::Lookups;
 use murmur_runtime::session::{
     self, ExitStatus, Observer, SessionConfig, SessionReport, StageError, TaskInput, TaskSource,
@@ -67,6 +68,11 @@ pub struct RunArgs {
     /// Default: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.
     #[arg(long)]
     registry: Option<String>,
+    /// Go on with the conversation an earlier session of this capsule left: SESSION is its id
+    /// (`ses_…`); none resumes the session whose trace was written last under the workdir root.
+    /// Every task of this run continues that conversation, starting on the primary choice.
+    #[arg(long, value_name = "SESSION", num_args = 0..=1, conflicts_with = "serve")]
+    resume: Option<Option<String>>,
 }
 
 /// Prints what a session says while it runs: streamed text on stdout, notes on stderr, each
@@ -167,16 +173,43 @@ pub fn run(args: RunArgs) -> Exit {
     };
     // Warnings go to stderr whatever the output mode: stdout stays one JSON document.
     render::diagnostics_human(&staged.warnings);
+    let workdir_root = args
+        .workdir
+        .clone()
+        .unwrap_or_else(|| capsule_dir.join("workdir"));
+    let resume = match &args.resume {
+        None => None,
+        Some(session) => {
+            let now = resume::CapsuleNow {
+                name: &staged.capsule.name,
+                manifest_sha256: &staged.manifest_sha256,
+                components: &staged.components,
+            };
+            match resume::find(&workdir_root, session.as_deref(), &now) {
+                Ok(resume) => {
+                    render::diagnostics_human(&resume.warning().into_iter().collect::<Vec<_>>());
+                    if !args.json {
+                        eprintln!(
+                            "resuming session {} (context {}, {} messages)",
+                            resume.session_id,
+                            resume.context_id,
+                            resume.history.len()
+                        );
+                    }
+                    Some(resume)
+                }
+                Err(error) => return render::coded(args.json, &error, Exit::BadInput),
+            }
+        }
+    };
     let config = SessionConfig {
-        workdir_root: args
-            .workdir
-            .clone()
-            .unwrap_or_else(|| capsule_dir.join("workdir")),
+        workdir_root,
         tasks,
         stream: args.stream,
         host_env: Arc::new(host_env),
         control: None,
         cancel: None,
+        resume,
     };
     let observer = Arc::new(Terminal {
         stream: args.stream,
@@ -280,6 +313,15 @@ pub fn run(args: RunArgs) -> Exit {
 
 /// Runs the capsule component of the capsule at `file` as one session.
 fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
+    if args.resume.is_some() {
+        return render::failure(
+            args.json,
+            "E-RUN-024",
+            "a capsule component's session holds no conversation to resume: it runs `murmur:capsule/run` once",
+            "run it without --resume",
+            Exit::BadInput,
+        );
+    }
     if args.serve {
         return render::failure(
             args.json,

@@ -559,6 +559,16 @@ fn session_header(session: &SessionSummary, path: &Path) -> String {
         }
     }
     text.push('\n');
+    if let Some(resumed) = &session.resumed {
+        text.push_str(&format!(
+            "resumes session {} (context {}, {} messages)",
+            resumed.session_id, resumed.context_id, resumed.messages
+        ));
+        if !resumed.changed.is_empty() {
+            text.push_str(&format!("; changed since: {}", resumed.changed.join("; ")));
+        }
+        text.push('\n');
+    }
     text.push_str(&format!("started {}", utc(session.started_at_ms)));
     match (&session.exit_status, session.duration_ms) {
         (Some(status), Some(duration)) => {

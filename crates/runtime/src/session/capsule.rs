@@ -99,6 +99,8 @@ pub struct StagedCapsule {
     pub capsule_dir: PathBuf,
     pub component: LoadedCapsule,
     pub tools: Vec<CapsuleTool>,
+    /// sha256 (hex) of `murmur.yaml` as staging read it.
+    pub manifest_sha256: String,
     /// The capsule's hooks, in manifest order: only `on-shell` is dispatched to them.
     pub hooks: Arc<[StagedHook]>,
     pub components: Vec<ComponentRef>,
@@ -273,6 +275,7 @@ pub fn stage(
         component,
         tools,
         hooks: hooks.into(),
+        manifest_sha256: super::staging::manifest_sha256(capsule_file),
         components,
         warnings,
         capsule,
@@ -557,6 +560,8 @@ pub async fn run(
                 inference_choices: None,
                 max_session_tokens: None,
                 system_prompt_sha256: String::new(),
+                manifest_sha256: staged.manifest_sha256.clone(),
+                resumed: None,
             },
         )
         .map_err(trace_error)?;
@@ -676,5 +681,6 @@ pub async fn run(
         }],
         totals,
         duration_ms,
+        resumed: None,
     })
 }

@@ -26,6 +26,7 @@
 
 pub mod capsule;
 pub mod control;
+pub mod resume;
 mod run;
 mod shell;
 pub mod staging;
@@ -211,6 +212,9 @@ pub struct SessionReport {
     pub tasks: Vec<TaskReport>,
     pub totals: Totals,
     pub duration_ms: u64,
+    /// The session whose conversation this one went on with (`mur run --resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<String>,
 }
 
 /// The most task reports a session keeps for its report: a served capsule may run any number
@@ -250,6 +254,9 @@ pub struct SessionConfig {
     /// dispatched) and no other task starts. A task with a stop signal of its own (a door's)
     /// keeps it.
     pub cancel: Option<StopSignal>,
+    /// The conversation an earlier session left, to go on with: every task runs on its
+    /// context (see [`resume`]).
+    pub resume: Option<resume::Resume>,
 }
 
 /// A session that could not start (its workdir or trace could not be made) or whose trace

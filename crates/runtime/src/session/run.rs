@@ -144,6 +144,11 @@ pub async fn run_fed(
     workdir
         .write_murmur_md(&staged)
         .map_err(|error| SessionError::trace(&workdir, error.into()))?;
+    if let Some(resume) = &config.resume {
+        workdir
+            .save_history(&resume.context_id, &resume.history)
+            .map_err(|error| SessionError::trace(&workdir, error.into()))?;
+    }
     let session_event = trace
         .write(
             None,
@@ -167,6 +172,8 @@ pub async fn run_fed(
                     .then(|| serde_json::Value::from(staged.choices.session_listing())),
                 max_session_tokens: staged.max_session_tokens,
                 system_prompt_sha256: murmur_registry::sha256_hex(staged.system_prompt.as_bytes()),
+                manifest_sha256: staged.manifest_sha256.clone(),
+                resumed: config.resume.as_ref().map(|resume| resume.record()),
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;
@@ -237,5 +244,9 @@ pub async fn run_fed(
         tasks: reports.into(),
         totals,
         duration_ms,
+        resumed: config
+            .resume
+            .as_ref()
+            .map(|resume| resume.session_id.clone()),
     })
 }

@@ -192,6 +192,8 @@ pub struct Staged {
     pub capsule: CapsuleManifest,
     pub capsule_file: PathBuf,
     pub capsule_dir: PathBuf,
+    /// sha256 (hex) of `murmur.yaml` as staging read it.
+    pub manifest_sha256: String,
     /// The primary choice's driver.
     pub driver: StagedDriver,
     /// The drivers only alternates use, in manifest order.
@@ -438,9 +440,18 @@ pub fn stage_with(
         hooks: hooks.into(),
         system_prompt,
         components: resolved.into_components(),
+        manifest_sha256: manifest_sha256(capsule_file),
         warnings,
         capsule,
     })
+}
+
+/// sha256 (hex) of the manifest file's bytes; empty when it can no longer be read (staging
+/// has just read it).
+pub(crate) fn manifest_sha256(capsule_file: &Path) -> String {
+    std::fs::read(capsule_file)
+        .map(|bytes| murmur_registry::sha256_hex(&bytes))
+        .unwrap_or_default()
 }
 
 /// The driver choices of `inference`: the primary on `driver`, then each alternate on the

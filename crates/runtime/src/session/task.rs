@@ -319,9 +319,10 @@ impl<'a> SessionContext<'a> {
     /// Runs one task to its end. Returns its report and whether the session must stop; only a
     /// failed trace (or workdir) write is an error.
     pub(crate) async fn run_task(&self, input: &TaskInput) -> std::io::Result<(TaskReport, bool)> {
-        let (task_id, context_id) = match &input.ids {
-            Some(ids) => (ids.task_id.clone(), ids.context_id.clone()),
-            None => (new_id("tsk_", 24), new_id("ctx_", 24)),
+        let (task_id, context_id) = match (&input.ids, &self.config.resume) {
+            (Some(ids), _) => (ids.task_id.clone(), ids.context_id.clone()),
+            (None, Some(resume)) => (new_id("tsk_", 24), resume.context_id.clone()),
+            (None, None) => (new_id("tsk_", 24), new_id("ctx_", 24)),
         };
         let (mut run, task_event) = self.open_task(input, &task_id, &context_id)?;
         let (prior, mut unreadable) = match self.prior_history(&context_id) {
@@ -662,10 +663,16 @@ impl<'a> SessionContext<'a> {
     }
 
     /// The history a task of `context_id` starts from: the context's saved conversation under
-    /// `lifecycle.conversation: threaded`, nothing otherwise.
+    /// `lifecycle.conversation: threaded` or when it is the resumed one, nothing otherwise.
     fn prior_history(&self, context_id: &str) -> Result<Vec<StoredMessage>, Failure> {
-        if self.staged.capsule.lifecycle.conversation
-            != murmur_manifest::capsule::Conversation::Threaded
+        let resumed = self
+            .config
+            .resume
+            .as_ref()
+            .is_some_and(|resume| resume.context_id == context_id);
+        if !resumed
+            && self.staged.capsule.lifecycle.conversation
+                != murmur_manifest::capsule::Conversation::Threaded
         {
             return Ok(Vec::new());
         }

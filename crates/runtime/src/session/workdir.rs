@@ -38,6 +38,23 @@ impl Workdir {
         })
     }
 
+    /// The existing session directory `<parent>/<session_id>/`, opened beneath `parent` to be
+    /// read: `session_id` must be a plain name ([`is_safe_id`]), and a link in its place is not
+    /// followed.
+    pub fn open(parent: &Path, session_id: &str) -> std::io::Result<Workdir> {
+        if !is_safe_id(session_id) {
+            return Err(std::io::Error::other(SAFE_ID_RULE));
+        }
+        let parent = parent.canonicalize()?;
+        let dir = BeneathDir::open(&parent)?
+            .subdir(session_id, false)
+            .map_err(BeneathError::into_io)?;
+        Ok(Workdir {
+            root: parent.join(session_id),
+            dir: Arc::new(dir),
+        })
+    }
+
     /// The handle every host-side read and write of the workdir goes through.
     pub fn dir(&self) -> &Arc<BeneathDir> {
         &self.dir
