@@ -371,14 +371,12 @@ impl SessionContext<'_> {
         input: &Value,
     ) -> std::io::Result<()> {
         let started = Instant::now();
-        let (admitted, described) = match schema_refusal(SHELL_TOOL, &shell.validator, input)
-            .map_or_else(
-                || {
-                    serde_json::from_value::<ShellRequest>(input.clone())
-                        .map_err(|e| format!("the shell input is not valid: {e}"))
-                },
-                Err,
-            ) {
+        let read = match schema_refusal(SHELL_TOOL, &shell.validator, input) {
+            Some(refusal) => Err(refusal),
+            None => serde_json::from_value::<ShellRequest>(input.clone())
+                .map_err(|e| format!("the shell input is not valid: {e}")),
+        };
+        let (admitted, described) = match read {
             Ok(request) => shell::admit(Some(&shell.grant), request, self.workdir),
             Err(refusal) => (
                 Err(("E-RUN-009".to_string(), refusal)),
