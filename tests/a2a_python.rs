@@ -1,11 +1,11 @@
-//! Interop with the official A2A Python SDK (`a2a-sdk`, pinned in tests/python/requirements.txt):
+//! Interop with the official A2A Python SDK (`a2a-sdk`, pinned in tests/python/a2a/requirements.txt):
 //! its real client (card resolver, client factory, JSON-RPC transport, SSE parsing) drives
 //! `mur run --serve` through a human-in-the-loop task and a cancel, once in A2A 1.0 and once
 //! through the SDK's v0.3 compat transport (which the SDK picks from the 0.3 agent card). The
-//! client side is tests/python/a2a_sdk_client.py, which prints one JSON line per event it
+//! client side is tests/python/a2a/a2a_sdk_client.py, which prints one JSON line per event it
 //! observed; this test serves the capsule, runs it, and checks those lines.
 //!
-//! The venv comes from `scripts/python-env`; without it these tests fail (never skip).
+//! The venv comes from `scripts/python-env a2a`; without it these tests fail (never skip).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,15 +65,15 @@ impl Capsule {
     }
 }
 
-/// The venv's Python. Its stamp is written by `scripts/python-env` only once every pinned
+/// The venv's Python. Its stamp is written by `scripts/python-env a2a` only once every pinned
 /// package is installed (the client itself checks that the pinned a2a-sdk is the one there).
 fn venv_python() -> PathBuf {
     let venv = repo_root().join("target/a2a-python-venv");
     let python = venv.join("bin/python");
     assert!(
         python.exists() && venv.join(".requirements.sha256").exists(),
-        "{} is missing or half-installed: run `scripts/python-env` (it installs the pinned \
-         A2A Python SDK from tests/python/requirements.txt) and run this test again",
+        "{} is missing or half-installed: run `scripts/python-env a2a` (it installs the pinned \
+         A2A Python SDK from tests/python/a2a/requirements.txt) and run this test again",
         venv.display()
     );
     python
@@ -84,7 +84,7 @@ fn venv_python() -> PathBuf {
 fn sdk_client(served: &Served, scenario: &str, protocol: &str) -> Vec<Value> {
     let python = venv_python();
     let output = Command::new(&python)
-        .arg(repo_root().join("tests/python/a2a_sdk_client.py"))
+        .arg(repo_root().join("tests/python/a2a/a2a_sdk_client.py"))
         .arg(&served.url)
         .arg(scenario)
         .arg(protocol)

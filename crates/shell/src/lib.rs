@@ -172,6 +172,39 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// A long-lived confined child (an MCP server, say), started by [`ShellGrant::spawn_service`]:
+/// the host speaks to it over its stdin and stdout; its stderr goes to a log in the workdir.
+/// Dropping it ends its whole process group, whatever the child started.
+pub struct Service {
+    /// The child's guardian: it exits as the command does, with its status.
+    pub child: tokio::process::Child,
+    pub stdin: tokio::process::ChildStdin,
+    pub stdout: tokio::process::ChildStdout,
+    _lifeline: confine::Lifeline,
+}
+
+/// How much CPU time a service may use: as good as unlimited (its calls have time limits of
+/// their own).
+const SERVICE_CPU_SECONDS: u64 = 365 * 24 * 3600;
+
+/// A confined child ready to start.
+struct Prepared {
+    command: tokio::process::Command,
+    /// Ends the child's whole process group when let go.
+    lifeline: confine::Lifeline,
+    /// What the child inherits at `fork` (its Landlock ruleset, its end of the lifeline), the
+    /// host's copies closed once it has started.
+    until_spawned: (Option<std::os::fd::OwnedFd>, std::os::fd::OwnedFd),
+}
+
+impl Prepared {
+    fn spawn(mut self) -> std::io::Result<(tokio::process::Child, confine::Lifeline)> {
+        let child = self.command.spawn();
+        drop(self.until_spawned);
+        Ok((child?, self.lifeline))
+    }
+}
+
 impl ShellGrant {
     /// The grant of `allow` (resolved against `path_var`, the host's `PATH`), for a session in
     /// `workdir`. `env` is what `capabilities.env.allow` lets through; `tcp_ports` the ports
@@ -261,19 +294,22 @@ impl ShellGrant {
         )
     }
 
-    /// Runs an allowed binary, confined, to its end or its time limit.
-    pub async fn execute(&self, request: &ShellRequest) -> Result<ShellOutput, ShellError> {
-        let (entry, canonical) = self.check(&request.binary)?;
+    /// The command that runs `binary` (allowed, resolved to `canonical`) with `args`,
+    /// confined as every child of this grant is, ready to spawn. Its stdout is piped, its stdin
+    /// piped when `stdin`, its stderr piped unless `stderr` says where it goes.
+    fn command(
+        &self,
+        entry: &Allowed,
+        canonical: &Path,
+        args: &[String],
+        (stdin, stderr): (bool, Option<Stdio>),
+        cpu_seconds: u64,
+    ) -> Result<Prepared, ShellError> {
         let binary = entry.name.clone();
         let io = |reason: String| ShellError::Io {
             binary: binary.clone(),
             reason,
         };
-        let timeout = request
-            .timeout_secs
-            .map(|s| Duration::from_secs(u64::from(s).max(1)))
-            .unwrap_or(self.limits.default)
-            .min(self.limits.max);
         self.workdir
             .create_dir_all(".tmp")
             .map_err(|e| io(format!("creating the workdir's .tmp: {e}")))?;
@@ -297,10 +333,10 @@ impl ShellGrant {
             .collect::<Vec<_>>()
             .join(":");
 
-        let mut command = tokio::process::Command::new(&canonical);
+        let mut command = tokio::process::Command::new(canonical);
         command
             .arg0(Path::new(&entry.name).file_name().unwrap_or_default())
-            .args(&request.args)
+            .args(args)
             .current_dir(workdir)
             .env_clear()
             .env("PATH", path_var)
@@ -309,15 +345,11 @@ impl ShellGrant {
             .env("LANG", "C.UTF-8")
             .env("TERM", "dumb")
             .envs(self.env.iter().cloned())
-            .stdin(if request.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(stderr.unwrap_or_else(Stdio::piped));
         // Not `kill_on_drop`: killing the guardian alone would leave the command running. The
-        // lifeline's end, held here, ends the whole group when this call ends in any way.
+        // lifeline's end, held by the caller, ends the whole group when it is let go.
         let (lifeline, lifeline_child_end) =
             confine::lifeline().map_err(|error| ShellError::Spawn {
                 binary: binary.clone(),
@@ -326,17 +358,81 @@ impl ShellGrant {
         confine::confine(
             &mut command,
             ruleset.as_ref(),
-            confine::rlimits(timeout.as_secs()),
+            confine::rlimits(cpu_seconds),
             &lifeline_child_end,
         );
+        Ok(Prepared {
+            command,
+            lifeline,
+            until_spawned: (ruleset, lifeline_child_end),
+        })
+    }
 
+    /// Starts an allowed binary with `args` as a [`Service`], confined as a shell call is (the
+    /// workdir as cwd, the minimal environment, Landlock, its own process group), its stderr
+    /// appended to `log` (a path in the workdir, opened through the workdir handle: a link
+    /// planted there is refused, never followed).
+    pub fn spawn_service(
+        &self,
+        binary: &str,
+        args: &[String],
+        log: &str,
+    ) -> Result<Service, ShellError> {
+        let (entry, canonical) = self.check(binary)?;
+        let failed = |reason: String| ShellError::Spawn {
+            binary: entry.name.clone(),
+            reason,
+        };
+        let stderr = self
+            .workdir
+            .open_append(log)
+            .map_err(|error| failed(format!("its log {log} cannot be opened: {error}")))?;
+        let prepared = self.command(
+            entry,
+            &canonical,
+            args,
+            (true, Some(Stdio::from(stderr))),
+            SERVICE_CPU_SECONDS,
+        )?;
+        let (mut child, lifeline) = prepared
+            .spawn()
+            .map_err(|error| failed(error.to_string()))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(failed("its stdin or stdout was not piped".to_string()));
+        };
+        Ok(Service {
+            child,
+            stdin,
+            stdout,
+            _lifeline: lifeline,
+        })
+    }
+
+    /// Runs an allowed binary, confined, to its end or its time limit.
+    pub async fn execute(&self, request: &ShellRequest) -> Result<ShellOutput, ShellError> {
+        let (entry, canonical) = self.check(&request.binary)?;
+        let binary = entry.name.clone();
+        let io = |reason: String| ShellError::Io {
+            binary: binary.clone(),
+            reason,
+        };
+        let timeout = request
+            .timeout_secs
+            .map(|s| Duration::from_secs(u64::from(s).max(1)))
+            .unwrap_or(self.limits.default)
+            .min(self.limits.max);
+        let prepared = self.command(
+            entry,
+            &canonical,
+            &request.args,
+            (request.stdin.is_some(), None),
+            timeout.as_secs(),
+        )?;
         let started = Instant::now();
-        let mut child = command.spawn().map_err(|error| ShellError::Spawn {
+        let (mut child, lifeline) = prepared.spawn().map_err(|error| ShellError::Spawn {
             binary: binary.clone(),
             reason: error.to_string(),
         })?;
-        drop(ruleset);
-        drop(lifeline_child_end);
         let mut lifeline = Some(lifeline);
         if let (Some(text), Some(mut stdin)) = (request.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
@@ -479,5 +575,93 @@ mod tests {
         let cut = cut(text.as_bytes());
         assert!(cut.len() <= OUTPUT_LIMIT);
         assert!(cut.chars().all(|c| c == 'é'));
+    }
+
+    /// A line written to the service, and what it reads back.
+    async fn echo(service: &mut Service, line: &str) -> String {
+        use tokio::io::AsyncBufReadExt;
+        service.stdin.write_all(line.as_bytes()).await.unwrap();
+        service.stdin.flush().await.unwrap();
+        let mut reader = tokio::io::BufReader::new(&mut service.stdout);
+        let mut back = String::new();
+        reader.read_line(&mut back).await.unwrap();
+        back
+    }
+
+    #[tokio::test]
+    async fn a_service_speaks_over_its_pipes_and_logs_its_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        let grant = grant(&["sh"], dir.path());
+        let mut service = grant
+            .spawn_service(
+                "sh",
+                &["-c".to_string(), "echo started >&2; exec cat".to_string()],
+                "logs/service.log",
+            )
+            .unwrap();
+        assert_eq!(echo(&mut service, "hello\n").await, "hello\n");
+        assert_eq!(echo(&mut service, "again\n").await, "again\n");
+        drop(service);
+        let log = std::fs::read_to_string(dir.path().join("logs/service.log")).unwrap();
+        assert_eq!(log, "started\n");
+    }
+
+    #[tokio::test]
+    async fn dropping_a_service_kills_everything_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        let grant = grant(&["sh"], dir.path());
+        // It starts a sleeper of its own, says its pid, and waits on stdin.
+        let mut service = grant
+            .spawn_service(
+                "sh",
+                &[
+                    "-c".to_string(),
+                    "sleep 300 & echo $!; exec cat".to_string(),
+                ],
+                "logs/service.log",
+            )
+            .unwrap();
+        let pid = echo(&mut service, "").await.trim().to_string();
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        assert!(
+            proc.exists(),
+            "the sleeper {pid} runs while the service does"
+        );
+        drop(service);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proc.exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A zombie not yet reaped by init has no `cmdline` left to read.
+        let alive = std::fs::read(proc.join("cmdline")).is_ok_and(|cmdline| !cmdline.is_empty());
+        assert!(!alive, "the sleeper {pid} outlived its service");
+    }
+
+    #[tokio::test]
+    async fn a_service_is_confined_like_a_shell_call() {
+        if landlock_abi().is_none() {
+            panic!("this host has no Landlock: the confinement of services cannot be tested");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        std::fs::write(dir.path().join("inside.txt"), "inside").unwrap();
+        let grant = grant(&["sh"], dir.path());
+        let script =
+            "cat inside.txt; echo; cat /etc/hostname >/dev/null 2>&1; echo outside=$?; exec cat";
+        let mut service = grant
+            .spawn_service("sh", &["-c".to_string(), script.to_string()], "logs/s.log")
+            .unwrap();
+        assert_eq!(echo(&mut service, "").await, "inside\n");
+        assert_eq!(echo(&mut service, "").await, "outside=1\n");
+    }
+
+    #[test]
+    fn a_service_of_a_binary_not_allowed_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let grant = grant(&["sh"], dir.path());
+        let refused = grant.spawn_service("cat", &[], "logs/s.log").err().unwrap();
+        assert_eq!(refused.code(), "E-CAP-006");
     }
 }

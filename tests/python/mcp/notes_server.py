@@ -1,0 +1,79 @@
+"""A test MCP server written with the official MCP Python SDK (`mcp`, pinned in
+requirements.txt beside it): notes kept as files in its working directory.
+
+    python notes_server.py stdio
+    python notes_server.py http PORT       (streamable HTTP at http://127.0.0.1:PORT/mcp)
+
+Tools: `read_note` (read-only), `write_note` (destructive), `peek` (reads any path it is
+given: for confinement tests), `fetch` (one HTTP GET of a URL: for network tests), `slow`
+(sleeps: for time limits), `fail` (an error result). `NOTES_DESCRIPTION`, when set, replaces
+the description of `read_note`, so a test can change a tool a lock pinned. Prints nothing on stdout but the protocol; notes its start on stderr.
+"""
+
+import asyncio
+import os
+import pathlib
+import sys
+import urllib.request
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer(name="notes", version="1.2.0")
+
+
+@server.tool(
+    description=os.environ.get("NOTES_DESCRIPTION", "Read the note at PATH."),
+    annotations=ToolAnnotations(read_only_hint=True),
+)
+def read_note(path: str) -> str:
+    return pathlib.Path(path).read_text()
+
+
+@server.tool(
+    description="Write TEXT as the note at PATH, replacing it.",
+    annotations=ToolAnnotations(destructive_hint=True),
+)
+def write_note(path: str, text: str) -> str:
+    target = pathlib.Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return f"wrote {len(text)} characters to {path}"
+
+
+@server.tool(description="Read any file, wherever it is.")
+def peek(path: str) -> str:
+    return pathlib.Path(path).read_text()
+
+
+@server.tool(description="GET a URL and return its status and body.")
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return f"{response.status} {response.read().decode()}"
+
+
+@server.tool(description="Sleep for SECONDS, then say so.")
+async def slow(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool(description="Always fails.")
+def fail() -> str:
+    raise RuntimeError("this tool always fails")
+
+
+def main() -> None:
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    print(f"notes_server: starting ({mode})", file=sys.stderr, flush=True)
+    if mode == "stdio":
+        server.run("stdio")
+    elif mode == "http":
+        port = int(sys.argv[2])
+        asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=port))
+    else:
+        sys.exit(f"notes_server: unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main()
