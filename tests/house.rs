@@ -465,6 +465,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("murmur-guest", 1),
     ("murmur-testkit", 1),
     ("murmur-host", 2),
+    ("murmur-mcp", 2),
     ("murmur-runtime", 3),
     ("murmur-door", 4),
     ("murmur-cli", 5),

@@ -6,7 +6,7 @@
 //! warning and the load goes on.
 //!
 //! [`CODES`] is the one table of codes for the whole project, every area (MAN manifest, CAP
-//! capabilities, RUN running, REG registry and lock, HOOK, CTL control, A2A, TRC trace). A code,
+//! capabilities, RUN running, REG registry and lock, HOOK, CTL control, A2A, TRC trace, MCP). A code,
 //! once published, keeps its meaning; a new problem gets a new number. Inside the crate the
 //! codes are named by the constants of [`code`], so a code that is not in the table cannot be
 //! emitted.
@@ -345,6 +345,11 @@ codes! {
     E_CTL_003 = "E-CTL-003": "a control change was refused: by the control plane, or before it was sent (no secret value on stdin)";
     E_CTL_004 = "E-CTL-004": "no control plane can be reached: no running capsule found (or several), no connection, or the token refused";
     E_CTL_005 = "E-CTL-005": "the control plane's token cannot be made or its token file written";
+
+    E_MCP_001 = "E-MCP-001": "an MCP server did not start, or its connection could not be made";
+    E_MCP_002 = "E-MCP-002": "an MCP server did not answer within its time limit (the call was cancelled)";
+    E_MCP_003 = "E-MCP-003": "an MCP server answered out of protocol";
+    E_MCP_004 = "E-MCP-004": "an MCP server has stopped, or closed its connection";
 }
 
 /// The closest of `candidates` to `word`, when one is close enough to be a likely typo.
@@ -397,7 +402,9 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
-    const AREAS: &[&str] = &["MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC"];
+    const AREAS: &[&str] = &[
+        "MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC", "MCP",
+    ];
 
     #[test]
     fn codes_are_unique_and_well_formed() {

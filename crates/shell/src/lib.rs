@@ -176,11 +176,24 @@ fn is_executable(path: &Path) -> bool {
 /// the host speaks to it over its stdin and stdout; its stderr goes to a log in the workdir.
 /// Dropping it ends its whole process group, whatever the child started.
 pub struct Service {
-    /// The child's guardian: it exits as the command does, with its status.
-    pub child: tokio::process::Child,
     pub stdin: tokio::process::ChildStdin,
     pub stdout: tokio::process::ChildStdout,
+    /// Keeps the child running: whoever holds it (with or without the pipes) holds the child.
+    pub guard: ServiceGuard,
+}
+
+/// What keeps a [`Service`] running; dropping it ends the child's whole process group.
+pub struct ServiceGuard {
+    /// The child's guardian: it exits as the command does, with its status.
+    child: tokio::process::Child,
     _lifeline: confine::Lifeline,
+}
+
+impl ServiceGuard {
+    /// How the child ended, once it has.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
 }
 
 /// How much CPU time a service may use: as good as unlimited (its calls have time limits of
@@ -401,10 +414,12 @@ impl ShellGrant {
             return Err(failed("its stdin or stdout was not piped".to_string()));
         };
         Ok(Service {
-            child,
             stdin,
             stdout,
-            _lifeline: lifeline,
+            guard: ServiceGuard {
+                child,
+                _lifeline: lifeline,
+            },
         })
     }
 

@@ -41,15 +41,21 @@ def write_note(path: str, text: str) -> str:
     return f"wrote {len(text)} characters to {path}"
 
 
-@server.tool(description="Read any file, wherever it is.")
+@server.tool(description="Read any file, wherever it is; say why not when it cannot.")
 def peek(path: str) -> str:
-    return pathlib.Path(path).read_text()
+    try:
+        return pathlib.Path(path).read_text()
+    except OSError as error:
+        return f"unreadable: {error}"
 
 
-@server.tool(description="GET a URL and return its status and body.")
+@server.tool(description="GET a URL and return its status and body; say why not when it cannot.")
 def fetch(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return f"{response.status} {response.read().decode()}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return f"{response.status} {response.read().decode()}"
+    except OSError as error:
+        return f"unreachable: {error}"
 
 
 @server.tool(description="Sleep for SECONDS, then say so.")

@@ -1,0 +1,308 @@
+//! A capsule's MCP servers, from the client side: connecting to one, listing its tools,
+//! calling them under a time limit. The protocol is the official Rust SDK's (`rmcp`); this
+//! crate decides only what Murmur promises around it.
+//!
+//! What a caller can rely on:
+//!
+//! - **Two transports** ([`Transport`]): a stdio server is a [`Service`] of the shell crate, a
+//!   child confined as a shell call is (the workdir as cwd, the minimal environment, Landlock,
+//!   its own process group, killed whole when the connection is dropped); a streamable HTTP
+//!   server is a URL the caller has already checked against the network allowlist, with the
+//!   headers the host attaches (a credential never passes through a component).
+//! - **Bounded waits.** Connecting (the `initialize` handshake and the first tool list) and
+//!   each call take a time limit; a call past its limit is cancelled with the protocol's
+//!   `notifications/cancelled` and reported as [`McpError::Deadline`].
+//! - **Tools as JSON** ([`McpTool`]): each tool's name, description, input schema and
+//!   annotations exactly as the server sent them, so what is offered, checked and pinned is
+//!   what the server said. [`McpTool::effect`] reads the annotations: `readOnlyHint` is `read`,
+//!   `destructiveHint` is `mutate`, anything else unknown (hints from a server, never trusted
+//!   for more than a label).
+//! - **Errors with codes** ([`McpError`], `E-MCP-*`): a server that does not start or does
+//!   not answer the handshake, one that answers out of protocol, one that has gone away, a
+//!   call past its time limit. An `isError` result is not an error: it is a result the caller
+//!   marks failed.
+
+use std::time::Duration;
+
+use murmur_manifest::Coded;
+use murmur_manifest::diagnostic::code;
+use murmur_shell::Service;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Map, Value};
+
+/// How to reach a server.
+pub enum Transport {
+    /// A confined child speaking MCP over its stdin and stdout.
+    Stdio(Box<Service>),
+    /// A streamable HTTP endpoint: `url` (already allowed), with `headers` (a credential's
+    /// `Authorization`, say) sent on every request.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// Why a server or a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("MCP server `{server}` did not start: {reason}")]
+    Start { server: String, reason: String },
+    #[error("MCP server `{server}` did not answer within {seconds} s ({what})")]
+    Deadline {
+        server: String,
+        what: String,
+        seconds: u64,
+    },
+    #[error("MCP server `{server}` answered out of protocol: {reason}")]
+    Protocol { server: String, reason: String },
+    #[error("MCP server `{server}` has stopped: {reason}")]
+    Stopped { server: String, reason: String },
+}
+
+impl Coded for McpError {
+    fn code(&self) -> &'static str {
+        match self {
+            McpError::Start { .. } => code::E_MCP_001,
+            McpError::Deadline { .. } => code::E_MCP_002,
+            McpError::Protocol { .. } => code::E_MCP_003,
+            McpError::Stopped { .. } => code::E_MCP_004,
+        }
+    }
+
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
+    fn hint(&self) -> String {
+        match self {
+            McpError::Start { .. } => {
+                "check the server's command, arguments and grants; its stderr is in logs/mcp-<name>.log"
+            }
+            McpError::Deadline { .. } => {
+                "the server is slow or stuck: raise the entry's `timeout_seconds`, or fix the server"
+            }
+            McpError::Protocol { .. } => "the server does not speak MCP as the SDK expects",
+            McpError::Stopped { .. } => {
+                "the server exited or closed its connection; its stderr is in logs/mcp-<name>.log"
+            }
+        }
+        .to_string()
+    }
+}
+
+/// A tool as the server listed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The whole listing entry, as sent.
+    pub listing: Value,
+}
+
+impl McpTool {
+    pub fn name(&self) -> &str {
+        self.listing["name"].as_str().unwrap_or_default()
+    }
+
+    pub fn description(&self) -> Option<&str> {
+        self.listing["description"].as_str()
+    }
+
+    /// Its `inputSchema` (an object schema, as MCP requires).
+    pub fn input_schema(&self) -> &Value {
+        &self.listing["inputSchema"]
+    }
+
+    /// `read`, `mutate` or `unknown`, from the tool's annotations.
+    pub fn effect(&self) -> &'static str {
+        let hint = |name: &str| self.listing["annotations"][name].as_bool() == Some(true);
+        if hint("readOnlyHint") {
+            "read"
+        } else if hint("destructiveHint") {
+            "mutate"
+        } else {
+            "unknown"
+        }
+    }
+}
+
+/// What a call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Called {
+    /// Its text content, the blocks joined by newlines (other blocks named by their type).
+    pub text: String,
+    /// `isError`: the tool ran and failed.
+    pub is_error: bool,
+    /// Its `structuredContent`, when it sent one.
+    pub structured: Option<Value>,
+}
+
+/// A live connection to one server.
+pub struct McpConnection {
+    name: String,
+    running: RunningService<RoleClient, ()>,
+    /// The server's `serverInfo`: `{name, version}` as it introduced itself.
+    server_info: Value,
+    /// The stdio child, kept alive while the connection is; dropped, it dies with its group.
+    _child: Option<murmur_shell::ServiceGuard>,
+}
+
+impl McpConnection {
+    /// Connects to the server `name` over `transport`: the `initialize` handshake, within
+    /// `limit`.
+    pub async fn connect(
+        name: &str,
+        transport: Transport,
+        limit: Duration,
+    ) -> Result<McpConnection, McpError> {
+        let start = |reason: String| McpError::Start {
+            server: name.to_string(),
+            reason,
+        };
+        let (running, child) = match transport {
+            Transport::Stdio(service) => {
+                let Service {
+                    stdin,
+                    stdout,
+                    guard,
+                } = *service;
+                (
+                    handshake(name, limit, ().serve((stdout, stdin))).await?,
+                    Some(guard),
+                )
+            }
+            Transport::Http { url, headers } => {
+                // The HTTP client's TLS needs a crypto provider; one per process, whoever
+                // installs it first.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+                for (header, value) in headers {
+                    let header = http::HeaderName::try_from(header.as_str())
+                        .map_err(|e| start(format!("header `{header}`: {e}")))?;
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|e| start(format!("the value of header `{header}`: {e}")))?;
+                    config.custom_headers.insert(header, value);
+                }
+                let transport = StreamableHttpClientTransport::from_config(config);
+                (handshake(name, limit, ().serve(transport)).await?, None)
+            }
+        };
+        let server_info = running
+            .peer_info()
+            .and_then(|info| serde_json::to_value(&info.server_info).ok())
+            .unwrap_or(Value::Null);
+        Ok(McpConnection {
+            name: name.to_string(),
+            running,
+            server_info,
+            _child: child,
+        })
+    }
+
+    /// The server's `serverInfo` (`{name, version, …}`) as it introduced itself.
+    pub fn server_info(&self) -> &Value {
+        &self.server_info
+    }
+
+    /// Every tool the server lists (all pages), within `limit`.
+    pub async fn tools(&self, limit: Duration) -> Result<Vec<McpTool>, McpError> {
+        let listed = tokio::time::timeout(limit, self.running.peer().list_all_tools())
+            .await
+            .map_err(|_| self.deadline("tools/list", limit))?
+            .map_err(|error| self.failed(error))?;
+        listed
+            .into_iter()
+            .map(|tool| {
+                serde_json::to_value(&tool)
+                    .map(|listing| McpTool { listing })
+                    .map_err(|error| McpError::Protocol {
+                        server: self.name.clone(),
+                        reason: error.to_string(),
+                    })
+            })
+            .collect()
+    }
+
+    /// Calls `tool` with `arguments`, within `limit`; past it, the call is cancelled.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        limit: Duration,
+    ) -> Result<Called, McpError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = Some(arguments);
+        // Dropping the call at its limit sends `notifications/cancelled` for it.
+        let result = tokio::time::timeout(limit, self.running.peer().call_tool(params))
+            .await
+            .map_err(|_| self.deadline(&format!("tools/call `{tool}`"), limit))?
+            .map_err(|error| self.failed(error))?;
+        let result = serde_json::to_value(&result).map_err(|error| McpError::Protocol {
+            server: self.name.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(called(&result))
+    }
+
+    fn deadline(&self, what: &str, limit: Duration) -> McpError {
+        McpError::Deadline {
+            server: self.name.clone(),
+            what: what.to_string(),
+            seconds: limit.as_secs(),
+        }
+    }
+
+    fn failed(&self, error: ServiceError) -> McpError {
+        match error {
+            ServiceError::McpError(error) => McpError::Protocol {
+                server: self.name.clone(),
+                reason: error.message.to_string(),
+            },
+            other => McpError::Stopped {
+                server: self.name.clone(),
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// The `initialize` handshake, within `limit`.
+async fn handshake<E: std::fmt::Display>(
+    name: &str,
+    limit: Duration,
+    handshake: impl Future<Output = Result<RunningService<RoleClient, ()>, E>>,
+) -> Result<RunningService<RoleClient, ()>, McpError> {
+    match tokio::time::timeout(limit, handshake).await {
+        Err(_) => Err(McpError::Deadline {
+            server: name.to_string(),
+            what: "initialize".to_string(),
+            seconds: limit.as_secs(),
+        }),
+        Ok(Err(error)) => Err(McpError::Start {
+            server: name.to_string(),
+            reason: error.to_string(),
+        }),
+        Ok(Ok(running)) => Ok(running),
+    }
+}
+
+/// A `CallToolResult`, as JSON, read.
+fn called(result: &Value) -> Called {
+    let text = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|block| match block["text"].as_str() {
+            Some(text) if block["type"] == "text" => text.to_string(),
+            _ => format!("[{} content]", block["type"].as_str().unwrap_or("unknown")),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Called {
+        text,
+        is_error: result["isError"].as_bool() == Some(true),
+        structured: result.get("structuredContent").cloned(),
+    }
+}
