@@ -375,3 +375,66 @@ fn an_entry_wider_than_the_capsule_is_reported_with_its_code() {
         assert!(output.stderr.contains("hint:"), "{}", output.stderr);
     }
 }
+
+/// MCP servers are checked like every entry: a clean pair passes; a header credential set
+/// nowhere is named with where it was looked for. `mur run` says plainly it does not start them
+/// yet instead of leaving their tools out.
+#[test]
+fn mcp_servers_are_checked_and_a_run_says_it_does_not_start_them_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "murmur.yaml",
+        &format!(
+            r#"name: notes-user
+version: "0.1.0"
+artifacts:
+  - {{ name: driver-anthropic, version: "0.1.0", runtime: driver, path: "{}", gateway: {{ endpoint: "http://127.0.0.1:9", api_key: "${{ANT_KEY}}" }} }}
+  - {{ name: notes, runtime: mcp, server: {{ command: notes-server }} }}
+  - {{ name: remote, runtime: mcp, server: {{ url: "http://127.0.0.1:8123/mcp", headers: {{ Authorization: "Bearer ${{NOTES_TOKEN}}" }} }} }}
+inference:
+  model: claude-sonnet-4-5
+  driver: {{ artifact: driver-anthropic }}
+capabilities:
+  network: {{ allow: [ "http://127.0.0.1:8123" ] }}
+"#,
+            repo_root().join("artifacts/driver-anthropic").display()
+        ),
+    );
+    let home = tempfile::tempdir().unwrap();
+    let checked = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .env("NOTES_TOKEN", "t0ken")
+        .env("ANT_KEY", "k")
+        .arg("check")
+        .arg(&file)
+        .run();
+    assert_eq!(checked.code, 0, "{checked:#?}");
+
+    let unset = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .env("ANT_KEY", "k")
+        .arg("check")
+        .arg(&file)
+        .run();
+    assert_ne!(unset.code, 0, "{unset:#?}");
+    assert!(
+        unset.stderr.contains("E-MAN-012") || unset.stdout.contains("E-MAN-012"),
+        "{unset:#?}"
+    );
+    let said = format!("{}{}", unset.stdout, unset.stderr);
+    assert!(
+        said.contains("${NOTES_TOKEN}") && said.contains("MCP server `remote`"),
+        "{said}"
+    );
+
+    let run = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .env("NOTES_TOKEN", "t0ken")
+        .env("ANT_KEY", "k")
+        .args(["run", "--json", "--task", "go"])
+        .arg(dir.path())
+        .run();
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(run.json()["error"]["code"], "E-RUN-026", "{run:#?}");
+}

@@ -38,6 +38,9 @@ closed_set! {
         Hook = "hook",
         Skill = "skill",
         Capsule = "capsule",
+        /// An MCP server, declared by a capsule's entry (`server:`), never an artifact of its
+        /// own.
+        Mcp = "mcp",
     }
 }
 
@@ -146,7 +149,8 @@ impl ArtifactManifest {
                     );
                 }
             }
-            Runtime::Capsule => {}
+            // `kind_of` refuses an artifact manifest of `runtime: mcp` before its fields load.
+            Runtime::Capsule | Runtime::Mcp => {}
         }
         found.extend(self.foreign_fields());
         found

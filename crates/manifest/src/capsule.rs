@@ -108,6 +108,30 @@ pub struct ArtifactEntry {
     /// runtime's default (see [`CapsuleManifest::grants_of`]).
     #[serde(default, deserialize_with = "null_as_default")]
     pub capabilities: EntryCapabilities,
+    /// For a `runtime: mcp` entry: how to reach its MCP server.
+    pub server: Option<McpServerSpec>,
+}
+
+/// `server:` of a `runtime: mcp` entry: a stdio server (`command`, `args`, `env`) or a
+/// streamable HTTP one (`url`, `headers`), exactly one of the two.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerSpec {
+    /// The program of a stdio server: a name resolved against `PATH` at staging, or a path.
+    pub command: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub args: Vec<String>,
+    /// Host variables the stdio server sees, by name, beside its minimal environment.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub env: Vec<String>,
+    /// The URL of a streamable HTTP server; it must be in `capabilities.network.allow`.
+    pub url: Option<String>,
+    /// Headers the host sends to an HTTP server with every request. Each value is a
+    /// credential reference (`${NAME}`, or `Bearer ${NAME}`) or a literal, as written: never
+    /// interpolated at load, resolved at staging from the usual credential sources.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The seconds the handshake, and each call, may take (default 30).
+    pub timeout_seconds: Option<u64>,
 }
 
 /// `capabilities:` of an artifact entry.
@@ -552,16 +576,19 @@ fn positive_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
 
 impl CapsuleManifest {
     /// What `entry` holds. Without a word in the entry: a tool gets the workdir read-write,
-    /// the `read_only` paths and the capsule's whole network allowlist; a hook gets no
+    /// the `read_only` paths and the capsule's whole network allowlist; an MCP server the
+    /// workdir read-write and the `read_only` paths, no network; a hook gets no
     /// directory and no network; a driver no directory and its gateway only. The entry's
     /// `capabilities.filesystem` replaces the directory part and `capabilities.network` the
     /// allowlist part (for a driver, hosts beside its gateway); both are checked at load to be
     /// within the capsule's. Every artifact gets the `env.allow` names.
     pub fn grants_of(&self, entry: &ArtifactEntry) -> ArtifactGrants {
         let tool = entry.runtime == Runtime::Tool;
+        // An MCP server runs in the workdir (its cwd), with no network unless its entry says.
+        let mcp = entry.runtime == Runtime::Mcp;
         let (scope, path) = match &entry.capabilities.filesystem {
             Some(fs) => (fs.scope, fs.path.clone()),
-            None if tool => (FsScope::Write, None),
+            None if tool || mcp => (FsScope::Write, None),
             None => (FsScope::None, None),
         };
         let read_only = if scope == FsScope::None {
@@ -660,7 +687,10 @@ impl CapsuleManifest {
                 format!("artifact `{}`", entry.name)
             };
             found.extend(check_name(&entry.name, &at, &what));
-            found.extend(check_version(&entry.version, &at, &what));
+            // An MCP server says its own version (the lock keeps it); an entry may name one.
+            if !(entry.runtime == Runtime::Mcp && entry.version.is_empty()) {
+                found.extend(check_version(&entry.version, &at, &what));
+            }
             let repeated = if entry.name.is_empty() {
                 None
             } else {
@@ -724,6 +754,7 @@ impl CapsuleManifest {
                     "the number of events that may wait, such as 64",
                 ));
             }
+            self.validate_mcp_server(entry, &at, &what, found);
             if let Some(gateway) = &entry.gateway {
                 if entry.runtime != Runtime::Driver {
                     found.push(
@@ -753,6 +784,152 @@ impl CapsuleManifest {
                     );
                 }
             }
+        }
+    }
+
+    /// `server:` of an entry: only on `runtime: mcp` (`W-MAN-026` elsewhere), where it names
+    /// exactly one way to the server and no `path` (`E-MAN-028`); a URL allowed by the
+    /// capsule (`E-MAN-024`, `E-CAP-011`); variable names as `env.allow` takes them
+    /// (`E-CAP-005`); header values that are a credential reference or a literal (`E-MAN-022`);
+    /// a time limit of at least a second.
+    fn validate_mcp_server(
+        &self,
+        entry: &ArtifactEntry,
+        at: &str,
+        what: &str,
+        found: &mut Vec<Diagnostic>,
+    ) {
+        let Some(server) = &entry.server else {
+            if entry.runtime == Runtime::Mcp {
+                found.push(
+                    Diagnostic::new(code::E_MAN_028, format!("{what} is `runtime: mcp` but has no `server:`"))
+                        .hint("add `server: { command: notes-server }` for a stdio server, or `server: { url: \"https://…/mcp\" }`")
+                        .at_path(format!("{at}.runtime")),
+                );
+            }
+            return;
+        };
+        let at = format!("{at}.server");
+        if entry.runtime != Runtime::Mcp {
+            found.push(
+                Diagnostic::new(
+                    code::W_MAN_026,
+                    format!("{what} has a `server`, which only a `runtime: mcp` uses"),
+                )
+                .hint("remove `server:`, or check `runtime:`")
+                .at_path(at),
+            );
+            return;
+        }
+        let how = match (&server.command, &server.url) {
+            (Some(_), Some(_)) => Some("names both `server.command` and `server.url`"),
+            (None, None) => Some("names neither `server.command` nor `server.url`"),
+            _ => None,
+        };
+        if let Some(how) = how {
+            found.push(
+                Diagnostic::new(code::E_MAN_028, format!("{what} {how}"))
+                    .hint("a stdio server has `command:` (and `args:`, `env:`); an HTTP server has `url:` (and `headers:`)")
+                    .at_path(at.clone()),
+            );
+        }
+        if entry.path.is_some() {
+            found.push(
+                Diagnostic::new(
+                    code::E_MAN_028,
+                    format!("{what} has a `path`, but an MCP server is no artifact directory"),
+                )
+                .hint("remove `path:`; `server.command` names the program to run")
+                .at_path(format!("{}.path", at.trim_end_matches(".server"))),
+            );
+        }
+        if let Some(command) = &server.command
+            && (command.trim().is_empty() || command.contains('\0'))
+        {
+            found.push(
+                Diagnostic::new(code::E_MAN_028, format!("{what} has a `server.command` that names no program"))
+                    .hint("name the program, such as `notes-server` (looked up in PATH) or `/opt/notes/bin/server`")
+                    .at_path(format!("{at}.command")),
+            );
+        }
+        for (field, present) in [
+            ("args", !server.args.is_empty()),
+            ("env", !server.env.is_empty()),
+        ] {
+            if present && server.command.is_none() {
+                found.push(
+                    Diagnostic::new(code::W_MAN_026, format!("{what} has `server.{field}`, which only a stdio server (`server.command`) uses"))
+                        .hint(format!("remove `server.{field}:`, or give the entry a `server.command`"))
+                        .at_path(format!("{at}.{field}")),
+                );
+            }
+        }
+        if !server.headers.is_empty() && server.url.is_none() {
+            found.push(
+                Diagnostic::new(
+                    code::W_MAN_026,
+                    format!(
+                        "{what} has `server.headers`, which only an HTTP server (`server.url`) uses"
+                    ),
+                )
+                .hint("remove `server.headers:`, or give the entry a `server.url`")
+                .at_path(format!("{at}.headers")),
+            );
+        }
+        if let Some(url) = &server.url {
+            match check_http_url(url, &format!("{at}.url")) {
+                Some(bad) => found.push(bad),
+                None => {
+                    let allowed = url::Url::parse(url).ok().is_some_and(|parsed| {
+                        let host = parsed.host_str().unwrap_or_default();
+                        let port = parsed.port_or_known_default().unwrap_or(0);
+                        self.capabilities
+                            .network
+                            .allow
+                            .iter()
+                            .any(|rule| rule.permits(parsed.scheme(), host, port))
+                    });
+                    if !allowed {
+                        found.push(
+                            Diagnostic::new(
+                                code::E_CAP_011,
+                                format!("{what} is reached at `{url}`, which `capabilities.network.allow` does not allow"),
+                            )
+                            .hint("add the server's host (and port) to `capabilities.network.allow`")
+                            .at_path(format!("{at}.url")),
+                        );
+                    }
+                }
+            }
+        }
+        for (i, name) in server.env.iter().enumerate() {
+            if let Some(problem) = env_name_problem(name) {
+                found.push(
+                    Diagnostic::new(
+                        code::E_CAP_005,
+                        format!("{what}'s `server.env` name `{name}` {problem}"),
+                    )
+                    .hint("name a host variable to pass to the server, such as `NOTES_HOME`")
+                    .at_path(format!("{at}.env[{i}]")),
+                );
+            }
+        }
+        for (name, value) in &server.headers {
+            if credential_reference(value).is_none() && value.contains("${") {
+                found.push(
+                    Diagnostic::new(code::E_MAN_022, format!("{what}'s header `{name}` mixes `${{...}}` with text other than a `Bearer ` prefix"))
+                        .hint("write the value as `${NAME}` or `Bearer ${NAME}`: the runtime resolves it at launch")
+                        .at_path(format!("{at}.headers.{name}")),
+                );
+            }
+        }
+        if server.timeout_seconds == Some(0) {
+            found.push(out_of_range(
+                &format!("{at}.timeout_seconds"),
+                0,
+                "at least 1",
+                "the seconds the server's handshake and each call may take, such as 30",
+            ));
         }
     }
 
@@ -1085,13 +1262,7 @@ impl Capabilities {
             );
         }
         for (i, name) in self.env.allow.iter().enumerate() {
-            let problem = if name.is_empty() {
-                "is empty"
-            } else if name.contains('=') {
-                "contains `=`"
-            } else if name.starts_with("MURMUR_") {
-                "starts with `MURMUR_`, which the runtime sets itself"
-            } else {
+            let Some(problem) = env_name_problem(name) else {
                 continue;
             };
             found.push(
@@ -1101,6 +1272,26 @@ impl Capabilities {
             );
         }
     }
+}
+
+/// Why `name` cannot name a host variable passed to a component or server, if it cannot.
+fn env_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("is empty")
+    } else if name.contains('=') {
+        Some("contains `=`")
+    } else if name.starts_with("MURMUR_") {
+        Some("starts with `MURMUR_`, which the runtime sets itself")
+    } else {
+        None
+    }
+}
+
+/// `NAME` when `value` is exactly `${NAME}` or `Bearer ${NAME}`.
+pub fn credential_reference(value: &str) -> Option<&str> {
+    let reference = value.strip_prefix("Bearer ").unwrap_or(value);
+    let name = reference.strip_prefix("${")?.strip_suffix('}')?;
+    is_variable_name(name).then_some(name)
 }
 
 impl Control {
@@ -1273,5 +1464,135 @@ capabilities:
         assert_eq!(gateway("Bearer ${KEY}").env_reference(), None);
         assert_eq!(gateway("${A}${B}").env_reference(), None);
         assert_eq!(gateway("${}").env_reference(), None);
+    }
+
+    /// The codes, with their paths, of what loading `yaml` said.
+    fn said(yaml: &str) -> Vec<(String, String)> {
+        let env = |name: &str| (name == "NOTES_TOKEN").then(|| "t0ken".to_string());
+        crate::load_str(yaml, Path::new("/capsule/murmur.yaml"), &env)
+            .diagnostics
+            .into_iter()
+            .map(|d| (d.code.to_string(), d.path.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    const MCP: &str = r#"
+name: c
+version: "0.1.0"
+artifacts:
+  - name: notes
+    runtime: mcp
+    server: { command: notes-server, args: [--quiet], env: [NOTES_HOME], timeout_seconds: 10 }
+  - name: remote
+    version: "1.2.0"
+    runtime: mcp
+    server: { url: "http://127.0.0.1:8123/mcp", headers: { Authorization: "Bearer ${NOTES_TOKEN}", X-Team: murmur } }
+capabilities:
+  network: { allow: [ "http://127.0.0.1:8123" ] }
+"#;
+
+    #[test]
+    fn mcp_servers_of_either_transport_load_without_a_word() {
+        assert_eq!(said(MCP), Vec::<(String, String)>::new());
+        let capsule = capsule(MCP);
+        let notes = capsule.artifact("notes").unwrap().server.as_ref().unwrap();
+        assert_eq!(notes.command.as_deref(), Some("notes-server"));
+        assert_eq!(notes.env, ["NOTES_HOME"]);
+        let remote = capsule.artifact("remote").unwrap().server.as_ref().unwrap();
+        // A header is a credential reference: kept as written, never interpolated at load.
+        assert_eq!(remote.headers["Authorization"], "Bearer ${NOTES_TOKEN}");
+        assert_eq!(
+            credential_reference(&remote.headers["Authorization"]),
+            Some("NOTES_TOKEN")
+        );
+        assert_eq!(credential_reference("murmur"), None);
+        // By default a server runs in the workdir with no network.
+        let grants = capsule.grants_of(capsule.artifact("notes").unwrap());
+        assert_eq!(grants.filesystem.scope, FsScope::Write);
+        assert!(grants.network.allow.is_empty());
+    }
+
+    #[test]
+    fn an_mcp_entry_that_cannot_reach_its_server_is_refused_with_the_field() {
+        let entry = |server: &str| {
+            format!(
+                "name: c\nversion: \"0.1.0\"\nartifacts:\n  - {{ name: s, runtime: mcp{server} }}\ncapabilities:\n  network: {{ allow: [ \"https://ok.example\" ] }}\n"
+            )
+        };
+        let cases = [
+            ("", "E-MAN-028", "artifacts[0].runtime"),
+            (", server: {}", "E-MAN-028", "artifacts[0].server"),
+            (
+                ", server: { command: a, url: \"https://ok.example/mcp\" }",
+                "E-MAN-028",
+                "artifacts[0].server",
+            ),
+            (
+                ", server: { command: \" \" }",
+                "E-MAN-028",
+                "artifacts[0].server.command",
+            ),
+            (
+                ", path: x, server: { command: a }",
+                "E-MAN-028",
+                "artifacts[0].path",
+            ),
+            (
+                ", server: { url: \"ftp://ok.example/mcp\" }",
+                "E-MAN-024",
+                "artifacts[0].server.url",
+            ),
+            (
+                ", server: { url: \"https://elsewhere.example/mcp\" }",
+                "E-CAP-011",
+                "artifacts[0].server.url",
+            ),
+            (
+                ", server: { url: \"http://ok.example/mcp\" }",
+                "E-CAP-011",
+                "artifacts[0].server.url",
+            ),
+            (
+                ", server: { command: a, env: [ MURMUR_X ] }",
+                "E-CAP-005",
+                "artifacts[0].server.env[0]",
+            ),
+            (
+                ", server: { url: \"https://ok.example/mcp\", headers: { A: \"x ${T}\" } }",
+                "E-MAN-022",
+                "artifacts[0].server.headers.A",
+            ),
+            (
+                ", server: { command: a, timeout_seconds: 0 }",
+                "E-MAN-015",
+                "artifacts[0].server.timeout_seconds",
+            ),
+            (
+                ", server: { url: \"https://ok.example/mcp\", args: [ x ] }",
+                "W-MAN-026",
+                "artifacts[0].server.args",
+            ),
+            (
+                ", server: { command: a, headers: { A: b } }",
+                "W-MAN-026",
+                "artifacts[0].server.headers",
+            ),
+        ];
+        for (server, code, path) in cases {
+            let found = said(&entry(server));
+            assert!(
+                found.iter().any(|(c, p)| c == code && p == path),
+                "{server}: wanted {code} at {path}, got {found:?}"
+            );
+        }
+        // `server:` on anything else is a warning; `runtime: mcp` as a manifest of its own an error.
+        let tool = "name: c\nversion: \"0.1.0\"\nartifacts:\n  - { name: t, version: \"0.1.0\", runtime: tool, server: { command: a } }\n";
+        assert!(said(tool).contains(&("W-MAN-026".to_string(), "artifacts[0].server".to_string())));
+        let own = "name: s\nversion: \"0.1.0\"\nruntime: mcp\n";
+        assert!(
+            said(own).iter().any(|(c, _)| c == "E-MAN-007"),
+            "{:?}",
+            said(own)
+        );
     }
 }

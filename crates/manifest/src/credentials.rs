@@ -116,7 +116,8 @@ pub fn resolve(
 /// user's credentials file (`config`, read from `config_file`). A name in `control.secrets` is
 /// injected at run time and not looked for. The primary driver's credential is `E-MAN-012`; a
 /// driver only alternates use is `W-RUN-003` (the run stages that choice unavailable); a driver
-/// no choice names is not looked at.
+/// no choice names is not looked at. An MCP server's header credential (`server.headers`) set
+/// nowhere is `E-MAN-012` too: the run cannot reach that server.
 pub fn unresolved(
     capsule: &crate::CapsuleManifest,
     manifest_file: &Path,
@@ -124,22 +125,56 @@ pub fn unresolved(
     config: &dyn Fn(&str) -> Option<String>,
     config_file: &Path,
 ) -> Vec<Diagnostic> {
-    let Some(inference) = &capsule.inference else {
-        return Vec::new();
-    };
-    let primary = inference.driver.as_ref().map(|d| d.artifact.as_str());
     let dotenv = manifest_file
         .parent()
         .unwrap_or(Path::new("."))
         .join(".env");
     let mut found = Vec::new();
+    let injected = |name: &str| capsule.control.secrets.iter().any(|s| s == name);
+    let nowhere = format!(
+        "not in the environment, not in {}, not in {}",
+        dotenv.display(),
+        config_file.display()
+    );
+    for (index, entry) in capsule.artifacts.iter().enumerate() {
+        let Some(server) = &entry.server else {
+            continue;
+        };
+        for (header, value) in &server.headers {
+            let Some(name) = crate::capsule::credential_reference(value) else {
+                continue;
+            };
+            if injected(name) || resolve(name, manifest_file, env, config).is_some() {
+                continue;
+            }
+            found.push(
+                Diagnostic::new(
+                    code::E_MAN_012,
+                    format!(
+                        "`${{{name}}}` in header `{header}` of MCP server `{}` is set nowhere: {}; the run cannot reach that server",
+                        entry.name,
+                        nowhere
+                    ),
+                )
+                .hint(format!(
+                    "export {name}, add `{name}=...` to the .env or `{name}: ...` to the credentials file, or name it in `control.secrets` to inject it at run time"
+                ))
+                .in_file(manifest_file)
+                .at_path(format!("artifacts[{index}].server.headers.{header}")),
+            );
+        }
+    }
+    let Some(inference) = &capsule.inference else {
+        return found;
+    };
+    let primary = inference.driver.as_ref().map(|d| d.artifact.as_str());
     for (index, entry) in capsule.artifacts.iter().enumerate() {
         let Some(name) = entry.gateway.as_ref().and_then(|g| g.env_reference()) else {
             continue;
         };
         let is_primary = primary == Some(entry.name.as_str());
         let for_alternates = inference.alternates.iter().any(|a| a.driver == entry.name);
-        if !(is_primary || for_alternates) || capsule.control.secrets.iter().any(|s| s == name) {
+        if !(is_primary || for_alternates) || injected(name) {
             continue;
         }
         if resolve(name, manifest_file, env, config).is_some() {
@@ -158,10 +193,9 @@ pub fn unresolved(
             Diagnostic::new(
                 code,
                 format!(
-                    "`${{{name}}}` in `{path}` (the credential of driver `{}`) is set nowhere: not in the environment, not in {}, not in {}; {consequence}",
+                    "`${{{name}}}` in `{path}` (the credential of driver `{}`) is set nowhere: {}; {consequence}",
                     entry.name,
-                    dotenv.display(),
-                    config_file.display()
+                    nowhere
                 ),
             )
             .hint(format!(

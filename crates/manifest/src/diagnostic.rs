@@ -265,6 +265,7 @@ codes! {
     W_MAN_025 = "W-MAN-025": "the `.env` beside the manifest cannot be parsed";
     W_MAN_026 = "W-MAN-026": "a field that only applies to another runtime";
     E_MAN_027 = "E-MAN-027": "the manifest file is larger than the loader reads (1 MiB)";
+    E_MAN_028 = "E-MAN-028": "a `runtime: mcp` entry does not say how to reach its server: exactly one of `server.command` and `server.url`, and no `path`";
 
     E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";
     E_CAP_002 = "E-CAP-002": "a limit is zero or negative";
@@ -276,6 +277,7 @@ codes! {
     E_CAP_008 = "E-CAP-008": "a peer capsule's URL is not in `capabilities.network.allow`";
     E_CAP_009 = "E-CAP-009": "an artifact entry's `capabilities.network.allow` names a host, scheme or port the capsule's `capabilities.network.allow` does not";
     E_CAP_010 = "E-CAP-010": "an artifact entry's `capabilities.filesystem.path` is absolute, empty, or climbs out of the workdir with `..`";
+    E_CAP_011 = "E-CAP-011": "an MCP server's `server.url` is not in `capabilities.network.allow`";
 
     E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
     E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";
@@ -301,6 +303,7 @@ codes! {
     E_RUN_022 = "E-RUN-022": "the runtime could not write or read its own file in the session workdir (`out/result.txt`, a context's `history.json`, a log): a link or a directory was planted there, or the disk is full";
     E_RUN_023 = "E-RUN-023": "a tool's or driver's `data` is over the limit the runtime takes (10 MiB)";
     E_RUN_024 = "E-RUN-024": "the session to resume is not there, cannot be read, or saved no conversation (`mur run --resume`)";
+    E_RUN_026 = "E-RUN-026": "the capsule declares MCP servers (`runtime: mcp`), which this build checks but does not run yet";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";

@@ -113,7 +113,7 @@ pub fn run(args: InstallArgs) -> Exit {
             let world = match local.manifest.runtime {
                 Runtime::Tool => RunWorld::Tool,
                 Runtime::Driver => RunWorld::Driver,
-                Runtime::Hook | Runtime::Skill | Runtime::Capsule => continue,
+                Runtime::Hook | Runtime::Skill | Runtime::Capsule | Runtime::Mcp => continue,
             };
             let component = local.component_path();
             if component.is_file()

@@ -247,11 +247,20 @@ fn checked<T>(
     Some(manifest)
 }
 
-/// Whether the value at `path` is a credential reference, left as written.
+/// Whether the value at `path` is a credential reference, left as written: a driver's
+/// `gateway.api_key`, an MCP server's `server.headers.<name>`.
 fn is_credential(path: &str) -> bool {
-    path.strip_prefix("artifacts[")
-        .and_then(|rest| rest.strip_suffix("].gateway.api_key"))
-        .is_some_and(|index| !index.is_empty() && index.chars().all(|c| c.is_ascii_digit()))
+    let Some((index, field)) = path
+        .strip_prefix("artifacts[")
+        .and_then(|rest| rest.split_once("]."))
+    else {
+        return false;
+    };
+    let entry = !index.is_empty() && index.chars().all(|c| c.is_ascii_digit());
+    let header = field
+        .strip_prefix("server.headers.")
+        .is_some_and(|name| !name.is_empty() && !name.contains('.'));
+    entry && (field == "gateway.api_key" || header)
 }
 
 /// Which manifest `value` is, and `E-MAN-007` when it is not what the caller wants. A
@@ -270,6 +279,13 @@ fn kind_of(value: &Value, want: Want) -> (Runtime, Option<Diagnostic>) {
                 format!("`runtime: {kind}` makes this an artifact manifest, but a capsule manifest is expected"),
             )
             .hint("use `runtime: capsule` (or no `runtime:`) for a capsule"),
+        ),
+        (_, Runtime::Mcp) => Some(
+            Diagnostic::new(
+                code::E_MAN_007,
+                "`runtime: mcp` is not a manifest of its own: an MCP server is declared in a capsule's `artifacts:`",
+            )
+            .hint("in the capsule's murmur.yaml: `- { name: notes, runtime: mcp, server: { command: notes-server } }`"),
         ),
         (Want::Artifact, Runtime::Capsule) => {
             let message = if declared.is_some() {
@@ -480,5 +496,11 @@ mod tests {
         assert!(!is_credential("artifacts[].gateway.api_key"));
         assert!(!is_credential("artifacts[0].gateway.endpoint"));
         assert!(!is_credential("artifacts[0].config.gateway.api_key"));
+        assert!(is_credential("artifacts[3].server.headers.Authorization"));
+        assert!(!is_credential("artifacts[3].server.url"));
+        assert!(!is_credential("artifacts[3].server.headers"));
+        assert!(!is_credential(
+            "artifacts[3].config.server.headers.Authorization"
+        ));
     }
 }

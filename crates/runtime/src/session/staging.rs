@@ -783,6 +783,21 @@ impl<'a> Resolved<'a> {
         runs: impl Fn(Runtime) -> bool,
         also_build: &[&LocalArtifact],
     ) -> Result<Resolved<'a>, StageError> {
+        // Said, never skipped: a server the model was meant to have is not quietly missing.
+        if let Some(server) = capsule
+            .artifacts
+            .iter()
+            .find(|entry| entry.runtime == Runtime::Mcp)
+        {
+            return Err(StageError::invalid(
+                "E-RUN-026",
+                format!(
+                    "capsule `{}` declares the MCP server `{}`, which this build checks but does not run yet",
+                    capsule.name, server.name
+                ),
+                "remove the `runtime: mcp` entries to run the capsule with this build",
+            ));
+        }
         let entries: Vec<&ArtifactEntry> = capsule
             .artifacts
             .iter()
