@@ -508,3 +508,23 @@ fn a_capsule_component_warns_of_a_hook_that_never_runs() {
     assert!(output.stderr.contains("W-HOOK-008"), "{output:#?}");
     assert!(output.stderr.contains("`policy`"), "{output:#?}");
 }
+
+/// A capsule component cannot call MCP servers: a capsule declaring one says so before
+/// anything runs, rather than run without them.
+#[test]
+fn a_capsule_component_with_an_mcp_server_is_refused_before_it_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let hooks = "  - { name: notes, runtime: mcp, server: { command: notes-server } }\n";
+    let dir = shell_capsule(&work.path().join("capsule"), "echo", hooks);
+    let output = run(home.path(), &dir, reg.path());
+    assert_eq!(output.code, 2, "{output:#?}");
+    let error = &output.json()["error"];
+    assert_eq!(error["code"], "E-RUN-026", "{output:#?}");
+    assert!(
+        error["message"].as_str().unwrap().contains("`notes`"),
+        "{output:#?}"
+    );
+    assert!(!work.path().join("capsule/workdir").exists());
+}

@@ -377,10 +377,10 @@ fn an_entry_wider_than_the_capsule_is_reported_with_its_code() {
 }
 
 /// MCP servers are checked like every entry: a clean pair passes; a header credential set
-/// nowhere is named with where it was looked for. `mur run` says plainly it does not start them
-/// yet instead of leaving their tools out.
+/// nowhere is named with where it was looked for; a run whose server's program is not there
+/// stops before the model is called, naming the server.
 #[test]
-fn mcp_servers_are_checked_and_a_run_says_it_does_not_start_them_yet() {
+fn mcp_servers_are_checked_and_a_run_names_a_server_that_cannot_start() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(
         dir.path(),
@@ -435,6 +435,12 @@ capabilities:
         .args(["run", "--json", "--task", "go"])
         .arg(dir.path())
         .run();
-    assert_eq!(run.code, 2, "{run:#?}");
-    assert_eq!(run.json()["error"]["code"], "E-RUN-026", "{run:#?}");
+    assert_ne!(run.code, 0, "{run:#?}");
+    let error = &run.json()["error"];
+    assert_eq!(error["code"], "E-MCP-001", "{run:#?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("`notes`") && message.contains("`notes-server` is not an executable"),
+        "{message}"
+    );
 }

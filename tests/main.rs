@@ -14,6 +14,7 @@ mod escape;
 mod first_party_hooks;
 mod hooks;
 mod house;
+mod mcp;
 mod otel;
 mod run_credentials;
 mod run_driver_answers;

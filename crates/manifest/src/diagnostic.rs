@@ -303,7 +303,7 @@ codes! {
     E_RUN_022 = "E-RUN-022": "the runtime could not write or read its own file in the session workdir (`out/result.txt`, a context's `history.json`, a log): a link or a directory was planted there, or the disk is full";
     E_RUN_023 = "E-RUN-023": "a tool's or driver's `data` is over the limit the runtime takes (10 MiB)";
     E_RUN_024 = "E-RUN-024": "the session to resume is not there, cannot be read, or saved no conversation (`mur run --resume`)";
-    E_RUN_026 = "E-RUN-026": "the capsule declares MCP servers (`runtime: mcp`), which this build checks but does not run yet";
+    E_RUN_026 = "E-RUN-026": "a capsule component's capsule declares MCP servers (`runtime: mcp`), which only an agent's model can call";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";

@@ -84,6 +84,11 @@ impl NetworkRule {
         &self.text
     }
 
+    /// The TCP ports any of `rules` reaches (what a confined child may `connect` to).
+    pub fn ports_of(rules: &[NetworkRule]) -> Vec<u16> {
+        rules.iter().flat_map(NetworkRule::ports).collect()
+    }
+
     /// The TCP ports this entry reaches: its port, or 80 and 443 for a bare host.
     pub fn ports(&self) -> Vec<u16> {
         match self.reach {

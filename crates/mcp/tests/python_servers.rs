@@ -2,7 +2,7 @@
 //! (`tests/python/mcp/notes_server.py`, in the venv `scripts/python-env mcp` makes): over stdio
 //! as a confined child, and over streamable HTTP on loopback.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,61 +10,10 @@ use murmur_beneath::BeneathDir;
 use murmur_manifest::Coded;
 use murmur_mcp::{McpConnection, ToolList, Transport};
 use murmur_shell::{ShellGrant, TimeLimits};
+use murmur_testkit::{free_port, mcp_python};
 use serde_json::{Map, Value, json};
 
 const LIMIT: Duration = Duration::from_secs(20);
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The venv's Python, and the directories it reads to start (the venv, its base prefix).
-/// Run by its canonical path (as every confined child is), it no longer finds its venv by
-/// itself: [`site_packages`] is given to it as `PYTHONPATH`.
-fn python() -> (PathBuf, Vec<PathBuf>) {
-    let venv = repo().join("target/mcp-python-venv");
-    let python = venv.join("bin/python");
-    assert!(
-        python.exists() && venv.join(".requirements.sha256").exists(),
-        "{} is missing: run `scripts/python-env mcp` and run this test again",
-        venv.display()
-    );
-    let output = std::process::Command::new(&python)
-        .args(["-c", "import sys; print(sys.base_prefix)"])
-        .output()
-        .unwrap();
-    let base = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
-    (
-        python,
-        vec![
-            venv.canonicalize().unwrap(),
-            base,
-            repo().join("tests/python/mcp").canonicalize().unwrap(),
-        ],
-    )
-}
-
-/// The venv's `site-packages`.
-fn site_packages() -> String {
-    let (python, _) = python();
-    let output = std::process::Command::new(python)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
-}
-
-fn server_script() -> String {
-    repo()
-        .join("tests/python/mcp/notes_server.py")
-        .canonicalize()
-        .unwrap()
-        .display()
-        .to_string()
-}
 
 /// The notes server over stdio, confined in `workdir`.
 async fn stdio(workdir: &Path) -> McpConnection {
@@ -74,13 +23,14 @@ async fn stdio(workdir: &Path) -> McpConnection {
 /// The notes server over stdio, confined in `workdir`, with `env` beside its `PYTHONPATH`.
 async fn stdio_with(workdir: &Path, env: Vec<(String, String)>) -> McpConnection {
     std::fs::create_dir_all(workdir.join("logs")).unwrap();
-    let (python, read_only) = python();
+    let venv = mcp_python();
+    let python = venv.python.clone();
     let grant = ShellGrant::new(
         &[python.display().to_string()],
         "",
         Arc::new(BeneathDir::open(workdir).unwrap()),
-        read_only,
-        std::iter::once(("PYTHONPATH".to_string(), site_packages()))
+        venv.reads.clone(),
+        std::iter::once(("PYTHONPATH".to_string(), venv.site_packages.clone()))
             .chain(env)
             .collect(),
         Vec::new(),
@@ -92,7 +42,7 @@ async fn stdio_with(workdir: &Path, env: Vec<(String, String)>) -> McpConnection
     let service = grant
         .spawn_service(
             &python.display().to_string(),
-            &[server_script(), "stdio".to_string()],
+            &[venv.notes_server.display().to_string(), "stdio".to_string()],
             "logs/mcp-notes.log",
         )
         .unwrap();
@@ -121,12 +71,22 @@ async fn a_stdio_server_lists_its_tools_and_answers_calls_inside_its_workdir() {
     let names: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
     assert_eq!(
         names,
-        ["read_note", "write_note", "peek", "fetch", "slow", "fail"]
+        [
+            "read_note",
+            "write_note",
+            "peek",
+            "fetch",
+            "slow",
+            "fail",
+            "crash"
+        ]
     );
     let effects: Vec<&str> = tools.iter().map(|tool| tool.effect()).collect();
     assert_eq!(
         effects,
-        ["read", "mutate", "unknown", "unknown", "unknown", "unknown"]
+        [
+            "read", "mutate", "unknown", "unknown", "unknown", "unknown", "unknown"
+        ]
     );
     assert_eq!(tools[0].description(), Some("Read the note at PATH."));
     assert_eq!(tools[0].input_schema()["required"], json!(["path"]));
@@ -208,15 +168,6 @@ async fn a_call_past_its_limit_is_cancelled_and_the_server_goes_on() {
     assert_eq!(quick.text, "slept 0.0");
 }
 
-/// A free loopback port.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The notes server over streamable HTTP on loopback, until dropped.
 struct HttpServer {
     child: std::process::Child,
@@ -231,10 +182,11 @@ impl Drop for HttpServer {
 }
 
 fn http_server(workdir: &Path) -> HttpServer {
-    let (python, _) = python();
+    let venv = mcp_python();
     let port = free_port();
-    let child = std::process::Command::new(python)
-        .args([server_script(), "http".to_string(), port.to_string()])
+    let child = std::process::Command::new(venv.python)
+        .arg(venv.notes_server)
+        .args(["http".to_string(), port.to_string()])
         .current_dir(workdir)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -263,7 +215,7 @@ async fn an_http_server_lists_its_tools_and_answers_calls() {
         .await
         .unwrap();
     let tools = connection.tools(LIMIT).await.unwrap();
-    assert_eq!(tools.len(), 6);
+    assert_eq!(tools.len(), 7);
     let wrote = connection
         .call(
             "write_note",

@@ -12,11 +12,13 @@
 pub mod a2a_schema;
 pub mod door;
 pub mod emulator;
+mod mcp_python;
 mod mur;
 pub mod otlp;
 mod recording;
 pub mod registry;
 
 pub use emulator::{Emulator, Script};
+pub use mcp_python::{McpPython, free_port, mcp_python};
 pub use mur::{Mur, MurOutput, fixture_hook, replace_in, repo_root, shared_home};
 pub use recording::{RecordedRequest, RecordingServer};

@@ -6,8 +6,10 @@ requirements.txt beside it): notes kept as files in its working directory.
 
 Tools: `read_note` (read-only), `write_note` (destructive), `peek` (reads any path it is
 given: for confinement tests), `fetch` (one HTTP GET of a URL: for network tests), `slow`
-(sleeps: for time limits), `fail` (an error result). `NOTES_DESCRIPTION`, when set, replaces
-the description of `read_note`, so a test can change a tool a lock pinned. Prints nothing on stdout but the protocol; notes its start on stderr.
+(sleeps: for time limits), `fail` (an error result), `crash` (the server exits mid-call). `NOTES_DESCRIPTION`, when set, replaces
+the description of `read_note`, so a test can change a tool a lock pinned. With
+`NOTES_BEARER` set, the HTTP server answers 401 to a request without
+`Authorization: Bearer <NOTES_BEARER>`. Prints nothing on stdout but the protocol; notes its start on stderr.
 """
 
 import asyncio
@@ -69,6 +71,26 @@ def fail() -> str:
     raise RuntimeError("this tool always fails")
 
 
+@server.tool(description="Ends the server at once, mid-call.")
+def crash() -> str:
+    os._exit(3)
+
+
+def require_bearer(app, token):
+    """`app`, answering 401 to any HTTP request without `Authorization: Bearer <token>`."""
+    wanted = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != wanted:
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"no entry"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     print(f"notes_server: starting ({mode})", file=sys.stderr, flush=True)
@@ -76,7 +98,14 @@ def main() -> None:
         server.run("stdio")
     elif mode == "http":
         port = int(sys.argv[2])
-        asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=port))
+        bearer = os.environ.get("NOTES_BEARER")
+        if bearer is None:
+            asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=port))
+        else:
+            import uvicorn
+
+            uvicorn.run(require_bearer(server.streamable_http_app(), bearer),
+                        host="127.0.0.1", port=port, log_level="warning")
     else:
         sys.exit(f"notes_server: unknown mode {mode!r}")
 

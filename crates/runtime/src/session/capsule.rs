@@ -184,6 +184,21 @@ pub fn stage(
             ));
         }
     };
+    // Said, never skipped: a server a component was meant to reach is not quietly missing.
+    if let Some(server) = capsule
+        .artifacts
+        .iter()
+        .find(|entry| entry.runtime == Runtime::Mcp)
+    {
+        return Err(invalid(
+            "E-RUN-026",
+            format!(
+                "capsule `{}` declares the MCP server `{}`, but a capsule component cannot call MCP servers",
+                capsule.name, server.name
+            ),
+            "give the capsule an `inference:` block to offer the server's tools to a model, or remove the entry",
+        ));
+    }
     let component_artifact = LocalArtifact::open(&component_dir, env)?;
     if component_artifact.manifest.runtime != Runtime::Capsule {
         return Err(invalid(

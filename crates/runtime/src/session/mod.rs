@@ -26,6 +26,7 @@
 
 pub mod capsule;
 pub mod control;
+mod mcp;
 pub mod resume;
 mod run;
 mod shell;

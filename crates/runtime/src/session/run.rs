@@ -135,6 +135,7 @@ pub async fn run_fed(
         &workdir,
         observer,
     );
+    let context = context.start_mcp().await?;
     context
         .stage_hooks()
         .await
@@ -164,7 +165,7 @@ pub async fn run_fed(
                 credential_source: staged.driver.credential_source.as_str().to_string(),
                 components: staged.components.clone(),
                 grants: context.grant_listing().to_vec(),
-                tools: staged.declared_tool_names(),
+                tools: context.declared_tool_names(),
                 containment: containment(),
                 inference_choices: staged
                     .choices

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::CapsuleManifest;
+use murmur_manifest::network::NetworkRule;
 use murmur_shell::describe::{Described, describe};
 use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits};
 use murmur_trace::Trace;
@@ -58,12 +59,7 @@ pub(crate) fn grant(
         workdir.dir().clone(),
         read_only,
         env,
-        capabilities
-            .network
-            .allow
-            .iter()
-            .flat_map(|rule| rule.ports())
-            .collect(),
+        NetworkRule::ports_of(&capabilities.network.allow),
         TimeLimits {
             default: DEFAULT_SHELL_TIMEOUT.min(deadline),
             max: deadline,

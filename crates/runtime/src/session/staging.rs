@@ -34,7 +34,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use murmur_manifest::Coded;
-use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest, DriverRef, Inference, Transport};
+use murmur_manifest::capsule::{
+    ArtifactEntry, CapsuleManifest, DriverRef, Inference, Transport, credential_reference,
+};
 use murmur_manifest::credentials;
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::install;
@@ -85,7 +87,11 @@ impl StageError {
         }
     }
 
-    fn invalid(code: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
+    pub(crate) fn invalid(
+        code: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
         StageError::Invalid {
             code,
             message: message.into(),
@@ -217,6 +223,8 @@ pub struct Staged {
     pub components: Vec<ComponentRef>,
     /// The capsule's hooks, in manifest order.
     pub hooks: Arc<[StagedHook]>,
+    /// The capsule's MCP servers, in manifest order: started with each session.
+    pub mcp_servers: Vec<StagedMcpServer>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
 }
@@ -438,6 +446,7 @@ pub fn stage_with(
         tools,
         skills,
         hooks: hooks.into(),
+        mcp_servers: stage_mcp_servers(&capsule, capsule_file, lookups)?,
         system_prompt,
         components: resolved.into_components(),
         manifest_sha256: manifest_sha256(capsule_file),
@@ -595,6 +604,70 @@ fn agent_inference(
         ));
     };
     Ok((inference, model, driver_ref))
+}
+
+/// How long an MCP server's handshake, and each call, may take when its entry names no limit.
+const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An MCP server entry, staged.
+#[derive(Debug, Clone)]
+pub struct StagedMcpServer {
+    pub entry: ArtifactEntry,
+    /// Its HTTP headers, credentials resolved.
+    pub headers: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
+/// Stages the `runtime: mcp` entries of `capsule` (loaded from `capsule_file`): their header
+/// credentials resolved (`E-RUN-012` for one set nowhere), their time limits.
+pub(crate) fn stage_mcp_servers(
+    capsule: &CapsuleManifest,
+    capsule_file: &std::path::Path,
+    lookups: &Lookups<'_>,
+) -> Result<Vec<StagedMcpServer>, StageError> {
+    let mut staged = Vec::new();
+    for entry in capsule
+        .artifacts
+        .iter()
+        .filter(|e| e.runtime == Runtime::Mcp)
+    {
+        let Some(server) = &entry.server else {
+            continue;
+        };
+        let mut headers = Vec::new();
+        for (header, value) in &server.headers {
+            let resolved = match credential_reference(value) {
+                None => value.clone(),
+                Some(name) => {
+                    let Some((secret, _)) =
+                        credentials::resolve(name, capsule_file, lookups.env, lookups.config)
+                    else {
+                        return Err(StageError::invalid(
+                            "E-RUN-012",
+                            format!(
+                                "the credential `{name}` of MCP server `{}` (header `{header}`) is not set",
+                                entry.name
+                            ),
+                            format!(
+                                "export {name}=… (or put it in the .env beside the manifest, or in the credentials file)"
+                            ),
+                        ));
+                    };
+                    value.replacen(&format!("${{{name}}}"), &secret, 1)
+                }
+            };
+            headers.push((header.clone(), resolved));
+        }
+        staged.push(StagedMcpServer {
+            entry: entry.clone(),
+            headers,
+            timeout: server
+                .timeout_seconds
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_MCP_TIMEOUT),
+        });
+    }
+    Ok(staged)
 }
 
 /// A hook artifact loaded and linked with its entry's grants, checked against its pin, as the
@@ -783,21 +856,6 @@ impl<'a> Resolved<'a> {
         runs: impl Fn(Runtime) -> bool,
         also_build: &[&LocalArtifact],
     ) -> Result<Resolved<'a>, StageError> {
-        // Said, never skipped: a server the model was meant to have is not quietly missing.
-        if let Some(server) = capsule
-            .artifacts
-            .iter()
-            .find(|entry| entry.runtime == Runtime::Mcp)
-        {
-            return Err(StageError::invalid(
-                "E-RUN-026",
-                format!(
-                    "capsule `{}` declares the MCP server `{}`, which this build checks but does not run yet",
-                    capsule.name, server.name
-                ),
-                "remove the `runtime: mcp` entries to run the capsule with this build",
-            ));
-        }
         let entries: Vec<&ArtifactEntry> = capsule
             .artifacts
             .iter()

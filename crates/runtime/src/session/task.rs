@@ -72,6 +72,8 @@ pub(crate) struct SessionContext<'a> {
     specs: Vec<ToolSpec>,
     /// The model's `shell` tool, when `capabilities.shell.allow` names any binary.
     shell: Option<ShellTool>,
+    /// The tools of the capsule's MCP servers, started for this session.
+    mcp: Vec<crate::session::mcp::McpTool>,
     /// Tokens of the system prompt and the tool inventory: the part every request repeats.
     fixed_tokens: std::sync::OnceLock<u64>,
     hooks: Arc<HookSet>,
@@ -172,6 +174,7 @@ impl<'a> SessionContext<'a> {
         SessionContext {
             specs,
             shell,
+            mcp: Vec::new(),
             engine,
             config,
             workdir,
@@ -193,12 +196,38 @@ impl<'a> SessionContext<'a> {
         }
     }
 
+    /// Starts the capsule's MCP servers for this session and offers their tools after the
+    /// others; a server that fails is the session's error.
+    pub(crate) async fn start_mcp(mut self) -> Result<Self, crate::session::SessionError> {
+        let taken: Vec<String> = self.specs.iter().map(|spec| spec.name.clone()).collect();
+        let tools = crate::session::mcp::start(
+            &self.staged.mcp_servers,
+            &self.staged.capsule,
+            self.workdir,
+            &self.config.host_env,
+            &taken,
+        )
+        .await?;
+        self.specs
+            .extend(tools.iter().map(|tool| tool.spec.clone()));
+        self.mcp = tools;
+        Ok(self)
+    }
+
     /// The same context, writing to `trace` under the `session_start` event.
     pub(crate) fn with_trace(mut self, trace: Trace, session_event: String) -> Self {
         self.hooks.attach_trace(trace.clone());
         self.trace = Some(trace);
         self.session_event = session_event;
         self
+    }
+
+    /// The declared tools offered to the model: the capsule's tools and skills, then its MCP
+    /// servers' tools.
+    pub(crate) fn declared_tool_names(&self) -> Vec<String> {
+        let mut names = self.staged.declared_tool_names();
+        names.extend(self.mcp.iter().map(|tool| tool.spec.name.clone()));
+        names
     }
 
     /// What each tool, hook and driver of the session holds.

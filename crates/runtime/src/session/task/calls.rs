@@ -3,6 +3,14 @@
 //! as a fenced result (a refusal or a denial included, so every call gets its answer).
 
 use super::*;
+use crate::session::mcp::McpTool;
+use crate::session::tools::Dispatched;
+
+/// Who answers an admitted tool call: a WASM component, or an MCP server.
+enum Callee<'a> {
+    Wasm(&'a SessionTool),
+    Mcp(&'a McpTool),
+}
 
 impl SessionContext<'_> {
     /// One tool call, dispatched in this order: the `shell` tool (when
@@ -36,25 +44,48 @@ impl SessionContext<'_> {
                 .await;
         }
         self.observer.note(&format!("tool {name}"));
-        let event = |outcome: Option<ToolCallOutcome>| {
-            self.tool_call_event(&run.task_id, turn, (call_id, name), input, outcome)
-        };
+        // The site holds its own copies: the task's run is handed back to afterwards.
+        let (task_id, sender) = (run.task_id.clone(), run.sender.clone());
         let site = ToolCallSite {
             engine: &self.engine,
             staged: &self.staged.tools,
             tools: &self.tools,
             offered: &self.specs,
-            task_id: &run.task_id,
+            task_id: &task_id,
             turn,
             call_id,
             name,
             input,
             broker: run.broker.clone(),
-            sender: &run.sender,
+            sender: &sender,
+        };
+        // The manifest's check runs first: a hook can only narrow what the manifest allows.
+        let admitted = match self.mcp.iter().find(|tool| tool.spec.name == name) {
+            Some(tool) => match schema_refusal(name, &tool.validator, input) {
+                None => Ok(Callee::Mcp(tool)),
+                Some(refusal) => Err(Box::new(site.refused(refusal, "E-RUN-009", Instant::now()))),
+            },
+            None => site.admit().map(Callee::Wasm),
+        };
+        self.call_admitted(run, turn, inference_event, &site, admitted)
+            .await
+    }
+
+    /// A declared tool's call once the manifest's check has answered (`admitted`): the
+    /// decision point, the call (unless denied or refused), its events, the observation.
+    async fn call_admitted(
+        &self,
+        run: &mut TaskRun,
+        turn: u32,
+        inference_event: &str,
+        site: &ToolCallSite<'_>,
+        admitted: Result<Callee<'_>, Box<Dispatched>>,
+    ) -> std::io::Result<()> {
+        let (call_id, name, input) = (site.call_id, site.name, site.input);
+        let event = |outcome: Option<ToolCallOutcome>| {
+            self.tool_call_event(&run.task_id, turn, (call_id, name), input, outcome)
         };
         let started = Instant::now();
-        // The manifest's check runs first: a hook can only narrow what the manifest allows.
-        let admitted = site.admit();
         let denial = match &admitted {
             Ok(_) => {
                 let scope = self.scope(run, turn, inference_event);
@@ -72,7 +103,8 @@ impl SessionContext<'_> {
             )?,
             (admitted, _) => {
                 let dispatched = match admitted {
-                    Ok(tool) => site.call(tool).await,
+                    Ok(Callee::Wasm(tool)) => site.call(tool).await,
+                    Ok(Callee::Mcp(tool)) => tool.call((&run.task_id, turn, call_id), input).await,
                     Err(refused) => *refused,
                 };
                 for send in &dispatched.sends {

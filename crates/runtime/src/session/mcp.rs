@@ -1,0 +1,336 @@
+//! A capsule's MCP servers (`runtime: mcp` entries) as the session's tools.
+//!
+//! What a caller can rely on:
+//!
+//! - **Staged with the capsule** (staging's [`StagedMcpServer`]): each entry's header
+//!   credentials resolved as a driver's are (environment, `.env`, the user's credentials file;
+//!   a reference set nowhere is `E-RUN-012`).
+//! - **Started with the session** ([`start`]), since its working directory is the session's
+//!   workdir: a stdio server runs confined as a shell child is (its command resolved against
+//!   the host's `PATH` and canonicalized, the minimal environment plus the host variables its
+//!   `server.env` names, Landlock to the workdir and the capsule's read-only paths, TCP only to
+//!   the ports its entry's network allow names, stderr in `logs/mcp-<name>.log`, its whole
+//!   process group killed when the session ends); an HTTP server is reached at its allowed URL
+//!   with its headers attached by the host. Each is initialized and its tools listed within
+//!   the entry's `timeout_seconds`; a server that fails is a coded error naming it
+//!   (`E-MCP-*`), and the session does not start.
+//! - **Offered under names that cannot collide** ([`offered_name`]): `<server>__<tool>`, letters,
+//!   digits, `_` and `-` only, at most 64 characters; a name that cannot be made so, or that
+//!   another tool has, or an input schema that does not compile, is `E-MCP-003` naming the
+//!   server and the tool.
+//! - **Called like any tool** ([`McpTool::call`]): the caller has run the manifest's check and
+//!   the hooks' decision point; the call runs under the entry's time limit (past it, cancelled:
+//!   `E-MCP-002`); an `isError` result is `failed`; `state_effect` comes from the tool's
+//!   annotations and `resource_id` from a `path` or `uri` argument; text past 16 KiB is cut for
+//!   the model with the whole kept at `logs/mcp-<name>-<n>.log`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use murmur_manifest::Coded;
+use murmur_manifest::capsule::CapsuleManifest;
+use murmur_manifest::network::NetworkRule;
+use murmur_mcp::{McpConnection, Transport};
+use murmur_shell::{ShellGrant, TimeLimits};
+use murmur_trace::schema::{CallStatus, ErrorRef, EventBody};
+use serde_json::Value;
+
+use crate::grants::env::HostEnv;
+use crate::inference::neutral::{Block, Message};
+use crate::inference::request::ToolSpec;
+use crate::session::staging::StagedMcpServer;
+use crate::session::tools::{Dispatched, fence};
+use crate::session::workdir::Workdir;
+use crate::session::{Failure, SessionError};
+
+/// The most text of one result the model gets; the rest is kept in the workdir.
+const RESULT_LIMIT: usize = murmur_shell::OUTPUT_LIMIT;
+
+/// A server's tool as the model is offered it.
+pub(crate) struct McpTool {
+    /// The name the model calls it by (`<server>__<tool>`).
+    pub spec: ToolSpec,
+    /// Its name on the server.
+    pub tool: String,
+    /// `read`, `mutate` or `unknown`.
+    pub effect: &'static str,
+    pub validator: jsonschema::Validator,
+    pub server: Arc<LiveServer>,
+}
+
+/// A started server.
+pub(crate) struct LiveServer {
+    pub name: String,
+    connection: McpConnection,
+    timeout: Duration,
+    workdir: Workdir,
+    cuts: AtomicU64,
+}
+
+/// `<server>__<tool>`, when it is a name every provider takes (letters, digits, `_`, `-`; at
+/// most 64 characters).
+pub(crate) fn offered_name(server: &str, tool: &str) -> Option<String> {
+    let name = format!("{server}__{tool}");
+    let fits = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    fits.then_some(name)
+}
+
+fn failure(error: &dyn Coded) -> Failure {
+    Failure {
+        code: error.code().to_string(),
+        message: error.message(),
+        hint: error.hint(),
+    }
+}
+
+fn session_error(workdir: &Workdir, failure: Failure) -> SessionError {
+    SessionError {
+        code: match failure.code.as_str() {
+            "E-MCP-001" => "E-MCP-001",
+            "E-MCP-002" => "E-MCP-002",
+            "E-MCP-004" => "E-MCP-004",
+            _ => "E-MCP-003",
+        },
+        message: failure.message,
+        hint: failure.hint,
+        workdir: Some(workdir.root.clone()),
+    }
+}
+
+/// Starts every staged server of `capsule` for a session in `workdir`, and lists its tools.
+/// `taken` are the names already offered (the capsule's own tools, skills, runtime tools).
+pub(crate) async fn start(
+    servers: &[StagedMcpServer],
+    capsule: &CapsuleManifest,
+    workdir: &Workdir,
+    host_env: &HostEnv,
+    taken: &[String],
+) -> Result<Vec<McpTool>, SessionError> {
+    let mut offered: Vec<McpTool> = Vec::new();
+    for staged in servers {
+        let name = &staged.entry.name;
+        let connection = connect(staged, capsule, workdir, host_env)
+            .await
+            .map_err(|f| session_error(workdir, f))?;
+        let tools = connection
+            .tools(staged.timeout)
+            .await
+            .map_err(|e| session_error(workdir, failure(&e)))?;
+        let live = Arc::new(LiveServer {
+            name: name.clone(),
+            connection,
+            timeout: staged.timeout,
+            workdir: workdir.clone(),
+            cuts: AtomicU64::new(0),
+        });
+        for tool in tools {
+            let refuse = |why: String| {
+                session_error(
+                    workdir,
+                    Failure {
+                        code: "E-MCP-003".to_string(),
+                        message: format!(
+                            "MCP server `{name}` offers tool `{}`: {why}",
+                            tool.name()
+                        ),
+                        hint: "fix the server's tool, or leave the server out of the capsule"
+                            .to_string(),
+                    },
+                )
+            };
+            let Some(offered_as) = offered_name(name, tool.name()) else {
+                return Err(refuse(format!(
+                    "`{name}__{}` is not a tool name the model can be offered (letters, digits, `_` and `-`, at most 64)",
+                    tool.name()
+                )));
+            };
+            if taken.contains(&offered_as) || offered.iter().any(|t| t.spec.name == offered_as) {
+                return Err(refuse(format!(
+                    "`{offered_as}` is the name of another tool"
+                )));
+            }
+            let validator = jsonschema::validator_for(tool.input_schema())
+                .map_err(|e| refuse(format!("its input schema is not a valid JSON Schema: {e}")))?;
+            offered.push(McpTool {
+                spec: ToolSpec {
+                    name: offered_as,
+                    description: tool.description().map(str::to_string),
+                    input_schema: tool.input_schema().clone(),
+                },
+                tool: tool.name().to_string(),
+                effect: tool.effect(),
+                validator,
+                server: live.clone(),
+            });
+        }
+    }
+    Ok(offered)
+}
+
+/// Connects to one staged server.
+async fn connect(
+    staged: &StagedMcpServer,
+    capsule: &CapsuleManifest,
+    workdir: &Workdir,
+    host_env: &HostEnv,
+) -> Result<McpConnection, Failure> {
+    let name = &staged.entry.name;
+    let Some(server) = &staged.entry.server else {
+        return Err(Failure {
+            code: "E-MCP-001".to_string(),
+            message: format!("MCP server `{name}` has no `server:`"),
+            hint: "give it `server: { command: … }` or `server: { url: … }`".to_string(),
+        });
+    };
+    let grants = capsule.grants_of(&staged.entry);
+    let transport = match (&server.command, &server.url) {
+        (Some(command), _) => {
+            let env = server
+                .env
+                .iter()
+                .filter_map(|var| host_env(var).map(|value| (var.clone(), value)))
+                .collect();
+            let grant = ShellGrant::new(
+                std::slice::from_ref(command),
+                &host_env("PATH").unwrap_or_default(),
+                workdir.dir().clone(),
+                grants.filesystem.read_only.clone(),
+                env,
+                NetworkRule::ports_of(&grants.network.allow),
+                TimeLimits {
+                    default: staged.timeout,
+                    max: staged.timeout,
+                },
+            );
+            if grant
+                .allowed()
+                .iter()
+                .all(|allowed| allowed.canonical.is_none())
+            {
+                return Err(Failure {
+                    code: "E-MCP-001".to_string(),
+                    message: format!(
+                        "MCP server `{name}` did not start: `{command}` is not an executable file (looked up in PATH when it has no `/`)"
+                    ),
+                    hint: "give `server.command` the server's program: a name on PATH, or its path"
+                        .to_string(),
+                });
+            }
+            let service = grant
+                .spawn_service(command, &server.args, &format!("logs/mcp-{name}.log"))
+                .map_err(|error| Failure {
+                    code: "E-MCP-001".to_string(),
+                    message: format!("MCP server `{name}` did not start: {error}"),
+                    hint: error.hint(),
+                })?;
+            Transport::Stdio(Box::new(service))
+        }
+        (None, Some(url)) => Transport::Http {
+            url: url.clone(),
+            headers: staged.headers.clone(),
+        },
+        (None, None) => {
+            return Err(Failure {
+                code: "E-MCP-001".to_string(),
+                message: format!("MCP server `{name}` names neither a command nor a URL"),
+                hint: "give it `server: { command: … }` or `server: { url: … }`".to_string(),
+            });
+        }
+    };
+    McpConnection::connect(name, transport, staged.timeout)
+        .await
+        .map_err(|error| failure(&error))
+}
+
+impl McpTool {
+    /// Calls the tool with the model's `input` (already checked), as call `call_id` of turn
+    /// `turn` of task `task_id`.
+    pub(crate) async fn call(
+        &self,
+        (task_id, turn, call_id): (&str, u32, &str),
+        input: &Value,
+    ) -> Dispatched {
+        let started = Instant::now();
+        let server = &self.server;
+        let arguments = input.as_object().cloned().unwrap_or_default();
+        let called = server
+            .connection
+            .call(&self.tool, arguments, server.timeout)
+            .await;
+        let (text, status, error) = match called {
+            Ok(called) => {
+                let status = if called.is_error {
+                    CallStatus::Failed
+                } else {
+                    CallStatus::Passed
+                };
+                (self.cut(called.text), status, None)
+            }
+            Err(error) => (
+                format!("error[{}]: {error}", error.code()),
+                CallStatus::Error,
+                Some(ErrorRef {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                }),
+            ),
+        };
+        let is_error = status != CallStatus::Passed;
+        let resource_id = ["path", "uri"]
+            .into_iter()
+            .find_map(|key| input.get(key).and_then(Value::as_str))
+            .map(str::to_string);
+        Dispatched {
+            message: Message::Tool {
+                tool_call_id: call_id.to_string(),
+                is_error,
+                content: vec![Block::Text {
+                    text: fence(&self.spec.name, call_id, &text),
+                }],
+            },
+            event: EventBody::ToolCall {
+                task_id: task_id.to_string(),
+                turn,
+                call_id: call_id.to_string(),
+                tool_name: self.spec.name.clone(),
+                status,
+                is_error,
+                state_effect: Some(self.effect.to_string()),
+                resource_id,
+                input_path: murmur_trace::schema::input_path(input),
+                output_bytes: text.len() as u64,
+                duration_ms: started.elapsed().as_millis() as u64,
+                error,
+                refusals: Vec::new(),
+            },
+            sends: Vec::new(),
+        }
+    }
+
+    /// `text`, cut at [`RESULT_LIMIT`] with the whole kept in the workdir when longer.
+    fn cut(&self, text: String) -> String {
+        if text.len() <= RESULT_LIMIT {
+            return text;
+        }
+        let server = &self.server;
+        let n = server.cuts.fetch_add(1, Ordering::Relaxed) + 1;
+        let path = format!("logs/mcp-{}-{n:04}.log", server.name);
+        let kept = server.workdir.dir().write_whole(&path, text.as_bytes());
+        let mut end = RESULT_LIMIT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let whole = match kept {
+            Ok(()) => format!("the whole of it ({} bytes) is in {path}", text.len()),
+            Err(error) => format!(
+                "the whole of it ({} bytes) could not be kept: {error}",
+                text.len()
+            ),
+        };
+        format!("{}\n[cut at {RESULT_LIMIT} bytes; {whole}]", &text[..end])
+    }
+}

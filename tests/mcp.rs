@@ -1,0 +1,352 @@
+//! MCP servers as a capsule's tools, through the real `mur run`: the notes server written with
+//! the official MCP Python SDK (`tests/python/mcp/notes_server.py`, in the venv
+//! `scripts/python-env mcp` makes) over stdio, confined, offered to the model as
+//! `notes__<tool>`, called through the same path as a WASM tool (the manifest's check, the
+//! hooks' decision point, the `tool_call` event with the tool's effect, the observation).
+
+use std::path::{Path, PathBuf};
+
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, MurOutput, free_port, mcp_python, repo_root};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-ant-mcp-0001";
+
+/// Writes a capsule on the emulator with `entries` (artifact entries after its driver) and
+/// `capabilities` (the block's lines).
+fn write_capsule(dir: &Path, emulator: &Emulator, entries: &str, capabilities: &str) {
+    let text = format!(
+        r#"name: note-taker
+version: "0.1.0"
+artifacts:
+  - {{ name: driver-anthropic, version: "0.1.0", runtime: driver, path: "{driver}", gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }} }}
+{entries}
+capabilities:
+{capabilities}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+"#,
+        driver = repo_root().join("artifacts/driver-anthropic").display(),
+        endpoint = emulator.url(),
+    );
+    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
+}
+
+/// A capsule on the emulator with the notes server over stdio, and `extra` entries.
+fn capsule(dir: &Path, emulator: &Emulator, extra: &str) {
+    let venv = mcp_python();
+    let reads: Vec<String> = venv
+        .reads
+        .iter()
+        .map(|path| format!("\"{}\"", path.display()))
+        .collect();
+    let notes = format!(
+        "  - name: notes\n    runtime: mcp\n    server: {{ command: \"{}\", args: [ \"{}\", stdio ], env: [ PYTHONPATH ], timeout_seconds: 20 }}\n{extra}",
+        venv.python.display(),
+        venv.notes_server.display()
+    );
+    let capabilities = format!("  filesystem: {{ read_only: [ {} ] }}", reads.join(", "));
+    write_capsule(dir, emulator, &notes, &capabilities);
+}
+
+fn run(dir: &Path) -> MurOutput {
+    Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("PYTHONPATH", mcp_python().site_packages)
+        .args(["run", "--json", "--task", "Take a note."])
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"))
+        .run()
+}
+
+fn emulator(calls: Value) -> Emulator {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": calls}},
+        {"reply": {"text": "noted"}},
+    ]});
+    Emulator::builder(Script::from_yaml(&script.to_string()).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap()
+}
+
+fn trace(report: &Value) -> Vec<Value> {
+    std::fs::read_to_string(report["trace_path"].as_str().unwrap())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn calls<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["event_type"] == "tool_call" && e["tool_name"] == name)
+        .collect()
+}
+
+/// The notes capsule run on an emulator that makes `calls`, then answers `noted`: its folder
+/// (the session's workdir is in it), the emulator and the report of a session that ended `ok`.
+fn noted(calls: Value, extra: &str) -> (tempfile::TempDir, Emulator, Value) {
+    let emulator = emulator(calls);
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), &emulator, extra);
+    let output = run(dir.path());
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "noted");
+    (dir, emulator, report)
+}
+
+/// A run refused before the model was called, with an `E-MCP-*` error naming `server`.
+fn refused_naming(output: &MurOutput, server: &str) {
+    assert_ne!(output.code, 0, "{output:#?}");
+    let error = &output.json()["error"];
+    let code = error["code"].as_str().unwrap_or_default();
+    assert!(code.starts_with("E-MCP-"), "{output:#?}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("`{server}`")), "{output:#?}");
+}
+
+/// What the model got back for call `id`, inside its fence.
+fn answer(emulator: &Emulator, id: &str) -> String {
+    let requests = emulator.requests();
+    let last = &requests.last().unwrap().body;
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == id)
+        .map(|b| b["content"].to_string())
+        .unwrap_or_else(|| panic!("no answer to {id}"))
+}
+
+#[test]
+fn a_stdio_mcp_server_is_offered_and_called_like_any_tool_inside_its_confinement() {
+    let made = json!([
+        {"id": "w", "name": "notes__write_note", "input": {"path": "notes/a.md", "text": "hello"}},
+        {"id": "r", "name": "notes__read_note", "input": {"path": "notes/a.md"}},
+        {"id": "p", "name": "notes__peek", "input": {"path": "/etc/hostname"}},
+        {"id": "f", "name": "notes__fail", "input": {}},
+        {"id": "x", "name": "notes__read_note", "input": {"nope": 1}},
+        {"id": "bw", "name": "notes__write_note", "input": {"path": "big.md", "text": "y".repeat(20_000)}},
+        {"id": "br", "name": "notes__read_note", "input": {"path": "big.md"}},
+    ]);
+    let (_dir, emulator, report) = noted(made, "");
+
+    // Offered with the server's own descriptions and schemas, beside nothing else.
+    let first = &emulator.requests()[0].body;
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        offered,
+        [
+            "notes__read_note",
+            "notes__write_note",
+            "notes__peek",
+            "notes__fetch",
+            "notes__slow",
+            "notes__fail",
+            "notes__crash"
+        ]
+    );
+    assert_eq!(first["tools"][0]["description"], "Read the note at PATH.");
+    assert_eq!(
+        first["tools"][0]["input_schema"]["required"],
+        json!(["path"])
+    );
+
+    // It ran in the session's workdir; each call left its `tool_call` with its effect.
+    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("notes/a.md")).unwrap(),
+        "hello"
+    );
+    let events = trace(&report);
+    assert_eq!(events[0]["event_type"], "session_start");
+    assert_eq!(
+        events[0]["tools"].as_array().unwrap().len(),
+        7,
+        "{:#}",
+        events[0]
+    );
+    let write = calls(&events, "notes__write_note");
+    assert_eq!(write[0]["status"], "passed", "{:#}", write[0]);
+    assert_eq!(write[0]["state_effect"], "mutate");
+    assert_eq!(write[0]["resource_id"], "notes/a.md");
+    let read = calls(&events, "notes__read_note");
+    assert_eq!(read[0]["status"], "passed");
+    assert_eq!(read[0]["state_effect"], "read");
+    assert!(answer(&emulator, "r").contains("hello"));
+    // Outside the workdir and the read-only paths, Landlock stopped it.
+    assert!(
+        answer(&emulator, "p").contains("Permission denied"),
+        "{}",
+        answer(&emulator, "p")
+    );
+    // An error result is failed; input its schema refuses never reaches the server.
+    assert_eq!(calls(&events, "notes__fail")[0]["status"], "failed");
+    assert_eq!(read[1]["status"], "refused", "{:#}", read[1]);
+    assert_eq!(read[1]["error"]["code"], "E-RUN-009");
+    // A result past 16 KiB is cut for the model, the whole kept in the workdir.
+    let big = answer(&emulator, "br");
+    assert!(
+        big.contains(
+            "[cut at 16384 bytes; the whole of it (20000 bytes) is in logs/mcp-notes-0001.log]"
+        ),
+        "{}",
+        &big[big.len().saturating_sub(300)..]
+    );
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("logs/mcp-notes-0001.log")).unwrap(),
+        "y".repeat(20_000)
+    );
+    // Its stderr is kept.
+    let log = std::fs::read_to_string(workdir.join("logs/mcp-notes.log")).unwrap();
+    assert!(log.contains("notes_server: starting (stdio)"), "{log}");
+}
+
+#[test]
+fn a_hooks_deny_refuses_an_mcp_call_before_the_server_sees_it() {
+    let emulator = emulator(json!([
+        {"id": "w", "name": "notes__write_note", "input": {"path": "kept.md", "text": "no"}},
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = format!(
+        "  - {{ name: policy, version: \"0.1.0\", runtime: hook, path: \"{}\", config: {{ rules: [ {{ tool: notes__write_note, reason: \"notes are read-only today\" }} ] }} }}",
+        repo_root().join("artifacts/policy").display()
+    );
+    capsule(dir.path(), &emulator, &policy);
+    let output = run(dir.path());
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    assert!(!workdir.join("kept.md").exists());
+    let events = trace(&report);
+    let denied: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event_type"] == "call_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{events:#?}");
+    assert_eq!(denied[0]["target"], "notes__write_note");
+    assert!(answer(&emulator, "w").contains("notes are read-only today"));
+}
+
+#[test]
+fn a_server_that_does_not_start_stops_the_session_naming_it() {
+    let emulator = emulator(json!([]));
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), &emulator, "");
+    let text = std::fs::read_to_string(dir.path().join("murmur.yaml"))
+        .unwrap()
+        .replace("stdio ]", "not-a-mode ]");
+    std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
+    let output = run(dir.path());
+    refused_naming(&output, "notes");
+    assert_eq!(emulator.requests().len(), 0, "the model was never called");
+}
+
+#[test]
+fn a_server_that_dies_mid_session_fails_its_calls_and_the_session_goes_on() {
+    let made = json!([
+        {"id": "c", "name": "notes__crash", "input": {}},
+        {"id": "r", "name": "notes__read_note", "input": {"path": "a.md"}},
+    ]);
+    let (_dir, emulator, report) = noted(made, "");
+    let events = trace(&report);
+    for name in ["notes__crash", "notes__read_note"] {
+        let call = calls(&events, name)[0];
+        assert_eq!(call["status"], "error", "{call:#}");
+        assert_eq!(call["error"]["code"], "E-MCP-004", "{call:#}");
+    }
+    assert!(answer(&emulator, "r").contains("E-MCP-004"));
+}
+
+/// The notes server over streamable HTTP on loopback in `dir`, requiring `bearer`, until
+/// dropped.
+struct HttpServer(std::process::Child);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_server(dir: &Path, port: u16, bearer: &str) -> HttpServer {
+    let venv = mcp_python();
+    let child = std::process::Command::new(venv.python)
+        .arg(venv.notes_server)
+        .args(["http", &port.to_string()])
+        .env("NOTES_BEARER", bearer)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    HttpServer(child)
+}
+
+/// An HTTP server: reached at its allowed URL with the credential the host attaches from the
+/// environment; with a wrong credential it is refused, and the run stops naming it.
+#[test]
+fn an_http_mcp_server_gets_its_credential_from_the_host_and_answers() {
+    let served = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _server = http_server(served.path(), port, "s3cret-token");
+    let emulator = emulator(json!([
+        {"id": "w", "name": "remote__write_note", "input": {"path": "remote.md", "text": "over http"}},
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let remote = format!(
+        "  - {{ name: remote, runtime: mcp, server: {{ url: \"http://127.0.0.1:{port}/mcp\", headers: {{ Authorization: \"Bearer ${{NOTES_TOKEN}}\" }} }} }}"
+    );
+    let network = format!("  network: {{ allow: [ \"http://127.0.0.1:{port}\" ] }}");
+    write_capsule(dir.path(), &emulator, &remote, &network);
+    let run_with = |token: &str| {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("EMU_KEY", KEY)
+            .env("NOTES_TOKEN", token)
+            .args(["run", "--json", "--task", "Take a note."])
+            .arg(dir.path())
+            .arg("--workdir")
+            .arg(dir.path().join("work"))
+            .run()
+    };
+
+    let refused = run_with("wrong-token");
+    refused_naming(&refused, "remote");
+    assert!(!refused.stdout.contains("wrong-token") && !refused.stderr.contains("wrong-token"));
+
+    let output = run_with("s3cret-token");
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "noted");
+    assert_eq!(
+        std::fs::read_to_string(served.path().join("remote.md")).unwrap(),
+        "over http"
+    );
+    let events = trace(&report);
+    assert_eq!(
+        calls(&events, "remote__write_note")[0]["state_effect"],
+        "mutate"
+    );
+    // The credential reached the server, and nothing of it the trace.
+    let text = std::fs::read_to_string(report["trace_path"].as_str().unwrap()).unwrap();
+    assert!(!text.contains("s3cret-token"));
+}
