@@ -192,7 +192,13 @@ fn a_stdio_mcp_server_is_offered_and_called_like_any_tool_inside_its_confinement
         answer(&emulator, "p")
     );
     // An error result is failed; input its schema refuses never reaches the server.
-    assert_eq!(calls(&events, "notes__fail")[0]["status"], "failed");
+    let fail = calls(&events, "notes__fail")[0];
+    assert_eq!(fail["status"], "failed");
+    assert_eq!(
+        fail.get("state_effect"),
+        None,
+        "no hint: unknown, so absent"
+    );
     assert_eq!(read[1]["status"], "refused", "{:#}", read[1]);
     assert_eq!(read[1]["error"]["code"], "E-RUN-009");
     // A result past 16 KiB is cut for the model, the whole kept in the workdir.

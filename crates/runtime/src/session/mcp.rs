@@ -21,7 +21,8 @@
 //! - **Called like any tool** ([`McpTool::call`]): the caller has run the manifest's check and
 //!   the hooks' decision point; the call runs under the entry's time limit (past it, cancelled:
 //!   `E-MCP-002`); an `isError` result is `failed`; `state_effect` comes from the tool's
-//!   annotations and `resource_id` from a `path` or `uri` argument; text past 16 KiB is cut for
+//!   annotations (absent when they say neither read-only nor destructive) and `resource_id`
+//!   from a `path` or `uri` argument; text past 16 KiB is cut for
 //!   the model with the whole kept at `logs/mcp-<name>-<n>.log`.
 
 use std::sync::Arc;
@@ -299,7 +300,8 @@ impl McpTool {
                 tool_name: self.spec.name.clone(),
                 status,
                 is_error,
-                state_effect: Some(self.effect.to_string()),
+                // As the trace has it: `read` or `mutate`, absent when unknown.
+                state_effect: (self.effect != "unknown").then(|| self.effect.to_string()),
                 resource_id,
                 input_path: murmur_trace::schema::input_path(input),
                 output_bytes: text.len() as u64,
