@@ -138,6 +138,15 @@ fn history(report: &Value) -> Vec<Value> {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The `produced_by` of each assistant message of a stored history, in order.
+fn producers(stored: &[Value]) -> Vec<&Value> {
+    stored
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| &m["produced_by"])
+        .collect()
+}
+
 /// Every `encrypted_content` of the `reasoning` items a Responses request carries.
 fn reasoning_sent(body: &Value) -> Vec<String> {
     body["input"]
@@ -349,11 +358,7 @@ fn a_switch_between_a_call_and_its_result_carries_the_history_and_keeps_thinking
 
     // The stored history is never edited, and every assistant message names its producer.
     let stored = history(&report);
-    let producers: Vec<&Value> = stored
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .map(|m| &m["produced_by"])
-        .collect();
+    let producers = producers(&stored);
     assert_eq!(
         producers,
         [
@@ -1134,11 +1139,7 @@ turns:
     // The new session's conversation: the earlier one as it was, marks kept, then the new task.
     let stored = history(&report);
     assert_eq!(&stored[..saved.len()], &saved[..]);
-    let producers: Vec<&Value> = stored
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .map(|m| &m["produced_by"])
-        .collect();
+    let producers = producers(&stored);
     assert_eq!(
         producers,
         [

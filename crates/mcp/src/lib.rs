@@ -222,8 +222,6 @@ pub struct Called {
     pub text: String,
     /// `isError`: the tool ran and failed.
     pub is_error: bool,
-    /// Its `structuredContent`, when it sent one.
-    pub structured: Option<Value>,
 }
 
 /// A live connection to one server.
@@ -390,7 +388,6 @@ fn called(result: &Value) -> Called {
     Called {
         text,
         is_error: result["isError"].as_bool() == Some(true),
-        structured: result.get("structuredContent").cloned(),
     }
 }
 

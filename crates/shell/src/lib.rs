@@ -184,16 +184,9 @@ pub struct Service {
 
 /// What keeps a [`Service`] running; dropping it ends the child's whole process group.
 pub struct ServiceGuard {
-    /// The child's guardian: it exits as the command does, with its status.
-    child: tokio::process::Child,
+    /// The child's guardian (it exits as the command does), held so it is reaped.
+    _child: tokio::process::Child,
     _lifeline: confine::Lifeline,
-}
-
-impl ServiceGuard {
-    /// How the child ended, once it has.
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
 }
 
 /// How much CPU time a service may use: as good as unlimited (its calls have time limits of
@@ -417,7 +410,7 @@ impl ShellGrant {
             stdin,
             stdout,
             guard: ServiceGuard {
-                child,
+                _child: child,
                 _lifeline: lifeline,
             },
         })
@@ -592,6 +585,19 @@ mod tests {
         assert!(cut.chars().all(|c| c == 'é'));
     }
 
+    /// `sh -c script` as a service of a grant of `sh` in `dir` (given a `logs/`), its stderr
+    /// in `logs/service.log`.
+    fn sh_service(dir: &Path, script: &str) -> Service {
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        grant(&["sh"], dir)
+            .spawn_service(
+                "sh",
+                &["-c".to_string(), script.to_string()],
+                "logs/service.log",
+            )
+            .unwrap()
+    }
+
     /// A line written to the service, and what it reads back.
     async fn echo(service: &mut Service, line: &str) -> String {
         use tokio::io::AsyncBufReadExt;
@@ -606,15 +612,7 @@ mod tests {
     #[tokio::test]
     async fn a_service_speaks_over_its_pipes_and_logs_its_stderr() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("logs")).unwrap();
-        let grant = grant(&["sh"], dir.path());
-        let mut service = grant
-            .spawn_service(
-                "sh",
-                &["-c".to_string(), "echo started >&2; exec cat".to_string()],
-                "logs/service.log",
-            )
-            .unwrap();
+        let mut service = sh_service(dir.path(), "echo started >&2; exec cat");
         assert_eq!(echo(&mut service, "hello\n").await, "hello\n");
         assert_eq!(echo(&mut service, "again\n").await, "again\n");
         drop(service);
@@ -625,19 +623,8 @@ mod tests {
     #[tokio::test]
     async fn dropping_a_service_kills_everything_it_started() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("logs")).unwrap();
-        let grant = grant(&["sh"], dir.path());
         // It starts a sleeper of its own, says its pid, and waits on stdin.
-        let mut service = grant
-            .spawn_service(
-                "sh",
-                &[
-                    "-c".to_string(),
-                    "sleep 300 & echo $!; exec cat".to_string(),
-                ],
-                "logs/service.log",
-            )
-            .unwrap();
+        let mut service = sh_service(dir.path(), "sleep 300 & echo $!; exec cat");
         let pid = echo(&mut service, "").await.trim().to_string();
         let proc = PathBuf::from(format!("/proc/{pid}"));
         assert!(
@@ -660,14 +647,10 @@ mod tests {
             panic!("this host has no Landlock: the confinement of services cannot be tested");
         }
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("logs")).unwrap();
         std::fs::write(dir.path().join("inside.txt"), "inside").unwrap();
-        let grant = grant(&["sh"], dir.path());
         let script =
             "cat inside.txt; echo; cat /etc/hostname >/dev/null 2>&1; echo outside=$?; exec cat";
-        let mut service = grant
-            .spawn_service("sh", &["-c".to_string(), script.to_string()], "logs/s.log")
-            .unwrap();
+        let mut service = sh_service(dir.path(), script);
         assert_eq!(echo(&mut service, "").await, "inside\n");
         assert_eq!(echo(&mut service, "").await, "outside=1\n");
     }

@@ -187,7 +187,9 @@ pub fn run(args: RunArgs) -> Exit {
             };
             match resume::find(&workdir_root, session.as_deref(), &now) {
                 Ok(resume) => {
-                    render::diagnostics_human(&resume.warning().into_iter().collect::<Vec<_>>());
+                    if let Some(warning) = resume.warning() {
+                        render::diagnostics_human(&[warning]);
+                    }
                     if !args.json {
                         eprintln!(
                             "resuming session {} (context {}, {} messages)",

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_manifest::network::NetworkRule;
-use murmur_mcp::{McpConnection, Transport};
+use murmur_mcp::{McpConnection, McpError, Transport};
 use murmur_shell::{ShellGrant, TimeLimits};
 use murmur_trace::schema::{CallStatus, ErrorRef, EventBody};
 use serde_json::Value;
@@ -40,10 +40,10 @@ use serde_json::Value;
 use crate::grants::env::HostEnv;
 use crate::inference::neutral::{Block, Message};
 use crate::inference::request::ToolSpec;
+use crate::session::SessionError;
 use crate::session::staging::StagedMcpServer;
 use crate::session::tools::{Dispatched, fence};
 use crate::session::workdir::Workdir;
-use crate::session::{Failure, SessionError};
 
 /// The most text of one result the model gets; the rest is kept in the workdir.
 const RESULT_LIMIT: usize = murmur_shell::OUTPUT_LIMIT;
@@ -80,24 +80,12 @@ pub(crate) fn offered_name(server: &str, tool: &str) -> Option<String> {
     fits.then_some(name)
 }
 
-fn failure(error: &dyn Coded) -> Failure {
-    Failure {
-        code: error.code().to_string(),
+/// The session's error for `error`, a server's.
+fn coded(workdir: &Workdir, error: &dyn Coded) -> SessionError {
+    SessionError {
+        code: error.code(),
         message: error.message(),
         hint: error.hint(),
-    }
-}
-
-fn session_error(workdir: &Workdir, failure: Failure) -> SessionError {
-    SessionError {
-        code: match failure.code.as_str() {
-            "E-MCP-001" => "E-MCP-001",
-            "E-MCP-002" => "E-MCP-002",
-            "E-MCP-004" => "E-MCP-004",
-            _ => "E-MCP-003",
-        },
-        message: failure.message,
-        hint: failure.hint,
         workdir: Some(workdir.root.clone()),
     }
 }
@@ -116,11 +104,11 @@ pub(crate) async fn start(
         let name = &staged.entry.name;
         let connection = connect(staged, capsule, workdir, host_env)
             .await
-            .map_err(|f| session_error(workdir, f))?;
+            .map_err(|error| coded(workdir, &error))?;
         let tools = connection
             .tools(staged.timeout)
             .await
-            .map_err(|e| session_error(workdir, failure(&e)))?;
+            .map_err(|error| coded(workdir, &error))?;
         let live = Arc::new(LiveServer {
             name: name.clone(),
             connection,
@@ -129,19 +117,11 @@ pub(crate) async fn start(
             cuts: AtomicU64::new(0),
         });
         for tool in tools {
-            let refuse = |why: String| {
-                session_error(
-                    workdir,
-                    Failure {
-                        code: "E-MCP-003".to_string(),
-                        message: format!(
-                            "MCP server `{name}` offers tool `{}`: {why}",
-                            tool.name()
-                        ),
-                        hint: "fix the server's tool, or leave the server out of the capsule"
-                            .to_string(),
-                    },
-                )
+            let refuse = |why: String| SessionError {
+                code: "E-MCP-003",
+                message: format!("MCP server `{name}` offers tool `{}`: {why}", tool.name()),
+                hint: "fix the server's tool, or leave the server out of the capsule".to_string(),
+                workdir: Some(workdir.root.clone()),
             };
             let Some(offered_as) = offered_name(name, tool.name()) else {
                 return Err(refuse(format!(
@@ -178,18 +158,17 @@ async fn connect(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
-) -> Result<McpConnection, Failure> {
+) -> Result<McpConnection, McpError> {
     let name = &staged.entry.name;
-    let Some(server) = &staged.entry.server else {
-        return Err(Failure {
-            code: "E-MCP-001".to_string(),
-            message: format!("MCP server `{name}` has no `server:`"),
-            hint: "give it `server: { command: … }` or `server: { url: … }`".to_string(),
-        });
+    let server = &staged.server;
+    let not_started = |reason: String| McpError::Start {
+        server: name.clone(),
+        reason,
     };
-    let grants = capsule.grants_of(&staged.entry);
+    // Loading made sure of exactly one of `command` and `url`.
     let transport = match (&server.command, &server.url) {
         (Some(command), _) => {
+            let grants = capsule.grants_of(&staged.entry);
             let env = server
                 .env
                 .iter()
@@ -199,7 +178,7 @@ async fn connect(
                 std::slice::from_ref(command),
                 &host_env("PATH").unwrap_or_default(),
                 workdir.dir().clone(),
-                grants.filesystem.read_only.clone(),
+                grants.filesystem.read_only,
                 env,
                 NetworkRule::ports_of(&grants.network.allow),
                 TimeLimits {
@@ -212,39 +191,21 @@ async fn connect(
                 .iter()
                 .all(|allowed| allowed.canonical.is_none())
             {
-                return Err(Failure {
-                    code: "E-MCP-001".to_string(),
-                    message: format!(
-                        "MCP server `{name}` did not start: `{command}` is not an executable file (looked up in PATH when it has no `/`)"
-                    ),
-                    hint: "give `server.command` the server's program: a name on PATH, or its path"
-                        .to_string(),
-                });
+                return Err(not_started(format!(
+                    "`{command}` is not an executable file (looked up in PATH when it has no `/`)"
+                )));
             }
             let service = grant
                 .spawn_service(command, &server.args, &format!("logs/mcp-{name}.log"))
-                .map_err(|error| Failure {
-                    code: "E-MCP-001".to_string(),
-                    message: format!("MCP server `{name}` did not start: {error}"),
-                    hint: error.hint(),
-                })?;
+                .map_err(|error| not_started(error.to_string()))?;
             Transport::Stdio(Box::new(service))
         }
-        (None, Some(url)) => Transport::Http {
-            url: url.clone(),
+        (None, url) => Transport::Http {
+            url: url.clone().unwrap_or_default(),
             headers: staged.headers.clone(),
         },
-        (None, None) => {
-            return Err(Failure {
-                code: "E-MCP-001".to_string(),
-                message: format!("MCP server `{name}` names neither a command nor a URL"),
-                hint: "give it `server: { command: … }` or `server: { url: … }`".to_string(),
-            });
-        }
     };
-    McpConnection::connect(name, transport, staged.timeout)
-        .await
-        .map_err(|error| failure(&error))
+    McpConnection::connect(name, transport, staged.timeout).await
 }
 
 impl McpTool {

@@ -613,6 +613,8 @@ const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct StagedMcpServer {
     pub entry: ArtifactEntry,
+    /// How to reach it (its entry's `server:`).
+    pub server: murmur_manifest::capsule::McpServerSpec,
     /// Its HTTP headers, credentials resolved.
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
@@ -660,6 +662,7 @@ pub(crate) fn stage_mcp_servers(
         }
         staged.push(StagedMcpServer {
             entry: entry.clone(),
+            server: server.clone(),
             headers,
             timeout: server
                 .timeout_seconds
