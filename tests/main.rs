@@ -15,6 +15,7 @@ mod first_party_hooks;
 mod hooks;
 mod house;
 mod mcp;
+mod mcp_serve;
 mod otel;
 mod run_credentials;
 mod run_driver_answers;

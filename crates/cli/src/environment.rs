@@ -21,6 +21,23 @@ pub fn murmur_home() -> PathBuf {
         .join(".murmur")
 }
 
+/// The user's credentials file (the `config` source of credentials).
+pub fn credentials_file() -> PathBuf {
+    murmur_home().join("credentials.yaml")
+}
+
+/// The credentials in [`credentials_file`], with what is wrong in it; no file is no
+/// credentials.
+pub fn user_credentials() -> Result<
+    (
+        murmur_manifest::credentials::Credentials,
+        Vec<murmur_manifest::Diagnostic>,
+    ),
+    Box<murmur_manifest::Diagnostic>,
+> {
+    murmur_manifest::credentials::load(&credentials_file())
+}
+
 /// The engine with the user's compile cache, as every `mur` command that loads components uses.
 pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
     Engine::new(EngineConfig {

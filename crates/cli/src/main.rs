@@ -60,6 +60,9 @@ enum Command {
     Publish(commands::publish::PublishArgs),
     /// Install a capsule's registry artifacts and write `murmur.lock`.
     Install(commands::install::InstallArgs),
+    /// The Model Context Protocol: serve a capsule's tools to MCP clients.
+    #[command(subcommand)]
+    Mcp(commands::mcp::McpCommand),
     /// Run a capsule: stage it, then run its tasks through the agent loop as one session.
     Run(commands::run::RunArgs),
     /// Send a message to an A2A agent (a served capsule) and print its answer.
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit = match cli.command {
         Command::Check { path, json } => commands::check::run(path, json),
+        Command::Mcp(command) => commands::mcp::run(command),
         Command::Build {
             paths,
             out,

@@ -353,6 +353,9 @@ codes! {
     E_MCP_002 = "E-MCP-002": "an MCP server did not answer within its time limit (the call was cancelled)";
     E_MCP_003 = "E-MCP-003": "an MCP server answered out of protocol";
     E_MCP_004 = "E-MCP-004": "an MCP server has stopped, or closed its connection";
+    E_MCP_005 = "E-MCP-005": "an MCP server's identity or tools differ from its pin in murmur.lock";
+    E_MCP_007 = "E-MCP-007": "`mur mcp serve --http` on an address that is not loopback, with no bearer token";
+    W_MCP_006 = "W-MCP-006": "an MCP server is not pinned in murmur.lock: its tools are taken as it lists them";
 }
 
 /// The closest of `candidates` to `word`, when one is close enough to be a likely typo.

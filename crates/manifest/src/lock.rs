@@ -2,8 +2,9 @@
 //!
 //! The lock sits beside the capsule's `murmur.yaml` and records, for each artifact installed
 //! from a registry, its name, version, runtime, the sha256 of its archive and the registry it
-//! came from. `mur install` writes it; `mur install` and `mur run` refuse bytes that differ from
-//! a pin.
+//! came from; and for each MCP server the capsule declares, its identity and a digest of every
+//! tool it lists ([`LockedServer`]). `mur install` writes it; `mur install` and `mur run` refuse
+//! bytes that differ from a pin, and a server whose tools differ from its pin.
 //!
 //! What this module promises:
 //!
@@ -15,7 +16,10 @@
 //!   a lock is `E-REG-008` with the file and, where known, the line: a YAML error, an unknown
 //!   key, a missing field, an unknown format version, a version that is not semver, a sha256
 //!   that is not 64 lowercase hex digits, a runtime that is not an artifact's, an empty name or
-//!   source, a name pinned twice. Nothing here panics, whatever the file holds.
+//!   source, a name pinned twice, a server's `tools_sha256` that is not the digest of its tools
+//!   ([`tools_sha256`]). Nothing here panics, whatever the file holds.
+//! - **Servers are optional**: a lock without `servers` has none, and a lock with none is
+//!   written without the key, byte for byte as before servers were pinned.
 //! - **Atomic writes** ([`Lock::write`]): the text goes to a temporary file beside the lock,
 //!   which is then renamed over it, so a reader sees the old lock or the new one, never half.
 
@@ -55,6 +59,51 @@ const REWRITE_HINT: &str = "murmur.lock is written by `mur install`: restore it 
 pub struct Lock {
     /// Kept sorted by name by [`Lock::load`] and [`Lock::upsert`].
     pub artifacts: Vec<LockedArtifact>,
+    /// The MCP servers pinned, sorted by name.
+    #[serde(default)]
+    pub servers: Vec<LockedServer>,
+}
+
+/// One MCP server, pinned by what it is and what it offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedServer {
+    /// Its entry's name in `murmur.yaml`.
+    pub name: String,
+    /// How it is reached (its command and arguments, or its URL) and the name and version it
+    /// introduced itself with.
+    pub identity: String,
+    /// [`tools_sha256`] of `tools`: the one fingerprint of its tool list.
+    pub tools_sha256: String,
+    /// Each tool it listed, sorted by name.
+    pub tools: Vec<LockedTool>,
+}
+
+/// One tool of a pinned server: its name, and the sha256 of each part a model reads (the
+/// canonical JSON of its description, input schema and annotations), so a change names the
+/// part that changed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: String,
+    pub annotations: String,
+}
+
+/// The fingerprint of a tool list: the sha256 (hex) of the JSON array of each tool's name and
+/// part digests, tools sorted by name. The same list gives the same fingerprint whatever order
+/// it came in.
+pub fn tools_sha256(tools: &[LockedTool]) -> String {
+    use sha2::Digest;
+    let mut sorted: Vec<&LockedTool> = tools.iter().collect();
+    sorted.sort();
+    let rows: Vec<[&str; 4]> = sorted
+        .iter()
+        .map(|t| [&t.name[..], &t.description, &t.input_schema, &t.annotations])
+        .collect();
+    let text = serde_json::to_string(&rows).unwrap_or_default();
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
 /// One installed artifact.
@@ -77,6 +126,8 @@ pub struct LockedArtifact {
 struct LockFile {
     version: u64,
     artifacts: Vec<LockedArtifact>,
+    #[serde(default)]
+    servers: Vec<LockedServer>,
 }
 
 impl Lock {
@@ -145,11 +196,13 @@ impl Lock {
             return Err(finish(found, file, &document.map));
         }
         found.extend(check(&lock_file.artifacts));
+        found.extend(check_servers(&lock_file.servers));
         if !found.is_empty() {
             return Err(finish(found, file, &document.map));
         }
         let mut lock = Lock {
             artifacts: lock_file.artifacts,
+            servers: lock_file.servers,
         };
         lock.sort();
         Ok(lock)
@@ -167,15 +220,61 @@ impl Lock {
         self.sort();
     }
 
-    /// The lock as its file holds it (see the module docs). Artifacts are written sorted by
-    /// name whatever their order here.
+    /// The pin of MCP server `name`.
+    pub fn server(&self, name: &str) -> Option<&LockedServer> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Pins `server`, replacing any pin of the same name; servers stay sorted by name.
+    pub fn upsert_server(&mut self, server: LockedServer) {
+        self.servers.retain(|s| s.name != server.name);
+        self.servers.push(server);
+        self.sort();
+    }
+
+    /// The lock as its file holds it (see the module docs). Artifacts and servers are written
+    /// sorted by name whatever their order here.
     pub fn to_text(&self) -> String {
+        let mut text = format!("{HEADER}\nversion: {FORMAT_VERSION}\n");
+        self.artifacts_text(&mut text);
+        let mut servers: Vec<&LockedServer> = self.servers.iter().collect();
+        servers.sort_by(|a, b| a.name.cmp(&b.name));
+        if !servers.is_empty() {
+            text.push_str("servers:\n");
+        }
+        for server in servers {
+            text.push_str(&format!(
+                "  - name: {}\n    identity: {}\n    tools_sha256: {}\n",
+                quoted(&server.name),
+                quoted(&server.identity),
+                quoted(&server.tools_sha256)
+            ));
+            let mut tools: Vec<&LockedTool> = server.tools.iter().collect();
+            tools.sort();
+            if tools.is_empty() {
+                text.push_str("    tools: []\n");
+                continue;
+            }
+            text.push_str("    tools:\n");
+            for tool in tools {
+                text.push_str(&format!(
+                    "      - {{ name: {}, description: {}, input_schema: {}, annotations: {} }}\n",
+                    quoted(&tool.name),
+                    quoted(&tool.description),
+                    quoted(&tool.input_schema),
+                    quoted(&tool.annotations),
+                ));
+            }
+        }
+        text
+    }
+
+    fn artifacts_text(&self, text: &mut String) {
         let mut sorted: Vec<&LockedArtifact> = self.artifacts.iter().collect();
         sorted.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut text = format!("{HEADER}\nversion: {FORMAT_VERSION}\n");
         if sorted.is_empty() {
             text.push_str("artifacts: []\n");
-            return text;
+            return;
         }
         text.push_str("artifacts:\n");
         for artifact in sorted {
@@ -188,7 +287,6 @@ impl Lock {
                 quoted(&artifact.source),
             ));
         }
-        text
     }
 
     /// Writes [`Lock::to_text`] to `path` atomically: a temporary file beside it, flushed to
@@ -221,6 +319,10 @@ impl Lock {
 
     fn sort(&mut self) {
         self.artifacts.sort_by(|a, b| a.name.cmp(&b.name));
+        self.servers.sort_by(|a, b| a.name.cmp(&b.name));
+        for server in &mut self.servers {
+            server.tools.sort();
+        }
     }
 }
 
@@ -325,6 +427,69 @@ fn check(artifacts: &[LockedArtifact]) -> Vec<Diagnostic> {
     found
 }
 
+/// Every problem with the server pins' values.
+fn check_servers(servers: &[LockedServer]) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let mut problem = |path: String, message: String| {
+        found.push(
+            Diagnostic::new(code::E_REG_008, message)
+                .hint(REWRITE_HINT)
+                .at_path(path),
+        );
+    };
+    for (index, server) in servers.iter().enumerate() {
+        let at = |field: &str| join_key(&join_index("servers", index), field);
+        let which = format!("server {} in murmur.lock", index + 1);
+        if server.name.trim().is_empty() {
+            problem(at("name"), format!("{which} has an empty `name`"));
+        } else if servers[..index].iter().any(|s| s.name == server.name) {
+            problem(
+                at("name"),
+                format!("server `{}` is pinned twice in murmur.lock", server.name),
+            );
+        }
+        if server.identity.trim().is_empty() {
+            problem(at("identity"), format!("{which} has an empty `identity`"));
+        }
+        for (t, tool) in server.tools.iter().enumerate() {
+            let tool_at = |field: &str| join_key(&join_index(&at("tools"), t), field);
+            if server.tools[..t]
+                .iter()
+                .any(|other| other.name == tool.name)
+            {
+                problem(
+                    tool_at("name"),
+                    format!("{which} pins tool `{}` twice", tool.name),
+                );
+            }
+            for (field, digest) in [
+                ("description", &tool.description),
+                ("input_schema", &tool.input_schema),
+                ("annotations", &tool.annotations),
+            ] {
+                if !is_sha256_hex(digest) {
+                    problem(
+                        tool_at(field),
+                        format!(
+                            "{which}, tool `{}`: `{field}` is not 64 lowercase hex digits",
+                            tool.name
+                        ),
+                    );
+                }
+            }
+        }
+        if server.tools_sha256 != tools_sha256(&server.tools) {
+            problem(
+                at("tools_sha256"),
+                format!(
+                    "{which} has a `tools_sha256` that is not the digest of its `tools` (the pin was edited)"
+                ),
+            );
+        }
+    }
+    found
+}
+
 /// Whether `text` is a sha256 as the lock writes it: 64 lowercase hex digits.
 pub fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -400,6 +565,62 @@ mod tests {
         assert_eq!(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
         assert_eq!(quoted("\u{0}\u{85}\u{feff}"), "\"\\x00\\x85\\uFEFF\"");
         assert_eq!(quoted("\u{10FFFF}é"), "\"\\U0010FFFFé\"");
+    }
+
+    fn server(name: &str, tools: &[&str]) -> LockedServer {
+        let tools: Vec<LockedTool> = tools
+            .iter()
+            .map(|tool| LockedTool {
+                name: tool.to_string(),
+                description: "a".repeat(64),
+                input_schema: "b".repeat(64),
+                annotations: "c".repeat(64),
+            })
+            .collect();
+        LockedServer {
+            name: name.to_string(),
+            identity: format!("{name} \"quoted\" (notes 1.2.0)"),
+            tools_sha256: tools_sha256(&tools),
+            tools,
+        }
+    }
+
+    #[test]
+    fn servers_round_trip_and_a_lock_without_them_is_written_as_before() {
+        let bare = Lock::default();
+        assert!(!bare.to_text().contains("servers"));
+        let mut lock = Lock::default();
+        lock.upsert_server(server("zeta", &["write", "read"]));
+        lock.upsert_server(server("alpha", &[]));
+        let text = lock.to_text();
+        let again = Lock::parse(&text, Path::new("murmur.lock")).unwrap();
+        assert_eq!(again, lock);
+        assert_eq!(again.to_text(), text);
+        assert_eq!(again.servers[0].name, "alpha");
+        assert_eq!(again.server("zeta").unwrap().tools[0].name, "read");
+    }
+
+    #[test]
+    fn an_edited_server_pin_is_refused_naming_the_field() {
+        let mut lock = Lock::default();
+        lock.upsert_server(server("notes", &["read"]));
+        let text = lock.to_text().replace(&"a".repeat(64), &"d".repeat(64));
+        let problems = Lock::parse(&text, Path::new("murmur.lock")).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].code, code::E_REG_008);
+        assert!(problems[0].message.contains("tools_sha256"), "{problems:?}");
+        assert!(problems[0].line.is_some(), "{problems:?}");
+    }
+
+    #[test]
+    fn the_tool_list_fingerprint_ignores_order_and_sees_every_part() {
+        let a = server("s", &["x", "y"]);
+        let mut reversed = a.tools.clone();
+        reversed.reverse();
+        assert_eq!(tools_sha256(&reversed), a.tools_sha256);
+        let mut changed = a.tools.clone();
+        changed[1].annotations = "e".repeat(64);
+        assert_ne!(tools_sha256(&changed), a.tools_sha256);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! A capsule's MCP servers, from the client side: connecting to one, listing its tools,
-//! calling them under a time limit. The protocol is the official Rust SDK's (`rmcp`); this
+//! calling them under a time limit ([`serve`] is the other side: a capsule's tools served). The protocol is the official Rust SDK's (`rmcp`); this
 //! crate decides only what Murmur promises around it.
 //!
 //! What a caller can rely on:
@@ -17,20 +17,24 @@
 //!   what the server said. [`McpTool::effect`] reads the annotations: `readOnlyHint` is `read`,
 //!   `destructiveHint` is `mutate`, anything else unknown (hints from a server, never trusted
 //!   for more than a label).
-//! - **A tool list has one fingerprint** ([`ToolList`]): the sha256 of its canonical form
-//!   (tools sorted by name; of each its name, description, input schema and annotations, object
-//!   keys sorted), the same however the server ordered its tools or its JSON keys, and different
-//!   when any of those changed. [`ToolList::changes`] says what changed, tool by tool, in words
+//! - **A tool list has one fingerprint** ([`ToolList`]): of each tool, the sha256 of the
+//!   canonical JSON (object keys sorted) of its description, input schema and annotations, and
+//!   over those the lock's fingerprint; the same however the server ordered its tools or its
+//!   JSON keys, and different when any of those changed. [`ToolList::changes`] says what changed, tool by tool, in words
 //!   a user can act on (a lock refusing a server uses it).
 //! - **Errors with codes** ([`McpError`], `E-MCP-*`): a server that does not start or does
 //!   not answer the handshake, one that answers out of protocol, one that has gone away, a
 //!   call past its time limit. An `isError` result is not an error: it is a result the caller
 //!   marks failed.
 
+pub mod serve;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use murmur_manifest::Coded;
 use murmur_manifest::diagnostic::code;
+use murmur_manifest::lock::LockedTool;
 use murmur_shell::Service;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -133,37 +137,51 @@ impl McpTool {
     }
 }
 
-/// A server's tools, as a lock pins them.
+/// A server's tools, as a lock pins them: of each, its name and the digest of each part.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolList {
-    /// By name; of each, what is pinned: name, description, input schema, annotations.
-    pinned: std::collections::BTreeMap<String, Value>,
+    /// By name.
+    pinned: std::collections::BTreeMap<String, LockedTool>,
 }
 
 impl ToolList {
     pub fn of(tools: &[McpTool]) -> ToolList {
+        let digest = |value: &Value| {
+            use sha2::Digest;
+            let text = serde_json::to_string(&canonical(value)).unwrap_or_default();
+            hex::encode(sha2::Sha256::digest(text.as_bytes()))
+        };
         let pinned = tools
             .iter()
             .map(|tool| {
                 let listing = &tool.listing;
-                let kept = serde_json::json!({
-                    "name": listing["name"],
-                    "description": listing["description"],
-                    "inputSchema": listing["inputSchema"],
-                    "annotations": listing["annotations"],
-                });
-                (tool.name().to_string(), canonical(&kept))
+                let pin = LockedTool {
+                    name: tool.name().to_string(),
+                    description: digest(&listing["description"]),
+                    input_schema: digest(&listing["inputSchema"]),
+                    annotations: digest(&listing["annotations"]),
+                };
+                (pin.name.clone(), pin)
             })
             .collect();
         ToolList { pinned }
     }
 
-    /// The sha256 (hex) of the canonical list.
+    /// The list a lock pinned.
+    pub fn from_pins(tools: &[LockedTool]) -> ToolList {
+        ToolList {
+            pinned: tools.iter().map(|t| (t.name.clone(), t.clone())).collect(),
+        }
+    }
+
+    /// Each tool's pin, sorted by name.
+    pub fn pins(&self) -> Vec<LockedTool> {
+        self.pinned.values().cloned().collect()
+    }
+
+    /// The list's fingerprint ([`murmur_manifest::lock::tools_sha256`]).
     pub fn sha256(&self) -> String {
-        use sha2::Digest;
-        let text =
-            serde_json::to_string(&self.pinned.values().collect::<Vec<_>>()).unwrap_or_default();
-        hex::encode(sha2::Sha256::digest(text.as_bytes()))
+        murmur_manifest::lock::tools_sha256(&self.pins())
     }
 
     /// What differs in `self` from `before`, one line a tool: added, removed, or which of its
@@ -175,13 +193,13 @@ impl ToolList {
                 None => changed.push(format!("tool `{name}` was added")),
                 Some(then) => {
                     let parts: Vec<&str> = [
-                        ("description", "its description"),
-                        ("inputSchema", "its input schema"),
-                        ("annotations", "its annotations"),
+                        (&now.description, &then.description, "its description"),
+                        (&now.input_schema, &then.input_schema, "its input schema"),
+                        (&now.annotations, &then.annotations, "its annotations"),
                     ]
                     .into_iter()
-                    .filter(|(key, _)| now[key] != then[key])
-                    .map(|(_, words)| words)
+                    .filter(|(now, then, _)| now != then)
+                    .map(|(_, _, words)| words)
                     .collect();
                     if !parts.is_empty() {
                         changed.push(format!("tool `{name}` changed {}", parts.join(", ")));
@@ -224,10 +242,47 @@ pub struct Called {
     pub is_error: bool,
 }
 
+/// A server's `notifications/tools/list_changed`, as they come.
+#[derive(Default)]
+pub struct ListChanges {
+    seen: std::sync::atomic::AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl ListChanges {
+    /// How many notices have come so far.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits for the next notice; one that came while no one waited returns at once. Also
+    /// returns once when the connection is dropped, so a watcher can end.
+    pub async fn next(&self) {
+        self.notify.notified().await;
+    }
+}
+
+/// The client's side of a connection: it counts the server's list-changed notices.
+#[derive(Clone, Default)]
+struct Listener {
+    changes: Arc<ListChanges>,
+}
+
+impl rmcp::ClientHandler for Listener {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.changes
+            .seen
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // One stored permit: a notice before anyone waits is not lost.
+        self.changes.notify.notify_one();
+    }
+}
+
 /// A live connection to one server.
 pub struct McpConnection {
     name: String,
-    running: RunningService<RoleClient, ()>,
+    running: RunningService<RoleClient, Listener>,
+    changes: Arc<ListChanges>,
     /// The server's `serverInfo`: `{name, version}` as it introduced itself.
     server_info: Value,
     /// The stdio child, kept alive while the connection is; dropped, it dies with its group.
@@ -246,6 +301,8 @@ impl McpConnection {
             server: name.to_string(),
             reason,
         };
+        let listener = Listener::default();
+        let changes = listener.changes.clone();
         let (running, child) = match transport {
             Transport::Stdio(service) => {
                 let Service {
@@ -254,7 +311,7 @@ impl McpConnection {
                     guard,
                 } = *service;
                 (
-                    handshake(name, limit, ().serve((stdout, stdin))).await?,
+                    handshake(name, limit, listener.serve((stdout, stdin))).await?,
                     Some(guard),
                 )
             }
@@ -271,7 +328,10 @@ impl McpConnection {
                     config.custom_headers.insert(header, value);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                (handshake(name, limit, ().serve(transport)).await?, None)
+                (
+                    handshake(name, limit, listener.serve(transport)).await?,
+                    None,
+                )
             }
         };
         let server_info = running
@@ -281,6 +341,7 @@ impl McpConnection {
         Ok(McpConnection {
             name: name.to_string(),
             running,
+            changes,
             server_info,
             _child: child,
         })
@@ -289,6 +350,11 @@ impl McpConnection {
     /// The server's `serverInfo` (`{name, version, …}`) as it introduced itself.
     pub fn server_info(&self) -> &Value {
         &self.server_info
+    }
+
+    /// The server's `notifications/tools/list_changed` on this connection.
+    pub fn list_changes(&self) -> Arc<ListChanges> {
+        self.changes.clone()
     }
 
     /// Every tool the server lists (all pages), within `limit`.
@@ -353,12 +419,18 @@ impl McpConnection {
     }
 }
 
+impl Drop for McpConnection {
+    fn drop(&mut self) {
+        self.changes.notify.notify_one();
+    }
+}
+
 /// The `initialize` handshake, within `limit`.
 async fn handshake<E: std::fmt::Display>(
     name: &str,
     limit: Duration,
-    handshake: impl Future<Output = Result<RunningService<RoleClient, ()>, E>>,
-) -> Result<RunningService<RoleClient, ()>, McpError> {
+    handshake: impl Future<Output = Result<RunningService<RoleClient, Listener>, E>>,
+) -> Result<RunningService<RoleClient, Listener>, McpError> {
     match tokio::time::timeout(limit, handshake).await {
         Err(_) => Err(McpError::Deadline {
             server: name.to_string(),

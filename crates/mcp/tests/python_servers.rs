@@ -78,6 +78,7 @@ async fn a_stdio_server_lists_its_tools_and_answers_calls_inside_its_workdir() {
             "fetch",
             "slow",
             "fail",
+            "grow",
             "crash"
         ]
     );
@@ -85,7 +86,7 @@ async fn a_stdio_server_lists_its_tools_and_answers_calls_inside_its_workdir() {
     assert_eq!(
         effects,
         [
-            "read", "mutate", "unknown", "unknown", "unknown", "unknown", "unknown"
+            "read", "mutate", "unknown", "unknown", "unknown", "unknown", "unknown", "unknown"
         ]
     );
     assert_eq!(tools[0].description(), Some("Read the note at PATH."));
@@ -215,7 +216,7 @@ async fn an_http_server_lists_its_tools_and_answers_calls() {
         .await
         .unwrap();
     let tools = connection.tools(LIMIT).await.unwrap();
-    assert_eq!(tools.len(), 7);
+    assert_eq!(tools.len(), 8);
     let wrote = connection
         .call(
             "write_note",

@@ -200,6 +200,12 @@ pub fn read_lock(capsule_dir: &Path) -> Result<Lock, InstallError> {
         .map_err(InstallError::Lock)
 }
 
+/// Whether `entry` is installed from a registry: it has no `path:` and is not an MCP server
+/// (which has no artifact, only its `server:`).
+fn from_registry(entry: &murmur_manifest::capsule::ArtifactEntry) -> bool {
+    entry.path.is_none() && entry.runtime != Runtime::Mcp
+}
+
 /// One artifact fetched, verified and unpacked into staging.
 struct Staged {
     locked: LockedArtifact,
@@ -216,7 +222,7 @@ pub fn install(
     options: &InstallOptions,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Vec<Installed>, InstallError> {
-    if capsule.artifacts.iter().all(|entry| entry.path.is_some()) {
+    if !capsule.artifacts.iter().any(from_registry) {
         return Ok(Vec::new());
     }
     let index = options.registry.index()?;
@@ -238,7 +244,7 @@ fn install_staged(
     let wanted = capsule
         .artifacts
         .iter()
-        .filter(|entry| entry.path.is_none());
+        .filter(|entry| from_registry(entry));
 
     let mut staged = Vec::new();
     for entry in wanted {

@@ -1724,6 +1724,7 @@ mod tests {
                     system_prompt_sha256: "aaaa".to_string(),
                     manifest_sha256: String::new(),
                     resumed: None,
+                    mcp_servers: Vec::new(),
                 },
             );
             recorder

@@ -1005,6 +1005,7 @@ mod tests {
             system_prompt_sha256: String::new(),
             manifest_sha256: String::new(),
             resumed: None,
+            mcp_servers: Vec::new(),
         }
     }
 

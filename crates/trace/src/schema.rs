@@ -36,6 +36,19 @@ pub struct ComponentRef {
     pub sha256: String,
 }
 
+/// An MCP server a session started (`session_start.mcp_servers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerRef {
+    /// Its entry's name.
+    pub name: String,
+    /// How it was reached and how it introduced itself, as `murmur.lock` pins it.
+    pub identity: String,
+    /// The fingerprint of the tools it listed.
+    pub tools_sha256: String,
+    /// Whether `murmur.lock` pinned it (and so what it listed was checked against the pin).
+    pub pinned: bool,
+}
+
 /// The conversation a resumed session goes on with (`session_start.resumed`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resumed {
@@ -117,6 +130,9 @@ pub struct Totals {
 }
 
 /// The event types and their own fields.
+// `session_start` is the largest by far, and there is one of it a session: boxing its fields
+// would cost every reader an indirection to save little.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event_type", rename_all = "snake_case")]
 pub enum EventBody {
@@ -163,6 +179,9 @@ pub enum EventBody {
         /// The earlier session whose conversation this one goes on with (`mur run --resume`).
         #[serde(skip_serializing_if = "Option::is_none", default)]
         resumed: Option<Resumed>,
+        /// The capsule's MCP servers, as started; absent when it has none.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        mcp_servers: Vec<McpServerRef>,
     },
     /// A task began (its parent: `session_start`).
     TaskStart {
@@ -405,6 +424,20 @@ pub enum EventBody {
         /// The registry it came from, as `murmur.lock` records it.
         source: String,
     },
+    /// An MCP server said mid-session that its tool list changed
+    /// (`notifications/tools/list_changed`; parent: `session_start`): the list it then gave,
+    /// and what differs from the list it is held to (its pin, or the list it started with).
+    /// When anything differs the server is refused for the rest of the session.
+    McpToolsChanged {
+        server: String,
+        tools_sha256: String,
+        /// One line a tool: added, removed, or which part changed. Empty when nothing did.
+        changes: Vec<String>,
+        /// Set when the new list could not be read (the server is then refused too).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<ErrorRef>,
+        refused: bool,
+    },
     /// A task ended (parent: its `task_start`).
     TaskEnd {
         task_id: String,
@@ -604,6 +637,7 @@ impl EventBody {
             EventBody::ContextSeed { .. } => "context_seed",
             EventBody::Compaction { .. } => "compaction",
             EventBody::ArtifactPulled { .. } => "artifact_pulled",
+            EventBody::McpToolsChanged { .. } => "mcp_tools_changed",
             EventBody::TaskEnd { .. } => "task_end",
             EventBody::SessionEnd { .. } => "session_end",
         }

@@ -6,7 +6,8 @@ requirements.txt beside it): notes kept as files in its working directory.
 
 Tools: `read_note` (read-only), `write_note` (destructive), `peek` (reads any path it is
 given: for confinement tests), `fetch` (one HTTP GET of a URL: for network tests), `slow`
-(sleeps: for time limits), `fail` (an error result), `crash` (the server exits mid-call). `NOTES_DESCRIPTION`, when set, replaces
+(sleeps: for time limits), `fail` (an error result), `grow` (adds a tool and sends
+`notifications/tools/list_changed`), `crash` (the server exits mid-call). `NOTES_DESCRIPTION`, when set, replaces
 the description of `read_note`, so a test can change a tool a lock pinned. With
 `NOTES_BEARER` set, the HTTP server answers 401 to a request without
 `Authorization: Bearer <NOTES_BEARER>`. Prints nothing on stdout but the protocol; notes its start on stderr.
@@ -18,7 +19,7 @@ import pathlib
 import sys
 import urllib.request
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer(name="notes", version="1.2.0")
@@ -69,6 +70,13 @@ async def slow(seconds: float) -> str:
 @server.tool(description="Always fails.")
 def fail() -> str:
     raise RuntimeError("this tool always fails")
+
+
+@server.tool(description="Adds the tool `grown` to this server and says its tool list changed.")
+async def grow(ctx: Context) -> str:
+    server.add_tool(lambda: "grown", name="grown", description="Added mid-session.")
+    await ctx.session.send_tool_list_changed()
+    return "grew a tool"
 
 
 @server.tool(description="Ends the server at once, mid-call.")

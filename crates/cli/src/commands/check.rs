@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use murmur_manifest::{Manifest, credentials};
 use serde_json::json;
 
-use crate::environment::{host_env, murmur_home};
+use crate::environment::host_env;
 use crate::exit::Exit;
 use crate::render;
 
@@ -33,8 +33,7 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
                 diagnostics.extend(artifact.diagnostics);
             }
             // Every credential a run would look for, where a run looks.
-            let credentials_file = murmur_home().join("credentials.yaml");
-            let credentials = match credentials::load(&credentials_file) {
+            let credentials = match crate::environment::user_credentials() {
                 Ok((credentials, warnings)) => {
                     diagnostics.extend(warnings);
                     credentials
@@ -49,7 +48,7 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
                 &file,
                 &host_env,
                 &|name: &str| credentials.get(name),
-                &credentials_file,
+                &crate::environment::credentials_file(),
             ));
             for entry in &capsule.artifacts {
                 if entry.runtime != murmur_manifest::Runtime::Skill {

@@ -1,7 +1,8 @@
 //! `mur install [DIR] [--registry R] [--locked] [--json]`: installs a capsule's registry
 //! artifacts (entries without `path:`) into its project store, verified against the registry and
-//! `murmur.lock`, then compiles each component into the cache so the first run starts warm.
-//! Progress goes to stderr; `--json` prints the report on stdout.
+//! `murmur.lock`, then compiles each component into the cache so the first run starts warm,
+//! then pins the capsule's MCP servers (identity and tools) in the lock. Progress goes to
+//! stderr; `--json` prints the report on stdout.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -129,10 +130,33 @@ pub fn run(args: InstallArgs) -> Exit {
             }
         }
     }
+    let servers = match pin_mcp_servers(&file, &capsule, &capsule_dir, &args) {
+        Ok(servers) => servers,
+        Err(exit) => return exit,
+    };
     if args.json {
-        println!("{:#}", json!({ "installed": installed }));
-    } else if installed.is_empty() {
-        println!("nothing to install: every artifact has a `path:`");
+        println!(
+            "{:#}",
+            json!({ "installed": installed, "mcp_servers": servers })
+        );
+        return Exit::Ok;
+    }
+    for server in &servers {
+        println!(
+            "{} (mcp, {} tools) {}: {}",
+            server.name,
+            server.tools,
+            &server.tools_sha256[..12],
+            server.how
+        );
+        for change in &server.changes {
+            println!("  {change}");
+        }
+    }
+    if installed.is_empty() {
+        if servers.is_empty() {
+            println!("nothing to install: every artifact has a `path:`");
+        }
     } else {
         for artifact in &installed {
             println!(
@@ -150,6 +174,136 @@ pub fn run(args: InstallArgs) -> Exit {
         );
     }
     Exit::Ok
+}
+
+/// An MCP server as `mur install` pinned it.
+#[derive(serde::Serialize)]
+struct PinnedServer {
+    name: String,
+    identity: String,
+    tools_sha256: String,
+    tools: usize,
+    /// `pinned` (new), `unchanged`, or `re-pinned` (with `changes`).
+    how: &'static str,
+    changes: Vec<String>,
+}
+
+/// Pins the capsule's MCP servers in `murmur.lock`: each started as a session would start it,
+/// its identity and tools read. With `--locked`, a server that is not pinned or differs from
+/// its pin is refused and the lock is left alone. Pins of servers the manifest no longer
+/// declares are dropped.
+fn pin_mcp_servers(
+    file: &Path,
+    capsule: &murmur_manifest::CapsuleManifest,
+    capsule_dir: &Path,
+    args: &InstallArgs,
+) -> Result<Vec<PinnedServer>, Exit> {
+    let declared: Vec<&str> = capsule
+        .artifacts
+        .iter()
+        .filter(|entry| entry.runtime == Runtime::Mcp)
+        .map(|entry| entry.name.as_str())
+        .collect();
+    let lock_path = install::lock_path(capsule_dir);
+    let mut lock = match install::read_lock(capsule_dir) {
+        Ok(lock) => lock,
+        Err(error) => return Err(failed(args.json, &error)),
+    };
+    if declared.is_empty() && lock.servers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let credentials = match crate::environment::user_credentials() {
+        Ok((credentials, warnings)) => {
+            render::diagnostics_human(&warnings);
+            credentials
+        }
+        Err(diagnostic) => {
+            return Err(render::coded(args.json, &*diagnostic, Exit::BadInput));
+        }
+    };
+    let config_lookup = |name: &str| credentials.get(name);
+    let lookups = murmur_runtime::session::staging::Lookups {
+        env: &host_env,
+        config: &config_lookup,
+    };
+    if !args.json {
+        for name in &declared {
+            eprintln!("· mcp server {name}: starting to read its tools");
+        }
+    }
+    let host: murmur_runtime::session::HostEnv = std::sync::Arc::new(host_env);
+    let pins = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            render::failure(
+                args.json,
+                "E-RUN-001",
+                &format!("cannot start the async runtime: {error}"),
+                "this is a bug in mur",
+                Exit::Failed,
+            )
+        })?
+        .block_on(murmur_runtime::session::pin_mcp_servers(
+            file, capsule, &lookups, &host,
+        ))
+        .map_err(|error| render::coded(args.json, &error, Exit::Failed))?;
+    let before = lock.clone();
+    let mut pinned = Vec::new();
+    for pin in pins {
+        let (how, changes) = match before.server(&pin.name) {
+            None => ("pinned", Vec::new()),
+            Some(old) if *old == pin => ("unchanged", Vec::new()),
+            Some(old) => (
+                "re-pinned",
+                murmur_runtime::session::pin_differences(old, &pin),
+            ),
+        };
+        pinned.push(PinnedServer {
+            name: pin.name.clone(),
+            identity: pin.identity.clone(),
+            tools_sha256: pin.tools_sha256.clone(),
+            tools: pin.tools.len(),
+            how,
+            changes,
+        });
+        lock.upsert_server(pin);
+    }
+    lock.servers
+        .retain(|server| declared.contains(&server.name.as_str()));
+    if lock == before {
+        return Ok(pinned);
+    }
+    if args.locked {
+        let differ: Vec<String> = pinned
+            .iter()
+            .filter(|server| server.how != "unchanged")
+            .map(|server| match server.how {
+                "pinned" => format!("MCP server `{}` is not in murmur.lock", server.name),
+                _ => format!(
+                    "MCP server `{}` differs from its pin: {}",
+                    server.name,
+                    server.changes.join("; ")
+                ),
+            })
+            .collect();
+        let message = if differ.is_empty() {
+            "murmur.lock pins MCP servers the manifest no longer declares".to_string()
+        } else {
+            differ.join("; ")
+        };
+        return Err(failed(args.json, &InstallError::Locked(message)));
+    }
+    if let Err(error) = lock.write(&lock_path) {
+        return Err(render::failure(
+            args.json,
+            "E-REG-008",
+            &format!("cannot write {}: {error}", lock_path.display()),
+            "check that the capsule's directory is writable",
+            Exit::Failed,
+        ));
+    }
+    Ok(pinned)
 }
 
 fn failed(json: bool, error: &InstallError) -> Exit {

@@ -2,6 +2,7 @@ pub mod build;
 pub mod check;
 pub mod control;
 pub mod install;
+pub mod mcp;
 pub mod publish;
 pub mod run;
 pub mod send;

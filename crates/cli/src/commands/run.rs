@@ -29,8 +29,6 @@ use murmur_runtime::session::{
 };
 use serde_json::json;
 
-use murmur_manifest::credentials;
-
 use crate::environment::{cached_engine, host_env, murmur_home};
 use crate::exit::Exit;
 use crate::render;
@@ -151,25 +149,9 @@ pub fn run(args: RunArgs) -> Exit {
         Ok(started) => started,
         Err(exit) => return exit,
     };
-    // The `config` source of credentials: the user's credentials file.
-    let credentials_file = murmur_home().join("credentials.yaml");
-    let credentials = match credentials::load(&credentials_file) {
-        Ok((credentials, warnings)) => {
-            render::diagnostics_human(&warnings);
-            credentials
-        }
-        Err(diagnostic) => {
-            return stage_failed(StageError::Manifest(vec![*diagnostic]), args.json);
-        }
-    };
-    let config_lookup = |name: &str| credentials.get(name);
-    let lookups = Lookups {
-        env: &host_env,
-        config: &config_lookup,
-    };
-    let staged = match session::staging::stage_with(&file, &engine, &lookups) {
+    let staged = match stage_capsule(&file, &engine, args.json) {
         Ok(staged) => staged,
-        Err(error) => return stage_failed(error, args.json),
+        Err(exit) => return exit,
     };
     // Warnings go to stderr whatever the output mode: stdout stays one JSON document.
     render::diagnostics_human(&staged.warnings);
@@ -508,7 +490,32 @@ fn print_report(report: &SessionReport, json: bool) {
     );
 }
 
-fn stage_failed(error: StageError, json: bool) -> Exit {
+/// The capsule at `file` staged as a session runs it, credentials looked up in the
+/// environment, the `.env` beside it and the user's credentials file; a failure is reported
+/// and its exit returned.
+pub(crate) fn stage_capsule(
+    file: &Path,
+    engine: &Engine,
+    json: bool,
+) -> Result<session::Staged, Exit> {
+    let credentials = match crate::environment::user_credentials() {
+        Ok((credentials, warnings)) => {
+            render::diagnostics_human(&warnings);
+            credentials
+        }
+        Err(diagnostic) => {
+            return Err(stage_failed(StageError::Manifest(vec![*diagnostic]), json));
+        }
+    };
+    let config_lookup = |name: &str| credentials.get(name);
+    let lookups = Lookups {
+        env: &host_env,
+        config: &config_lookup,
+    };
+    session::staging::stage_with(file, engine, &lookups).map_err(|error| stage_failed(error, json))
+}
+
+pub(crate) fn stage_failed(error: StageError, json: bool) -> Exit {
     match error {
         StageError::Manifest(diagnostics) => {
             if json {
@@ -528,7 +535,7 @@ fn stage_failed(error: StageError, json: bool) -> Exit {
 
 /// The async runtime `mur` runs sessions on (two workers), and the engine with the user's
 /// compile cache (`$MURMUR_HOME/cache/components`); a failure is reported and its exit returned.
-fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime, Engine), Exit> {
+pub(crate) fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime, Engine), Exit> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

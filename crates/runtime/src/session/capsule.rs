@@ -577,6 +577,7 @@ pub async fn run(
                 system_prompt_sha256: String::new(),
                 manifest_sha256: staged.manifest_sha256.clone(),
                 resumed: None,
+                mcp_servers: Vec::new(),
             },
         )
         .map_err(trace_error)?;

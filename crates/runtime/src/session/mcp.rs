@@ -14,6 +14,17 @@
 //!   with its headers attached by the host. Each is initialized and its tools listed within
 //!   the entry's `timeout_seconds`; a server that fails is a coded error naming it
 //!   (`E-MCP-*`), and the session does not start.
+//! - **Held to its pin**: a server `murmur.lock` pins ([`pin_servers`] is how `mur install`
+//!   pins) must introduce itself as pinned (how it is reached, its `serverInfo` name and
+//!   version) and list exactly the pinned tools (names, descriptions, input schemas,
+//!   annotations), or the session does not start: `E-MCP-005` with what changed
+//!   ([`pin_differences`]). `session_start.mcp_servers` records each server and whether it was
+//!   pinned.
+//! - **Watched while it runs** ([`watch`]): after a `notifications/tools/list_changed` the
+//!   list is read again (before the server's next call at the latest) and held to the pin, or
+//!   to the list it started with when unpinned; a difference, or a list that cannot be read,
+//!   refuses the server's calls for the rest of the session (`E-MCP-005`). Each notice is an
+//!   `mcp_tools_changed` trace event.
 //! - **Offered under names that cannot collide** ([`offered_name`]): `<server>__<tool>`, letters,
 //!   digits, `_` and `-` only, at most 64 characters; a name that cannot be made so, or that
 //!   another tool has, or an input schema that does not compile, is `E-MCP-003` naming the
@@ -25,23 +36,26 @@
 //!   from a `path` or `uri` argument; text past 16 KiB is cut for
 //!   the model with the whole kept at `logs/mcp-<name>-<n>.log`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use murmur_manifest::Coded;
-use murmur_manifest::capsule::CapsuleManifest;
+use murmur_manifest::capsule::{CapsuleManifest, McpServerSpec};
+use murmur_manifest::diagnostic::code;
+use murmur_manifest::lock::LockedServer;
 use murmur_manifest::network::NetworkRule;
-use murmur_mcp::{McpConnection, McpError, Transport};
+use murmur_mcp::{McpConnection, McpError, ToolList, Transport};
 use murmur_shell::{ShellGrant, TimeLimits};
-use murmur_trace::schema::{CallStatus, ErrorRef, EventBody};
+use murmur_trace::Trace;
+use murmur_trace::schema::{CallStatus, ErrorRef, EventBody, McpServerRef};
 use serde_json::Value;
 
 use crate::grants::env::HostEnv;
 use crate::inference::neutral::{Block, Message};
 use crate::inference::request::ToolSpec;
 use crate::session::SessionError;
-use crate::session::staging::StagedMcpServer;
+use crate::session::staging::{Lookups, StagedMcpServer, stage_mcp_servers};
 use crate::session::tools::{Dispatched, fence};
 use crate::session::workdir::Workdir;
 
@@ -67,6 +81,14 @@ pub(crate) struct LiveServer {
     timeout: Duration,
     workdir: Workdir,
     cuts: AtomicU64,
+    /// The list its tools are held to: its pin, or (unpinned) the list it started with.
+    held_to: ToolList,
+    /// Why it is refused, once a changed tool list has made it so.
+    refused: Mutex<Option<String>>,
+    /// How many list-changed notices have been handled.
+    handled: tokio::sync::Mutex<u64>,
+    /// Where `mcp_tools_changed` goes: the trace and its `session_start`.
+    trace: std::sync::OnceLock<(Trace, String)>,
 }
 
 /// `<server>__<tool>`, when it is a name every provider takes (letters, digits, `_`, `-`; at
@@ -90,31 +112,61 @@ fn coded(workdir: &Workdir, error: &dyn Coded) -> SessionError {
     }
 }
 
-/// Starts every staged server of `capsule` for a session in `workdir`, and lists its tools.
+/// Starts every staged server of `capsule` for a session in `workdir`, lists its tools and
+/// holds them to the server's pin (`E-MCP-005` when its identity or tools differ).
 /// `taken` are the names already offered (the capsule's own tools, skills, runtime tools).
+/// Also returns what `session_start.mcp_servers` records of each.
 pub(crate) async fn start(
     servers: &[StagedMcpServer],
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
     taken: &[String],
-) -> Result<Vec<McpTool>, SessionError> {
+) -> Result<(Vec<McpTool>, Vec<McpServerRef>), SessionError> {
     let mut offered: Vec<McpTool> = Vec::new();
+    let mut started = Vec::new();
     for staged in servers {
         let name = &staged.entry.name;
-        let connection = connect(staged, capsule, workdir, host_env)
+        let (connection, tools, seen) = open(staged, capsule, workdir, host_env)
             .await
             .map_err(|error| coded(workdir, &error))?;
-        let tools = connection
-            .tools(staged.timeout)
-            .await
-            .map_err(|error| coded(workdir, &error))?;
+        let listed = ToolList::of(&tools);
+        if let Some(pin) = &staged.pin {
+            let differences = pin_differences(pin, &seen);
+            if !differences.is_empty() {
+                return Err(SessionError {
+                    code: code::E_MCP_005,
+                    message: format!(
+                        "MCP server `{name}` is not what murmur.lock pinned: {}",
+                        differences.join("; ")
+                    ),
+                    hint: "review the change (a server that changes its tools after being trusted \
+                           can steer the model); if you trust it, run `mur install` to pin it again"
+                        .to_string(),
+                    workdir: Some(workdir.root.clone()),
+                });
+            }
+        }
+        started.push(McpServerRef {
+            name: name.clone(),
+            identity: seen.identity.clone(),
+            tools_sha256: seen.tools_sha256.clone(),
+            pinned: staged.pin.is_some(),
+        });
         let live = Arc::new(LiveServer {
             name: name.clone(),
             connection,
             timeout: staged.timeout,
             workdir: workdir.clone(),
             cuts: AtomicU64::new(0),
+            held_to: staged
+                .pin
+                .as_ref()
+                .map(|pin| ToolList::from_pins(&pin.tools))
+                .unwrap_or(listed),
+            refused: Mutex::new(None),
+            handled: tokio::sync::Mutex::new(0),
+            trace: std::sync::OnceLock::new(),
         });
         for tool in tools {
             let refuse = |why: String| SessionError {
@@ -149,7 +201,177 @@ pub(crate) async fn start(
             });
         }
     }
-    Ok(offered)
+    Ok((offered, started))
+}
+
+/// What differs in `now` from `pinned` (a server's pin and what the same server showed
+/// since), one line each: its identity, then tool by tool. Empty when nothing does.
+pub fn pin_differences(pinned: &LockedServer, now: &LockedServer) -> Vec<String> {
+    let mut differences = Vec::new();
+    if pinned.identity != now.identity {
+        differences.push(format!(
+            "it is now `{}` (pinned: `{}`)",
+            now.identity, pinned.identity
+        ));
+    }
+    differences
+        .extend(ToolList::from_pins(&now.tools).changes(&ToolList::from_pins(&pinned.tools)));
+    differences
+}
+
+/// Pins every MCP server of `capsule` (loaded from `capsule_file`) as `mur install` does: each
+/// staged and started as a session would start it (in a scratch workdir, removed after), its
+/// identity and tools read, then stopped. A server that cannot be staged or started is the
+/// error, coded as a session's would be.
+pub async fn pin_servers(
+    capsule_file: &std::path::Path,
+    capsule: &CapsuleManifest,
+    lookups: &Lookups<'_>,
+    host_env: &HostEnv,
+) -> Result<Vec<LockedServer>, SessionError> {
+    let as_error = |error: &dyn Coded| SessionError {
+        code: error.code(),
+        message: error.message(),
+        hint: error.hint(),
+        workdir: None,
+    };
+    let servers = stage_mcp_servers(capsule, capsule_file, lookups, &mut Vec::new())
+        .map_err(|error| as_error(&error))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("murmur-pin-")
+        .tempdir()
+        .map_err(|error| SessionError {
+            code: code::E_MCP_001,
+            message: format!("no scratch directory to start the MCP servers in: {error}"),
+            hint: "check that the temporary directory is writable".to_string(),
+            workdir: None,
+        })?;
+    let mut pins = Vec::new();
+    for staged in &servers {
+        let workdir = Workdir::create(scratch.path(), &format!("pin-{}", staged.entry.name))
+            .map_err(|error| SessionError {
+                code: code::E_MCP_001,
+                message: format!(
+                    "MCP server `{}`: no scratch workdir: {error}",
+                    staged.entry.name
+                ),
+                hint: "check that the temporary directory is writable".to_string(),
+                workdir: None,
+            })?;
+        let (_connection, _tools, pin) = open(staged, capsule, &workdir, host_env)
+            .await
+            .map_err(|error| as_error(&error))?;
+        pins.push(pin);
+    }
+    Ok(pins)
+}
+
+/// Connects to one staged server and lists its tools: the connection, the tools, and the pin
+/// of what it showed.
+async fn open(
+    staged: &StagedMcpServer,
+    capsule: &CapsuleManifest,
+    workdir: &Workdir,
+    host_env: &HostEnv,
+) -> Result<(McpConnection, Vec<murmur_mcp::McpTool>, LockedServer), McpError> {
+    let connection = connect(staged, capsule, workdir, host_env).await?;
+    let tools = connection.tools(staged.timeout).await?;
+    let listed = ToolList::of(&tools);
+    let pin = LockedServer {
+        name: staged.entry.name.clone(),
+        identity: identity(&staged.server, connection.server_info()),
+        tools_sha256: listed.sha256(),
+        tools: listed.pins(),
+    };
+    Ok((connection, tools, pin))
+}
+
+/// A server's identity as the lock pins it: how it is reached (the command and arguments as
+/// the manifest gives them, or the URL) and the name and version it introduced itself with.
+fn identity(server: &McpServerSpec, info: &Value) -> String {
+    let reached = match (&server.command, &server.url) {
+        (Some(command), _) => std::iter::once(command.as_str())
+            .chain(server.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, url) => url.clone().unwrap_or_default(),
+    };
+    let said = |key: &str| info[key].as_str().unwrap_or("?").to_string();
+    format!("{reached} ({} {})", said("name"), said("version"))
+}
+
+/// Watches each server of `tools` for `notifications/tools/list_changed` while it lives,
+/// tracing under `parent` in `trace` what [`LiveServer::catch_up`] finds.
+pub(crate) fn watch(tools: &[McpTool], trace: &Trace, parent: &str) {
+    let mut servers: Vec<&Arc<LiveServer>> = Vec::new();
+    for tool in tools {
+        if !servers.iter().any(|s| Arc::ptr_eq(s, &tool.server)) {
+            servers.push(&tool.server);
+        }
+    }
+    for server in servers {
+        let _ = server.trace.set((trace.clone(), parent.to_string()));
+        let changes = server.connection.list_changes();
+        let server = Arc::downgrade(server);
+        tokio::spawn(async move {
+            loop {
+                changes.next().await;
+                // The connection also wakes this once as it closes: then no one is left.
+                let Some(server) = server.upgrade() else {
+                    return;
+                };
+                server.catch_up().await;
+            }
+        });
+    }
+}
+
+impl LiveServer {
+    /// After list-changed notices not yet handled: reads the list again, holds it to
+    /// `held_to`, refuses the server from then on when it differs (or cannot be read), and
+    /// traces `mcp_tools_changed`. Nothing when every notice was handled.
+    async fn catch_up(&self) {
+        let mut handled = self.handled.lock().await;
+        let seen = self.connection.list_changes().seen();
+        if seen == *handled {
+            return;
+        }
+        *handled = seen;
+        let (tools_sha256, changes, error) = match self.connection.tools(self.timeout).await {
+            Ok(tools) => {
+                let now = ToolList::of(&tools);
+                (now.sha256(), now.changes(&self.held_to), None)
+            }
+            Err(error) => (
+                String::new(),
+                Vec::new(),
+                Some(ErrorRef {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                }),
+            ),
+        };
+        let refused = !changes.is_empty() || error.is_some();
+        if refused {
+            let why = match &error {
+                Some(error) => format!("its new tool list could not be read: {}", error.message),
+                None => format!("its tools changed mid-session: {}", changes.join("; ")),
+            };
+            *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        }
+        if let Some((trace, parent)) = self.trace.get() {
+            let _ = trace.write(
+                Some(parent),
+                EventBody::McpToolsChanged {
+                    server: self.name.clone(),
+                    tools_sha256,
+                    changes,
+                    error,
+                    refused,
+                },
+            );
+        }
+    }
 }
 
 /// Connects to one staged server.
@@ -219,10 +441,27 @@ impl McpTool {
         let started = Instant::now();
         let server = &self.server;
         let arguments = input.as_object().cloned().unwrap_or_default();
-        let called = server
-            .connection
-            .call(&self.tool, arguments, server.timeout)
-            .await;
+        // A list change the watcher has not handled yet is handled before the call.
+        server.catch_up().await;
+        let refused = server
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let called = match refused {
+            Some(why) => Err(ErrorRef {
+                code: code::E_MCP_005.to_string(),
+                message: format!("MCP server `{}` is refused: {why}", server.name),
+            }),
+            None => server
+                .connection
+                .call(&self.tool, arguments, server.timeout)
+                .await
+                .map_err(|error| ErrorRef {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                }),
+        };
         let (text, status, error) = match called {
             Ok(called) => {
                 let status = if called.is_error {
@@ -233,12 +472,9 @@ impl McpTool {
                 (self.cut(called.text), status, None)
             }
             Err(error) => (
-                format!("error[{}]: {error}", error.code()),
+                format!("error[{}]: {}", error.code, error.message),
                 CallStatus::Error,
-                Some(ErrorRef {
-                    code: error.code().to_string(),
-                    message: error.to_string(),
-                }),
+                Some(error),
             ),
         };
         let is_error = status != CallStatus::Passed;

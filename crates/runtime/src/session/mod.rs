@@ -42,11 +42,13 @@ use serde::Serialize;
 
 use crate::grants::ChunkKind;
 pub use crate::grants::env::HostEnv;
+pub use mcp::{pin_differences, pin_servers as pin_mcp_servers};
 use murmur_manifest::Coded;
 pub use murmur_trace::schema::ExitStatus;
 use murmur_trace::schema::{ErrorRef, Totals};
 pub use run::{TaskFeed, run, run_fed};
 pub use staging::{StageError, Staged, stage};
+pub use task::served::{ServedAnswer, ServedEnd, ServedSession, open_served};
 use workdir::Workdir;
 
 /// Where a task came from.
@@ -59,6 +61,8 @@ pub enum TaskSource {
     TaskMd,
     /// An A2A message through the door.
     A2a,
+    /// Tool calls from an MCP client (`mur mcp serve`).
+    Mcp,
 }
 
 impl TaskSource {
@@ -67,6 +71,7 @@ impl TaskSource {
             TaskSource::Cli => "cli",
             TaskSource::TaskMd => "task.md",
             TaskSource::A2a => "a2a",
+            TaskSource::Mcp => "mcp",
         }
     }
 }

@@ -124,6 +124,58 @@ pub async fn run_fed(
     observer: Arc<dyn Observer>,
     feed: &mut dyn TaskFeed,
 ) -> Result<SessionReport, SessionError> {
+    in_session(engine, staged, config, observer, async |context| {
+        let mut ran = Ran::default();
+        while let Some(mut input) = feed.next().await {
+            if config.cancel.as_ref().is_some_and(|c| c.reason().is_some()) {
+                break;
+            }
+            if input.stop.is_none() {
+                input.stop = config.cancel.clone();
+            }
+            let (report, stop) = context.run_task(&input).await?;
+            feed.finished(&input, &report);
+            ran.add(report);
+            if stop {
+                break;
+            }
+        }
+        Ok(ran)
+    })
+    .await
+}
+
+/// The tasks a session ran: how many, the first that did not end `ok`, the last reports.
+#[derive(Default)]
+pub(crate) struct Ran {
+    count: u32,
+    first_not_ok: Option<ExitStatus>,
+    reports: std::collections::VecDeque<TaskReport>,
+}
+
+impl Ran {
+    pub(crate) fn add(&mut self, report: TaskReport) {
+        self.count = self.count.saturating_add(1);
+        if report.exit_status != ExitStatus::Ok {
+            self.first_not_ok.get_or_insert(report.exit_status);
+        }
+        self.reports.push_back(report);
+        if self.reports.len() > REPORTS_KEPT {
+            self.reports.pop_front();
+        }
+    }
+}
+
+/// One session of `staged` around `body`, which runs its tasks: the workdir, the MCP servers,
+/// `on-stage`, `trace.jsonl` and `session_start`, `on-session-start`, then `body`, then
+/// `on-session-end` and `session_end` however `body` ended.
+pub(crate) async fn in_session(
+    engine: Arc<Engine>,
+    staged: Arc<Staged>,
+    config: &SessionConfig,
+    observer: Arc<dyn Observer>,
+    body: impl AsyncFnOnce(&crate::session::task::SessionContext<'_>) -> std::io::Result<Ran>,
+) -> Result<SessionReport, SessionError> {
     crate::inference::tokens::warm();
     let started = Instant::now();
     let (session_id, workdir) = open_workdir(&config.workdir_root)?;
@@ -175,6 +227,7 @@ pub async fn run_fed(
                 system_prompt_sha256: murmur_registry::sha256_hex(staged.system_prompt.as_bytes()),
                 manifest_sha256: staged.manifest_sha256.clone(),
                 resumed: config.resume.as_ref().map(|resume| resume.record()),
+                mcp_servers: context.mcp_servers().to_vec(),
             },
         )
         .map_err(|error| SessionError::trace(&workdir, error))?;
@@ -184,44 +237,22 @@ pub async fn run_fed(
         .attach_trace(trace.clone(), session_event.clone())
         .map_err(|error| SessionError::trace(&workdir, error))?;
 
-    let mut reports = std::collections::VecDeque::new();
-    let mut task_count: u32 = 0;
-    // The first task that did not end `ok` decides the session's exit status.
-    let mut first_not_ok: Option<ExitStatus> = None;
+    let mut ran = Ran::default();
     let outcome: std::io::Result<()> = async {
         context.session_start().await?;
-        while let Some(mut input) = feed.next().await {
-            if config.cancel.as_ref().is_some_and(|c| c.reason().is_some()) {
-                break;
-            }
-            if input.stop.is_none() {
-                input.stop = config.cancel.clone();
-            }
-            let (report, stop) = context.run_task(&input).await?;
-            feed.finished(&input, &report);
-            task_count = task_count.saturating_add(1);
-            if report.exit_status != ExitStatus::Ok {
-                first_not_ok.get_or_insert(report.exit_status);
-            }
-            reports.push_back(report);
-            if reports.len() > REPORTS_KEPT {
-                reports.pop_front();
-            }
-            if stop {
-                break;
-            }
-        }
+        ran = body(&context).await?;
         Ok(())
     }
     .await;
-    let exit_status = first_not_ok.unwrap_or(if outcome.is_err() {
+    // The first task that did not end `ok` decides the session's exit status.
+    let exit_status = ran.first_not_ok.unwrap_or(if outcome.is_err() {
         ExitStatus::Failed
     } else {
         ExitStatus::Ok
     });
     let ending: std::io::Result<()> = async {
         outcome?;
-        context.session_end(exit_status, task_count).await
+        context.session_end(exit_status, ran.count).await
     }
     .await;
     let totals = trace.totals();
@@ -241,8 +272,8 @@ pub async fn run_fed(
         trace_path: workdir.trace(),
         workdir: workdir.root.clone(),
         exit_status,
-        task_count,
-        tasks: reports.into(),
+        task_count: ran.count,
+        tasks: ran.reports.into(),
         totals,
         duration_ms,
         resumed: config

@@ -38,6 +38,7 @@ use murmur_manifest::capsule::{
     ArtifactEntry, CapsuleManifest, DriverRef, Inference, Transport, credential_reference,
 };
 use murmur_manifest::credentials;
+use murmur_manifest::diagnostic::code;
 use murmur_manifest::{Diagnostic, Runtime};
 use murmur_registry::install;
 use murmur_registry::source::{BuildError, LocalArtifact, ensure_components};
@@ -446,7 +447,7 @@ pub fn stage_with(
         tools,
         skills,
         hooks: hooks.into(),
-        mcp_servers: stage_mcp_servers(&capsule, capsule_file, lookups)?,
+        mcp_servers: stage_mcp_servers(&capsule, capsule_file, lookups, &mut warnings)?,
         system_prompt,
         components: resolved.into_components(),
         manifest_sha256: manifest_sha256(capsule_file),
@@ -618,16 +619,27 @@ pub struct StagedMcpServer {
     /// Its HTTP headers, credentials resolved.
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// Its pin in `murmur.lock`; none when the lock has none (`W-MCP-006`), or when pinning.
+    pub pin: Option<murmur_manifest::lock::LockedServer>,
 }
 
 /// Stages the `runtime: mcp` entries of `capsule` (loaded from `capsule_file`): their header
-/// credentials resolved (`E-RUN-012` for one set nowhere), their time limits.
+/// credentials resolved (`E-RUN-012` for one set nowhere), their time limits, their pins in
+/// `murmur.lock` (a server with none is `W-MCP-006` in `warnings`).
 pub(crate) fn stage_mcp_servers(
     capsule: &CapsuleManifest,
     capsule_file: &std::path::Path,
     lookups: &Lookups<'_>,
+    warnings: &mut Vec<Diagnostic>,
 ) -> Result<Vec<StagedMcpServer>, StageError> {
     let mut staged = Vec::new();
+    if !capsule.artifacts.iter().any(|e| e.runtime == Runtime::Mcp) {
+        return Ok(staged);
+    }
+    let lock =
+        murmur_manifest::lock::Lock::load(&murmur_manifest::lock::Lock::beside(capsule_file))
+            .map_err(StageError::Manifest)?
+            .unwrap_or_default();
     for entry in capsule
         .artifacts
         .iter()
@@ -660,9 +672,23 @@ pub(crate) fn stage_mcp_servers(
             };
             headers.push((header.clone(), resolved));
         }
+        let pin = lock.server(&entry.name).cloned();
+        if pin.is_none() {
+            warnings.push(
+                Diagnostic::new(
+                    code::W_MCP_006,
+                    format!(
+                        "MCP server `{}` is not pinned in murmur.lock: its tools are offered as it lists them, unchecked",
+                        entry.name
+                    ),
+                )
+                .hint("run `mur install` to pin its identity and tools; a later change is then refused"),
+            );
+        }
         staged.push(StagedMcpServer {
             entry: entry.clone(),
             server: server.clone(),
+            pin,
             headers,
             timeout: server
                 .timeout_seconds

@@ -9,6 +9,7 @@
 mod calls;
 mod compaction;
 mod grants;
+pub(crate) mod served;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,6 +75,8 @@ pub(crate) struct SessionContext<'a> {
     shell: Option<ShellTool>,
     /// The tools of the capsule's MCP servers, started for this session.
     mcp: Vec<crate::session::mcp::McpTool>,
+    /// The MCP servers started, as `session_start` records them.
+    mcp_servers: Vec<murmur_trace::schema::McpServerRef>,
     /// Tokens of the system prompt and the tool inventory: the part every request repeats.
     fixed_tokens: std::sync::OnceLock<u64>,
     hooks: Arc<HookSet>,
@@ -175,6 +178,7 @@ impl<'a> SessionContext<'a> {
             specs,
             shell,
             mcp: Vec::new(),
+            mcp_servers: Vec::new(),
             engine,
             config,
             workdir,
@@ -200,7 +204,7 @@ impl<'a> SessionContext<'a> {
     /// others; a server that fails is the session's error.
     pub(crate) async fn start_mcp(mut self) -> Result<Self, crate::session::SessionError> {
         let taken: Vec<String> = self.specs.iter().map(|spec| spec.name.clone()).collect();
-        let tools = crate::session::mcp::start(
+        let (tools, servers) = crate::session::mcp::start(
             &self.staged.mcp_servers,
             &self.staged.capsule,
             self.workdir,
@@ -211,12 +215,19 @@ impl<'a> SessionContext<'a> {
         self.specs
             .extend(tools.iter().map(|tool| tool.spec.clone()));
         self.mcp = tools;
+        self.mcp_servers = servers;
         Ok(self)
+    }
+
+    /// The MCP servers started, as `session_start.mcp_servers` records them.
+    pub(crate) fn mcp_servers(&self) -> &[murmur_trace::schema::McpServerRef] {
+        &self.mcp_servers
     }
 
     /// The same context, writing to `trace` under the `session_start` event.
     pub(crate) fn with_trace(mut self, trace: Trace, session_event: String) -> Self {
         self.hooks.attach_trace(trace.clone());
+        crate::session::mcp::watch(&self.mcp, &trace, &session_event);
         self.trace = Some(trace);
         self.session_event = session_event;
         self
