@@ -365,6 +365,7 @@ fn an_http_mcp_server_gets_its_credential_from_the_host_and_answers() {
     let _server = http_server(served.path(), port, "s3cret-token");
     let emulator = emulator(json!([
         {"id": "w", "name": "remote__write_note", "input": {"path": "remote.md", "text": "over http"}},
+        {"id": "r", "name": "remote__read_note", "input": {"path": "remote.md"}},
     ]));
     let dir = tempfile::tempdir().unwrap();
     let remote = format!(
@@ -400,6 +401,10 @@ fn an_http_mcp_server_gets_its_credential_from_the_host_and_answers() {
         calls(&events, "remote__write_note")[0]["state_effect"],
         "mutate"
     );
+    let read = calls(&events, "remote__read_note")[0];
+    assert_eq!(read["state_effect"], "read");
+    assert_eq!(read["status"], "passed");
+    assert!(answer(&emulator, "r").contains("over http"));
     // The credential reached the server, and nothing of it the trace.
     let text = std::fs::read_to_string(report["trace_path"].as_str().unwrap()).unwrap();
     assert!(!text.contains("s3cret-token"));
@@ -578,4 +583,45 @@ fn a_stdio_server_reaches_its_allowed_host_and_is_stopped_at_another() {
     assert!(reached.contains("200 ok"), "{reached}");
     let stopped = answer(&emulator, "u");
     assert!(stopped.contains("unreachable"), "{stopped}");
+}
+
+/// An MCP call is exported as a tool span like any other: its name, call id and effect.
+#[test]
+fn an_mcp_call_is_exported_as_an_execute_tool_span() {
+    let emulator = emulator(json!([
+        {"id": "r", "name": "notes__read_note", "input": {"path": "a.md"}},
+    ]));
+    let receiver = murmur_testkit::RecordingServer::start("");
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), &emulator, "");
+    let file = dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&file).unwrap()
+        + &format!(
+            "observability: {{ otel_endpoint: \"{}\" }}\n",
+            receiver.url()
+        );
+    std::fs::write(&file, text).unwrap();
+    let output = run(dir.path());
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(!output.stderr.contains("W-TRC-004"), "{}", output.stderr);
+    let spans = murmur_testkit::otlp::spans(&receiver.requests());
+    let tools: Vec<_> = spans
+        .iter()
+        .filter(|span| span.name == "capsule.tool_call")
+        .collect();
+    assert_eq!(tools.len(), 1, "{spans:#?}");
+    let span = tools[0];
+    assert_eq!(
+        span.attribute("gen_ai.operation.name"),
+        Some(&json!("execute_tool"))
+    );
+    assert_eq!(
+        span.attribute("gen_ai.tool.name"),
+        Some(&json!("notes__read_note"))
+    );
+    assert_eq!(span.attribute("gen_ai.tool.call.id"), Some(&json!("r")));
+    assert_eq!(
+        span.attribute("murmur.tool.state_effect"),
+        Some(&json!("read"))
+    );
 }
