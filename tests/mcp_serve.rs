@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use murmur_testkit::{free_port, mcp_python, repo_root};
 use serde_json::{Value, json};
 
-/// A capsule with read-file, write-file, the probe tool (calls past 1 s stopped) and a policy
-/// hook keeping `secrets/` read-only. Its driver is never called.
+/// A capsule with read-file, write-file, the probe tool (calls past 1 s stopped), a skill and
+/// a policy hook keeping `secrets/` read-only. Its driver is never called.
 fn capsule(dir: &Path) {
     let root = repo_root();
     let text = format!(
@@ -22,6 +22,7 @@ artifacts:
   - {{ name: read-file, version: "0.1.0", runtime: tool, path: "{read_file}" }}
   - {{ name: write-file, version: "0.1.0", runtime: tool, path: "{write_file}" }}
   - {{ name: probe, version: "0.1.0", runtime: tool, path: "{probe}" }}
+  - {{ name: skill-style, version: "0.1.0", runtime: skill, path: "{skill}" }}
   - {{ name: policy, version: "0.1.0", runtime: hook, path: "{policy}", config: {{ rules: [ {{ tool: write-file, input: {{ path: "^secrets/" }}, reason: "secrets/ is read-only" }} ] }} }}
 capabilities:
   limits: {{ deadline_seconds: 1 }}
@@ -34,6 +35,7 @@ inference:
         write_file = root.join("artifacts/write-file").display(),
         probe = root.join("tests/fixtures/probe").display(),
         policy = root.join("artifacts/policy").display(),
+        skill = root.join("tests/fixtures/skill-style").display(),
     );
     std::fs::write(dir.join("murmur.yaml"), text).unwrap();
 }
@@ -48,6 +50,7 @@ fn calls() -> Value {
         {"name": "probe", "arguments": {"action": "spin"}},
         {"name": "read-file", "arguments": {"nope": 1}},
         {"name": "probe", "arguments": {"action": "request_input", "prompt": "Favourite colour?"}},
+        {"name": "skill-style", "arguments": {}},
     ])
 }
 
@@ -104,14 +107,14 @@ fn answered_as_served(out: &Value, workdir_root: &Path, replied: bool) {
         .collect();
     assert_eq!(
         names,
-        ["read-file", "write-file", "probe"],
+        ["read-file", "write-file", "probe", "skill-style"],
         "{:#}",
         out["tools"]
     );
     assert_eq!(out["tools"][0]["inputSchema"]["required"], json!(["path"]));
 
     let calls = out["calls"].as_array().unwrap();
-    assert_eq!(calls.len(), 7, "{out:#}");
+    assert_eq!(calls.len(), 8, "{out:#}");
     for call in calls {
         assert!(call.get("error").is_none(), "no call raised: {call:#}");
     }
@@ -168,6 +171,24 @@ fn answered_as_served(out: &Value, workdir_root: &Path, replied: bool) {
         assert_eq!(calls[6]["is_error"], true, "{:#}", calls[6]);
     }
 
+    // A skill answers with its markdown.
+    assert_eq!(calls[7]["is_error"], false, "{:#}", calls[7]);
+    assert!(
+        calls[7]["text"]
+            .as_str()
+            .unwrap()
+            .contains("untrusted-content source=\"tool:skill-style\""),
+        "{:#}",
+        calls[7]
+    );
+    assert!(
+        calls[7]["text"]
+            .as_str()
+            .unwrap()
+            .contains("House style for notes")
+    );
+    assert!(events_have_skill_call(workdir_root));
+
     // The session left its workdir and trace.
     let traces = sessions(workdir_root);
     assert_eq!(traces.len(), 1, "one client, one session");
@@ -200,6 +221,13 @@ fn answered_as_served(out: &Value, workdir_root: &Path, replied: bool) {
             .iter()
             .any(|e| e["event_type"] == "call_denied" && e["target"] == "write-file")
     );
+}
+
+/// Whether the one session under `root` traced a `skill_call`.
+fn events_have_skill_call(root: &Path) -> bool {
+    sessions(root)[0]
+        .iter()
+        .any(|e| e["event_type"] == "skill_call" && e["skill"] == "skill-style")
 }
 
 #[test]

@@ -16,8 +16,9 @@
 //!   MCP elicitation form with one text field; a client without it cannot be asked.
 //! - **HTTP only as asked** ([`serve_http`]): with a bearer token, a request without
 //!   `Authorization: Bearer <token>` (compared in constant time) is 401 before the MCP layer
-//!   sees it; the `Host` header is checked against the loopback names and the bound address
-//!   (a defence against DNS rebinding).
+//!   sees it. Bound to loopback, a request whose `Host` is not a loopback name is refused (a
+//!   defence against DNS rebinding); bound elsewhere, any `Host` is served, the caller having
+//!   required the token.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -210,13 +211,17 @@ pub async fn serve_http(
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
     config.legacy_session_mode = true;
-    config.allowed_hosts = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-        address.ip().to_string(),
-        address.to_string(),
-    ];
+    if address.ip().is_loopback() {
+        config.allowed_hosts = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+            address.to_string(),
+        ];
+    } else {
+        // Reached by whatever name clients know it by; the bearer token guards it.
+        config = config.disable_allowed_hosts();
+    }
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(sessions.clone(), identity.clone())),
         Arc::new(LocalSessionManager::default()),
