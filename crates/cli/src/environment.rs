@@ -1,13 +1,29 @@
 //! What `mur` reads of the user's machine: the process environment, the murmur home, and the
 //! compile cache under it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use murmur_runtime::{Engine, EngineConfig};
 
 /// Process-environment lookups for `${NAME}` interpolation and `env.allow`.
 pub fn host_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// A capsule argument (a directory holding `murmur.yaml`, or the file; default the current
+/// directory) as the manifest's path and its directory.
+pub fn capsule_paths(dir: Option<&Path>) -> (PathBuf, PathBuf) {
+    let dir = dir.unwrap_or(Path::new("."));
+    let file = if dir.is_dir() {
+        dir.join("murmur.yaml")
+    } else {
+        dir.to_path_buf()
+    };
+    let capsule_dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    (file, capsule_dir)
 }
 
 /// The user's murmur home: `$MURMUR_HOME`, else `~/.murmur`.

@@ -43,16 +43,7 @@ pub fn default_registry() -> String {
 }
 
 pub fn run(args: InstallArgs) -> Exit {
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let file = if dir.is_dir() {
-        dir.join("murmur.yaml")
-    } else {
-        dir.clone()
-    };
-    let capsule_dir = file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
     let loaded = murmur_manifest::load_capsule(&file, &host_env);
     let Some(capsule) = loaded.manifest else {
         if args.json {

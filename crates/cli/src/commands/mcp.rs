@@ -8,7 +8,7 @@
 //! HTTP, once every session has written its `session_end`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use murmur_mcp::Called;
@@ -51,16 +51,7 @@ pub fn run(command: McpCommand) -> Exit {
 }
 
 fn serve(args: ServeArgs) -> Exit {
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let file = if dir.is_dir() {
-        dir.join("murmur.yaml")
-    } else {
-        dir.clone()
-    };
-    let capsule_dir = file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
     let token = std::env::var(TOKEN_VARIABLE)
         .ok()
         .filter(|token| !token.is_empty());

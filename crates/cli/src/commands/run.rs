@@ -116,16 +116,7 @@ impl Observer for Terminal {
 }
 
 pub fn run(args: RunArgs) -> Exit {
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let file = if dir.is_dir() {
-        dir.join("murmur.yaml")
-    } else {
-        dir.clone()
-    };
-    let capsule_dir = file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
     if let Some(capsule) = murmur_manifest::load_capsule(&file, &host_env).manifest
         && capsule::runs_component(&capsule)
     {

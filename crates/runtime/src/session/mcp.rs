@@ -130,7 +130,6 @@ pub(crate) async fn start(
         let (connection, tools, seen) = open(staged, capsule, workdir, host_env)
             .await
             .map_err(|error| coded(workdir, &error))?;
-        let listed = ToolList::of(&tools);
         if let Some(pin) = &staged.pin {
             let differences = pin_differences(pin, &seen);
             if !differences.is_empty() {
@@ -159,11 +158,7 @@ pub(crate) async fn start(
             timeout: staged.timeout,
             workdir: workdir.clone(),
             cuts: AtomicU64::new(0),
-            held_to: staged
-                .pin
-                .as_ref()
-                .map(|pin| ToolList::from_pins(&pin.tools))
-                .unwrap_or(listed),
+            held_to: ToolList::from_pins(staged.pin.as_ref().map_or(&seen.tools, |pin| &pin.tools)),
             refused: Mutex::new(None),
             handled: tokio::sync::Mutex::new(0),
             trace: std::sync::OnceLock::new(),
