@@ -17,6 +17,7 @@ mod house;
 mod mcp;
 mod mcp_serve;
 mod otel;
+mod process_transport;
 mod run_credentials;
 mod run_driver_answers;
 mod run_session;

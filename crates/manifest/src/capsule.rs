@@ -364,6 +364,13 @@ closed_set! {
 pub struct Inference {
     #[serde(default, deserialize_with = "null_as_default")]
     pub transport: Transport,
+    /// Under `transport: process`: the agent CLI that is the model (`claude`, `codex`, or a
+    /// path to one). Its base name picks the dialect: `codex` speaks Codex's event stream,
+    /// anything else Claude Code's.
+    pub command: Option<String>,
+    /// Under `transport: process`: the most seconds one task's CLI run may take (default
+    /// 1800); past it the CLI is stopped and the task fails.
+    pub timeout_seconds: Option<u64>,
     pub model: Option<String>,
     /// The primary choice's driver.
     pub driver: Option<DriverRef>,
@@ -1042,6 +1049,91 @@ impl CapsuleManifest {
         hint
     }
 
+    /// Under `transport: http`, the fields only `transport: process` reads are `W-MAN-029`.
+    fn validate_http_only_fields(&self, inference: &Inference, found: &mut Vec<Diagnostic>) {
+        for (field, set) in [
+            ("command", inference.command.is_some()),
+            ("timeout_seconds", inference.timeout_seconds.is_some()),
+        ] {
+            if set {
+                found.push(
+                    Diagnostic::new(
+                        code::W_MAN_029,
+                        format!(
+                            "`inference.{field}` is set, but only `transport: process` uses it"
+                        ),
+                    )
+                    .hint(format!("remove `{field}:`, or set `transport: process`"))
+                    .at_path(format!("inference.{field}")),
+                );
+            }
+        }
+    }
+
+    /// Under `transport: process`: a `command` is required (`E-MAN-021`), a positive
+    /// `timeout_seconds` (`E-CAP-002`), and each field the CLI's own loop makes inert is
+    /// named (`W-MAN-029`).
+    fn validate_process_fields(inference: &Inference, found: &mut Vec<Diagnostic>) {
+        match inference.command.as_deref() {
+            None => found.push(
+                Diagnostic::new(code::E_MAN_021, "`inference` has no `command`, which `transport: process` needs")
+                    .hint("add `command: claude` (Claude Code) or `command: codex` (Codex), or the path to either")
+                    .at_path("inference.command"),
+            ),
+            Some(command) if command.trim().is_empty() || command.contains('\0') => found.push(
+                Diagnostic::new(code::E_MAN_021, "`inference.command` is empty")
+                    .hint("name the CLI: `claude`, `codex`, or a path to one")
+                    .at_path("inference.command"),
+            ),
+            Some(_) => {}
+        }
+        if inference.timeout_seconds == Some(0) {
+            found.push(
+                Diagnostic::new(code::E_CAP_002, "`inference.timeout_seconds` is 0")
+                    .hint("set the most seconds one task's CLI run may take, or remove it to take 1800")
+                    .at_path("inference.timeout_seconds"),
+            );
+        }
+        let inert = [
+            (
+                "driver",
+                inference.driver.is_some(),
+                "the CLI calls its provider itself; no driver artifact is staged",
+            ),
+            (
+                "max_tokens",
+                inference.max_tokens.is_some(),
+                "the CLI sets its own output cap",
+            ),
+            (
+                "max_session_tokens",
+                inference.max_session_tokens.is_some(),
+                "the CLI's calls are not admitted against a ceiling; their reported usage is traced",
+            ),
+            (
+                "compaction",
+                inference.compaction != Compaction::default(),
+                "compaction does not run: the CLI manages its own context",
+            ),
+        ];
+        for (field, set, why) in inert {
+            if set {
+                found.push(
+                    Diagnostic::new(
+                        code::W_MAN_029,
+                        format!(
+                            "`inference.{field}` has no effect under `transport: process`: {why}"
+                        ),
+                    )
+                    .hint(format!(
+                        "remove `{field}:`, or use `transport: http` with a driver"
+                    ))
+                    .at_path(format!("inference.{field}")),
+                );
+            }
+        }
+    }
+
     fn validate_inference(&self, inference: &Inference, dir: &Path, found: &mut Vec<Diagnostic>) {
         let by_name = self.by_name();
         if inference.transport == Transport::Http {
@@ -1078,6 +1170,10 @@ impl CapsuleManifest {
                 .hint(self.driver_hint(&driver.artifact))
                 .at_path("inference.driver.artifact"),
             );
+        }
+        match inference.transport {
+            Transport::Http => self.validate_http_only_fields(inference, found),
+            Transport::Process => Self::validate_process_fields(inference, found),
         }
         if inference.transport == Transport::Process && !inference.alternates.is_empty() {
             found.push(

@@ -265,6 +265,7 @@ codes! {
     W_MAN_025 = "W-MAN-025": "the `.env` beside the manifest cannot be parsed";
     W_MAN_026 = "W-MAN-026": "a field that only applies to another runtime";
     E_MAN_027 = "E-MAN-027": "the manifest file is larger than the loader reads (1 MiB)";
+    W_MAN_029 = "W-MAN-029": "an `inference` field the transport in force does not use (`command` under `transport: http`; `driver`, `max_tokens`, `max_session_tokens`, `compaction` under `transport: process`)";
     E_MAN_028 = "E-MAN-028": "a `runtime: mcp` entry does not say how to reach its server: exactly one of `server.command` and `server.url`, and no `path`";
 
     E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";
@@ -303,6 +304,8 @@ codes! {
     E_RUN_022 = "E-RUN-022": "the runtime could not write or read its own file in the session workdir (`out/result.txt`, a context's `history.json`, a log): a link or a directory was planted there, or the disk is full";
     E_RUN_023 = "E-RUN-023": "a tool's or driver's `data` is over the limit the runtime takes (10 MiB)";
     E_RUN_024 = "E-RUN-024": "the session to resume is not there, cannot be read, or saved no conversation (`mur run --resume`)";
+    E_RUN_027 = "E-RUN-027": "the agent CLI of `transport: process` is not on PATH, or is not an executable file";
+    E_RUN_028 = "E-RUN-028": "the agent CLI of `transport: process` failed: it exited non-zero, printed a line that is not its event stream, was refused a permission, or ran past `inference.timeout_seconds`";
     E_RUN_026 = "E-RUN-026": "a capsule component's capsule declares MCP servers (`runtime: mcp`), which only an agent's model can call";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 

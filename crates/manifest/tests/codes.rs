@@ -259,6 +259,7 @@ artifacts:
   - { name: driver-anthropic, version: "1.0.0", runtime: driver }
 inference:
   transport: process
+  command: claude
   alternates:
     - { name: fast, model: m, driver: driver-anthropic }
 "#;
@@ -266,6 +267,65 @@ inference:
     let d = only(&loaded, "E-MAN-011");
     assert_at(&d, text, "alternates:");
     assert_hint(&d, "transport: http");
+}
+
+#[test]
+fn e_man_021_process_transport_without_a_command() {
+    let text = "name: reviewer\nversion: \"1.0.0\"\ninference:\n  transport: process\n  model: m\n";
+    let loaded = load_text(text);
+    let d = only(&loaded, "E-MAN-021");
+    assert!(d.message.contains("`command`"), "{d}");
+    assert_hint(&d, "command: claude");
+    assert_hint(&d, "command: codex");
+}
+
+#[test]
+fn w_man_029_fields_the_transport_does_not_use() {
+    // Under `transport: process`, the driver, the output cap, the ceiling and compaction are
+    // inert: each is named, with why.
+    let text = r#"name: reviewer
+version: "1.0.0"
+artifacts:
+  - { name: driver-anthropic, version: "1.0.0", runtime: driver }
+inference:
+  transport: process
+  command: claude
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+  max_tokens: 100
+  max_session_tokens: 1000
+  compaction: { threshold: 0.5 }
+"#;
+    let loaded = load_text(text);
+    let inert: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "W-MAN-029")
+        .collect();
+    assert_eq!(inert.len(), 4, "{:#?}", loaded.diagnostics);
+    assert!(inert.iter().all(|d| d.severity() == Severity::Warning));
+    let compaction = inert
+        .iter()
+        .find(|d| d.message.contains("`inference.compaction`"))
+        .unwrap();
+    assert!(
+        compaction.message.contains("manages its own context"),
+        "{compaction}"
+    );
+    assert!(loaded.manifest.is_some(), "warnings only");
+    // Under `transport: http`, `command` and `timeout_seconds` are the inert ones.
+    let text = VALID.replace(
+        "  driver: { artifact: driver-anthropic }\n",
+        "  driver: { artifact: driver-anthropic }\n  command: claude\n  timeout_seconds: 5\n",
+    );
+    let loaded = load_text(&text);
+    let inert: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "W-MAN-029")
+        .collect();
+    assert_eq!(inert.len(), 2, "{:#?}", loaded.diagnostics);
+    assert_hint(inert[0], "transport: process");
 }
 
 #[test]

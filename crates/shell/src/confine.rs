@@ -69,7 +69,7 @@ const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/rando
 /// The Landlock ruleset of one call, ready to be applied in the child. `None` when the kernel
 /// has no Landlock.
 pub(crate) fn ruleset(
-    workdir: &Path,
+    writable: &[&Path],
     read_only: &[PathBuf],
     binary_dirs: &[PathBuf],
     tcp_ports: &[u16],
@@ -95,7 +95,9 @@ pub(crate) fn ruleset(
             .map_err(|e| failed(&e))?;
         Ok(())
     };
-    add(workdir, AccessFs::from_all(abi))?;
+    for dir in writable {
+        add(dir, AccessFs::from_all(abi))?;
+    }
     for path in read_only {
         add(path, AccessFs::from_read(abi))?;
     }

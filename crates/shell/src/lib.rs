@@ -172,6 +172,74 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// A program the host runs confined on its own account (an agent CLI, say), not one of the
+/// model's shell calls: its own process group watched by a guardian, resource limits, no
+/// inherited descriptors, and, where the kernel has Landlock, every filesystem right only in
+/// `writable`, read and execute in `readable` and what programs need to start (as for a
+/// shell call), and TCP `connect` only to `tcp_ports`.
+#[derive(Debug, Clone)]
+pub struct ConfinedProgram {
+    pub program: PathBuf,
+    /// What it sees as its name (`argv[0]`).
+    pub arg0: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Its whole environment.
+    pub env: Vec<(String, String)>,
+    pub writable: Vec<PathBuf>,
+    pub readable: Vec<PathBuf>,
+    pub tcp_ports: Vec<u16>,
+}
+
+impl ConfinedProgram {
+    /// Starts it with stdin, stdout and stderr piped. Dropping the [`Service`]'s guard (or
+    /// `mur` dying) ends its whole process group.
+    pub fn spawn(&self) -> Result<(Service, tokio::process::ChildStderr), String> {
+        let writable: Vec<&Path> = self.writable.iter().map(PathBuf::as_path).collect();
+        let ruleset = confine::ruleset(&writable, &self.readable, &[], &self.tcp_ports)?;
+        let mut command = tokio::process::Command::new(&self.program);
+        command
+            .arg0(&self.arg0)
+            .args(&self.args)
+            .current_dir(&self.cwd)
+            .env_clear()
+            .envs(self.env.iter().cloned())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (lifeline, lifeline_child_end) = confine::lifeline()
+            .map_err(|error| format!("the child's lifeline cannot be made: {error}"))?;
+        confine::confine(
+            &mut command,
+            ruleset.as_ref(),
+            confine::rlimits(SERVICE_CPU_SECONDS),
+            &lifeline_child_end,
+        );
+        let prepared = Prepared {
+            command,
+            lifeline,
+            until_spawned: (ruleset, lifeline_child_end),
+        };
+        let (mut child, lifeline) = prepared.spawn().map_err(|error| error.to_string())?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("its stdin, stdout or stderr was not piped".to_string());
+        };
+        Ok((
+            Service {
+                stdin,
+                stdout,
+                guard: ServiceGuard {
+                    child,
+                    _lifeline: lifeline,
+                },
+            },
+            stderr,
+        ))
+    }
+}
+
 /// A long-lived confined child (an MCP server, say), started by [`ShellGrant::spawn_service`]:
 /// the host speaks to it over its stdin and stdout; its stderr goes to a log in the workdir.
 /// Dropping it ends its whole process group, whatever the child started.
@@ -185,8 +253,16 @@ pub struct Service {
 /// What keeps a [`Service`] running; dropping it ends the child's whole process group.
 pub struct ServiceGuard {
     /// The child's guardian (it exits as the command does), held so it is reaped.
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     _lifeline: confine::Lifeline,
+}
+
+impl ServiceGuard {
+    /// Waits for the command to end: its guardian mirrors how it ended (its exit code, or
+    /// death by the signal that killed it).
+    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.child.wait().await
+    }
 }
 
 /// How much CPU time a service may use: as good as unlimited (its calls have time limits of
@@ -329,7 +405,7 @@ impl ShellGrant {
             .collect();
         binary_dirs.sort();
         binary_dirs.dedup();
-        let ruleset = confine::ruleset(workdir, &self.read_only, &binary_dirs, &self.tcp_ports)
+        let ruleset = confine::ruleset(&[workdir], &self.read_only, &binary_dirs, &self.tcp_ports)
             .map_err(|reason| ShellError::Spawn {
                 binary: binary.clone(),
                 reason,
@@ -410,7 +486,7 @@ impl ShellGrant {
             stdin,
             stdout,
             guard: ServiceGuard {
-                _child: child,
+                child,
                 _lifeline: lifeline,
             },
         })

@@ -147,6 +147,12 @@ async fn run_inference(
         );
     };
     let started = Instant::now();
+    let Some(driver) = &staged.driver else {
+        return Err(
+            "the capsule's model is an agent CLI (`transport: process`): there is no driver for a hook's inference"
+                .to_string(),
+        );
+    };
     let history = from_wit_list(&request.messages)?;
     let messages: Vec<_> = history
         .iter()
@@ -192,7 +198,7 @@ async fn run_inference(
             *value = model.clone();
         }
     }
-    let answer = call_driver(&services.engine, &staged.driver.component, &grants, &input)
+    let answer = call_driver(&services.engine, &driver.component, &grants, &input)
         .await
         .map_err(|failure| match failure {
             DriverFailure::Answered(failure) => failure.message,
@@ -227,7 +233,7 @@ async fn run_inference(
                     turn: hook.scope.turn,
                     origin: Origin::Hook(hook.hook.clone()),
                     choice: "primary".to_string(),
-                    driver: staged.driver.name.clone(),
+                    driver: driver.name.clone(),
                     model: model.clone(),
                     prompt_cache_key: cache_key.clone(),
                     sent: Sent {

@@ -43,6 +43,9 @@ pub enum CredentialSource {
     Injected,
     /// The gateway takes no key.
     Keyless,
+    /// `transport: process`: the agent CLI holds its own credential (its login, or its
+    /// provider's key in its environment); Murmur never sees it.
+    Cli,
     /// Found nowhere: the choice is staged unavailable.
     None,
 }
@@ -55,6 +58,7 @@ impl CredentialSource {
             CredentialSource::Manifest => "manifest",
             CredentialSource::Injected => "injected",
             CredentialSource::Keyless => "keyless",
+            CredentialSource::Cli => "cli",
             CredentialSource::None => "none",
         }
     }

@@ -21,6 +21,7 @@ pub mod choices;
 pub mod continuation;
 pub mod model_limits;
 pub mod neutral;
+pub mod process;
 pub mod request;
 pub mod response;
 pub mod spend;

@@ -213,8 +213,13 @@ pub(crate) async fn in_session(
                 murmur_version: env!("CARGO_PKG_VERSION").to_string(),
                 workdir: workdir.root.display().to_string(),
                 model: staged.model.clone(),
-                driver: staged.driver.name.clone(),
-                credential_source: staged.driver.credential_source.as_str().to_string(),
+                driver: staged.choices.primary().driver.clone(),
+                credential_source: staged
+                    .choices
+                    .primary()
+                    .credential_source
+                    .as_str()
+                    .to_string(),
                 components: staged.components.clone(),
                 grants: context.grant_listing().to_vec(),
                 tools: context.declared_tool_names(),

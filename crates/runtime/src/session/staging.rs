@@ -54,6 +54,7 @@ use crate::grants::{GatewayCredential, SecretStore};
 use crate::hooks::{StagedHook, load_hook};
 use crate::inference::choices::{CredentialSource, DriverChoice, DriverChoices, PRIMARY};
 use crate::inference::model_limits;
+use crate::inference::process::ProcessCli;
 use crate::inference::request::ToolSpec;
 use murmur_trace::schema::ComponentRef;
 
@@ -201,8 +202,10 @@ pub struct Staged {
     pub capsule_dir: PathBuf,
     /// sha256 (hex) of `murmur.yaml` as staging read it.
     pub manifest_sha256: String,
-    /// The primary choice's driver.
-    pub driver: StagedDriver,
+    /// The primary choice's driver; none under `transport: process`.
+    pub driver: Option<StagedDriver>,
+    /// The agent CLI that is the model under `transport: process`.
+    pub process: Option<ProcessCli>,
     /// The drivers only alternates use, in manifest order.
     pub alternate_drivers: Vec<StagedDriver>,
     /// `primary`, then the alternates.
@@ -233,7 +236,8 @@ pub struct Staged {
 impl Staged {
     /// The staged driver artifact named `name`.
     pub fn driver_named(&self, name: &str) -> Option<&StagedDriver> {
-        std::iter::once(&self.driver)
+        self.driver
+            .iter()
             .chain(&self.alternate_drivers)
             .find(|driver| driver.name == name)
     }
@@ -330,7 +334,11 @@ pub fn stage_with(
         &capsule,
         &env("PATH").unwrap_or_default(),
     ));
-    let (inference, model, driver_ref) = agent_inference(&capsule)?;
+    let (inference, answering) = agent_inference(&capsule, &env("PATH").unwrap_or_default())?;
+    let driver_ref = match &answering {
+        Answering::Driver { driver_ref, .. } => Some(driver_ref.clone()),
+        Answering::Process(_) => None,
+    };
 
     let mut resolved = Resolved::open(
         &capsule,
@@ -359,7 +367,10 @@ pub fn stage_with(
     };
 
     // Every driver a choice names, each staged once: the primary's first.
-    let mut driver_names: Vec<&str> = vec![driver_ref.artifact.as_str()];
+    let mut driver_names: Vec<&str> = driver_ref
+        .iter()
+        .map(|driver| driver.artifact.as_str())
+        .collect();
     for alternate in &inference.alternates {
         if !driver_names.contains(&alternate.driver.as_str()) {
             driver_names.push(&alternate.driver);
@@ -383,7 +394,7 @@ pub fn stage_with(
                 entry,
                 artifact,
                 component,
-                driver_ref.config.clone(),
+                driver_ref.as_ref().and_then(|d| d.config.clone()),
                 capsule_file,
                 &StageCredential {
                     lookups,
@@ -396,40 +407,59 @@ pub fn stage_with(
             tools.push(stage_tool(entry, artifact, component)?);
         }
     }
-    let Some(primary_at) = drivers.iter().position(|d| d.name == driver_ref.artifact) else {
-        return Err(StageError::invalid(
-            "E-MAN-008",
-            format!(
-                "the driver `{}` is not a declared driver artifact",
-                driver_ref.artifact
-            ),
-            "declare it under `artifacts:` with `runtime: driver` and a `path:`",
-        ));
-    };
-    let driver = drivers.remove(primary_at);
     let tool_specs = tools.iter().map(|tool| &tool.spec);
     let declared = tool_specs.chain(skills.iter().map(|skill| &skill.spec));
     if let Some(clash) = runtime_tool_clash(&capsule, declared.map(|spec| spec.name.as_str())) {
         return Err(clash);
     }
-    if let Some(name) = &driver.unresolved_credential {
-        return Err(StageError::invalid(
-            "E-RUN-012",
-            format!(
-                "the credential `{name}` of driver `{}` is not set",
-                driver.name
-            ),
-            format!("export {name}=… (or put it in the .env beside the manifest)"),
-        ));
-    }
-    let choices = stage_choices(
-        &capsule,
-        &inference,
-        &model,
-        &driver,
-        &drivers,
-        &mut warnings,
-    )?;
+    let (model, driver, process, choices) = match answering {
+        Answering::Driver { model, driver_ref } => {
+            let Some(primary_at) = drivers.iter().position(|d| d.name == driver_ref.artifact)
+            else {
+                return Err(StageError::invalid(
+                    "E-MAN-008",
+                    format!(
+                        "the driver `{}` is not a declared driver artifact",
+                        driver_ref.artifact
+                    ),
+                    "declare it under `artifacts:` with `runtime: driver` and a `path:`",
+                ));
+            };
+            let driver = drivers.remove(primary_at);
+            if let Some(name) = &driver.unresolved_credential {
+                return Err(StageError::invalid(
+                    "E-RUN-012",
+                    format!(
+                        "the credential `{name}` of driver `{}` is not set",
+                        driver.name
+                    ),
+                    format!("export {name}=… (or put it in the .env beside the manifest)"),
+                ));
+            }
+            let choices = stage_choices(
+                &capsule,
+                &inference,
+                &model,
+                &driver,
+                &drivers,
+                &mut warnings,
+            )?;
+            (model, Some(driver), None, choices)
+        }
+        Answering::Process(cli) => {
+            let model = inference.model.clone().unwrap_or_default();
+            let choice = DriverChoice {
+                name: PRIMARY.to_string(),
+                driver: cli.dialect.label().to_string(),
+                model: model.clone(),
+                credential_source: CredentialSource::Cli,
+                injected_secret: None,
+                unresolved_credential: None,
+                limits: model_limits::resolve(&model, None, inference_window(&capsule)),
+            };
+            (model, None, Some(cli), DriverChoices::new(vec![choice]))
+        }
+    };
 
     let system_prompt = system_prompt(&capsule, &capsule_dir, &inference)?;
 
@@ -441,6 +471,7 @@ pub fn stage_with(
         max_session_tokens: inference.max_session_tokens,
         model,
         driver,
+        process,
         alternate_drivers: drivers,
         choices,
         secrets,
@@ -573,11 +604,24 @@ fn unresolved_shell_binaries(capsule: &CapsuleManifest, path_var: &str) -> Vec<D
         .collect()
 }
 
+/// What answers an agent capsule's model calls.
+enum Answering {
+    /// `transport: http`: a driver artifact and a model.
+    Driver {
+        model: String,
+        driver_ref: DriverRef,
+    },
+    /// `transport: process`: an agent CLI, found on `PATH`.
+    Process(ProcessCli),
+}
+
 /// What an agent capsule's loop runs on: its `inference:` over HTTP, with a model and a
-/// driver. Anything else is `E-RUN-013`.
+/// driver, or an agent CLI under `transport: process` (`E-RUN-027` when it is not on
+/// `path_var`). Anything else is `E-RUN-013`.
 fn agent_inference(
     capsule: &CapsuleManifest,
-) -> Result<(Inference, String, DriverRef), StageError> {
+    path_var: &str,
+) -> Result<(Inference, Answering), StageError> {
     let Some(inference) = capsule.inference.clone() else {
         return Err(StageError::invalid(
             "E-RUN-013",
@@ -590,11 +634,16 @@ fn agent_inference(
         ));
     };
     if inference.transport == Transport::Process {
-        return Err(StageError::invalid(
-            "E-RUN-013",
-            "`inference.transport: process` is not supported by this runtime yet",
-            "use `transport: http` with a driver artifact",
-        ));
+        let Some(command) = inference.command.clone() else {
+            return Err(StageError::invalid(
+                "E-RUN-013",
+                "`inference.transport: process` needs a `command`",
+                "set `inference.command: claude` (Claude Code) or `codex` (Codex)",
+            ));
+        };
+        let cli = ProcessCli::resolve(&command, path_var, inference.timeout_seconds)
+            .map_err(|missing| StageError::invalid("E-RUN-027", missing.message, missing.hint))?;
+        return Ok((inference, Answering::Process(cli)));
     }
     let (Some(model), Some(driver_ref)) = (inference.model.clone(), inference.driver.clone())
     else {
@@ -604,7 +653,7 @@ fn agent_inference(
             "set `inference.model` and `inference.driver.artifact`",
         ));
     };
-    Ok((inference, model, driver_ref))
+    Ok((inference, Answering::Driver { model, driver_ref }))
 }
 
 /// How long an MCP server's handshake, and each call, may take when its entry names no limit.

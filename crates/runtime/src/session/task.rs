@@ -9,6 +9,7 @@
 mod calls;
 mod compaction;
 mod grants;
+mod process;
 pub(crate) mod served;
 
 use std::path::PathBuf;
@@ -87,6 +88,9 @@ pub(crate) struct SessionContext<'a> {
     /// The continuation the last task ended holding: it lasts for the rest of the session
     /// loop, for the next task that goes on the same threaded conversation.
     continuation: std::sync::Mutex<Continuation>,
+    /// Under `transport: process`: the CLI's own session id, by context, for the next task
+    /// (or reopening) of the same context.
+    cli_sessions: std::sync::Mutex<std::collections::HashMap<String, String>>,
     trace: Option<Trace>,
     session_event: String,
 }
@@ -194,6 +198,7 @@ impl<'a> SessionContext<'a> {
             grant_listing,
             hooks_read_history,
             continuation: Default::default(),
+            cli_sessions: Default::default(),
             trace: None,
             session_event: String::new(),
             staged,
@@ -394,7 +399,13 @@ impl<'a> SessionContext<'a> {
         let (exit_status, error, final_text, stop) = loop {
             let ending = match unreadable.take() {
                 Some(failure) => Ending::Failed(failure),
-                None => self.turns(&mut run, &task_event, &mut turns_used).await?,
+                None => match &self.staged.process {
+                    Some(cli) => {
+                        self.process_turns(cli, &mut run, &task_event, &mut turns_used)
+                            .await?
+                    }
+                    None => self.turns(&mut run, &task_event, &mut turns_used).await?,
+                },
             };
             // Every ending is dispatched to `on-task-end`; those with a reason here cannot be
             // reopened.
@@ -940,9 +951,16 @@ impl<'a> SessionContext<'a> {
     fn choice_in_force(&self) -> Result<(usize, &DriverChoice, &StagedDriver), Failure> {
         let staged = &*self.staged;
         let (index, choice) = self.selected_choice();
-        let driver = staged
+        let Some(driver) = staged
             .driver_named(&choice.driver)
-            .unwrap_or(&staged.driver);
+            .or(staged.driver.as_ref())
+        else {
+            return Err(Failure {
+                code: "E-RUN-013".to_string(),
+                message: format!("choice `{}` names no driver artifact", choice.name),
+                hint: "under `transport: process` the agent CLI is the model".to_string(),
+            });
+        };
         if driver.credential_available() {
             return Ok((index, choice, driver));
         }

@@ -170,8 +170,9 @@ fn check_thinking(thinking: &Value, max_tokens: i64) -> Result<bool, Refusal> {
     };
     match obj.get("type").and_then(Value::as_str) {
         Some("enabled") => {
+            // `display` ("summarized", "omitted", "updates") is how much thinking is shown.
             for key in obj.keys() {
-                if key != "type" && key != "budget_tokens" {
+                if key != "type" && key != "budget_tokens" && key != "display" {
                     return Err(Refusal::bad(format!(
                         "thinking.enabled.{key}: Extra inputs are not permitted"
                     )));

@@ -40,6 +40,7 @@
 //!       thinking: { text: "Let me write it.", signature: "sig-1" }   # optional
 //!       text: "Writing the note."                                      # optional
 //!       tool_calls: [ { id: call_1, name: write-file, input: { path: a.md, content: hi } } ]
+//!       # a tool call may name a Responses `namespace:` (sent as `function_call.namespace`)
 //!       stop: tool_call       # end_turn | tool_call | max_tokens (default: tool_call when
 //!                             # there are tool calls, else end_turn)
 //!       usage: { input: 120, output: 30, cache_read: 100, cache_write: 20 }

@@ -13,6 +13,8 @@ use super::wire::{Refusal, Resolved, SseEvent, UsageOut, kind, split_json, split
 
 const TOP_LEVEL: &[&str] = &[
     "background",
+    // Sent by Codex with each request: its turn's ids, as request metadata.
+    "client_metadata",
     "conversation",
     "include",
     "input",
@@ -276,7 +278,15 @@ fn check_item(
         "function_call" => {
             check_keys(
                 it,
-                &["type", "id", "call_id", "name", "arguments", "status"],
+                &[
+                    "type",
+                    "id",
+                    "call_id",
+                    "name",
+                    "namespace",
+                    "arguments",
+                    "status",
+                ],
                 param,
             )?;
             for key in ["call_id", "name", "arguments"] {
@@ -496,14 +506,18 @@ fn message_item(r: &Resolved, done: bool) -> Option<Value> {
 }
 
 fn call_item(call: &super::wire::ResolvedCall, done: bool) -> Value {
-    json!({
+    let mut item = json!({
         "id": call.item_id,
         "type": "function_call",
         "status": if done { "completed" } else { "in_progress" },
         "arguments": if done { call.arguments.as_str() } else { "" },
         "call_id": call.id,
         "name": call.name,
-    })
+    });
+    if let Some(namespace) = &call.namespace {
+        item["namespace"] = json!(namespace);
+    }
+    item
 }
 
 fn output(r: &Resolved, request: &Value) -> Vec<Value> {

@@ -102,6 +102,10 @@ pub struct ToolCall {
     #[serde(default)]
     pub id: Option<String>,
     pub name: String,
+    /// Responses only: the tool namespace the function is in (`function_call.namespace`, as
+    /// for a tool of a `namespace` entry of `tools`); ignored by the other APIs.
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// The arguments as a JSON value (Chat and Responses send it as a JSON string).
     #[serde(default = "empty_object")]
     pub input: Value,
@@ -322,6 +326,7 @@ impl Reply {
         self.tool_calls.push(ToolCall {
             id: (!id.is_empty()).then_some(id),
             name: name.into(),
+            namespace: None,
             input,
         });
         self

@@ -606,6 +606,7 @@ impl Shared {
                     id: call.id.clone().unwrap_or_else(|| self.next_id(call_prefix)),
                     item_id: self.next_id("fc_"),
                     name: call.name.clone(),
+                    namespace: call.namespace.clone(),
                     input: call.input.clone(),
                     arguments: call.input.to_string(),
                 })

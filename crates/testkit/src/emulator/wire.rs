@@ -36,6 +36,8 @@ pub(crate) struct ResolvedCall {
     /// The Responses `function_call` item id.
     pub item_id: String,
     pub name: String,
+    /// Responses `function_call.namespace`.
+    pub namespace: Option<String>,
     pub input: Value,
     /// `input` as compact JSON text.
     pub arguments: String,

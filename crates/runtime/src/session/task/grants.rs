@@ -55,9 +55,13 @@ impl SessionGrants {
         // Tools and hooks are told of the primary choice for the whole session, whatever the
         // agent selects: a switch moves only the agent loop's calls.
         let primary = InferenceTarget {
-            endpoint: staged.driver.endpoint.clone(),
+            endpoint: staged
+                .driver
+                .as_ref()
+                .map(|driver| driver.endpoint.clone())
+                .unwrap_or_default(),
             model: staged.choices.primary().model.clone(),
-            driver: staged.driver.name.clone(),
+            driver: staged.choices.primary().driver.clone(),
         }
         .env();
         let component_grants = |name: &str, config: Option<&Value>| {
@@ -67,13 +71,18 @@ impl SessionGrants {
             grants.narrow(planned(name).as_ref(), None);
             grants
         };
+        // Under `transport: process` there is no driver: the one choice holds the capsule's
+        // grants and nothing is called with them.
         let choices: Vec<Grants> = staged
             .choices
             .iter()
             .map(|choice| {
-                let driver = staged
+                let Some(driver) = staged
                     .driver_named(&choice.driver)
-                    .unwrap_or(&staged.driver);
+                    .or(staged.driver.as_ref())
+                else {
+                    return base.clone();
+                };
                 let mut grants = base.clone();
                 grants.env = component_env(&identity, driver.config.as_ref(), allow, &lookup);
                 grants.env.extend(
@@ -118,9 +127,10 @@ impl SessionGrants {
             listing.push(grants.listing(&hook.name, "hook"));
         }
         for (choice, grants) in staged.choices.iter().zip(&choices) {
-            if !listing
-                .iter()
-                .any(|g| g.runtime == "driver" && g.name == choice.driver)
+            if staged.driver.is_some()
+                && !listing
+                    .iter()
+                    .any(|g| g.runtime == "driver" && g.name == choice.driver)
             {
                 listing.push(grants.listing(&choice.driver, "driver"));
             }

@@ -1,0 +1,410 @@
+//! Codex as the model: `codex exec --json`.
+//!
+//! - **Asked:** the prompt on stdin (`-`); the capsule's system prompt as
+//!   `developer_instructions`; every built-in tool's feature switched off (its shell and
+//!   exec tools, patching, images, web search, agents, apps, plugins, hooks); the MCP server
+//!   table replaced by one server, the capsule's tools, whose bearer token Codex reads from
+//!   an environment variable; approvals never asked (`approval_policy = "never"`), so nothing
+//!   waits on a person. The user's `config.toml` in `CODEX_HOME` still gives the provider and
+//!   model (a provider entry with `base_url` and the Responses wire API, say).
+//! - **Read:** a line is a JSON object with a `type`. `thread.started` gives the CLI's
+//!   session; items are gathered into the turn being built: agent messages (text, passed on
+//!   as it completes), reasoning and the capsule's tool calls (`mcp_tool_call`);
+//!   `turn.completed` ends the run with the usage Codex reports, which covers the whole run
+//!   and is recorded on its last turn; `turn.failed` and `error` end it failed. An `error`
+//!   item is a warning Codex printed and fails nothing.
+
+use serde_json::{Value, json};
+
+use super::{CliEvent, Launch, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, base_env, port_of};
+use crate::inference::neutral::Block;
+use crate::inference::response::{Answer, StopReason, Usage};
+
+/// The environment variable the tools' bearer token is handed to Codex in.
+pub const TOKEN_VARIABLE: &str = "MURMUR_MCP_TOKEN";
+
+/// Codex features that give the model a tool of Codex's own (or run the user's code), all
+/// switched off.
+pub const BUILT_IN_FEATURES: &[&str] = &[
+    "shell_tool",
+    "unified_exec",
+    "unified_exec_tty",
+    "shell_snapshot",
+    "view_image",
+    "image_generation",
+    "goals",
+    "multi_agent",
+    "multi_agent_v2",
+    "apps",
+    "browser_use",
+    "browser_use_external",
+    "in_app_browser",
+    "computer_use",
+    "plugins",
+    "remote_plugin",
+    "hooks",
+    "tool_suggest",
+    "sleep_tool",
+    "skill_search",
+    "skill_mcp_dependency_install",
+    "code_mode_host",
+    "request_permissions_tool",
+    "memories",
+];
+
+/// The host's environment names Codex reads for its provider and account.
+const PASSED: &[&str] = &[
+    "CODEX_HOME",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+];
+
+pub(super) fn launch(cli: &ProcessCli, plan: &RunPlan<'_>) -> std::io::Result<Launch> {
+    let (mut env, home) = base_env(plan, PASSED);
+    let codex_home = (plan.host_env)("CODEX_HOME")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let mut args: Vec<String> = [
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--color",
+        "never",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut config = |key: &str, value: String| {
+        args.push("-c".to_string());
+        args.push(format!("{key}={value}"));
+    };
+    config("approval_policy", "\"never\"".to_string());
+    config("web_search", "\"disabled\"".to_string());
+    config("tools.view_image", "false".to_string());
+    config("developer_instructions", toml_string(plan.system_prompt));
+    let mut tcp_ports = vec![
+        (plan.host_env)("OPENAI_BASE_URL")
+            .and_then(|url| port_of(&url))
+            .unwrap_or(443),
+    ];
+    match plan.tools {
+        Some(tools) => {
+            tcp_ports.extend(port_of(&tools.url));
+            env.push((TOKEN_VARIABLE.to_string(), tools.bearer.clone()));
+            config(
+                "mcp_servers",
+                format!(
+                    "{{ {MCP_SERVER_NAME} = {{ url = {}, bearer_token_env_var = \"{TOKEN_VARIABLE}\", enabled = true, default_tools_approval_mode = \"approve\" }} }}",
+                    toml_string(&tools.url)
+                ),
+            );
+        }
+        None => config("mcp_servers", "{}".to_string()),
+    }
+    for feature in BUILT_IN_FEATURES {
+        args.push("--disable".to_string());
+        args.push(feature.to_string());
+    }
+    if let Some(model) = plan.model {
+        args.push("--model".to_string());
+        args.push(model.to_string());
+    }
+    match plan.resume {
+        Some(session) => {
+            args.push("resume".to_string());
+            args.push(session.to_string());
+            args.push("-".to_string());
+        }
+        None => args.push("-".to_string()),
+    }
+    let mut writable = vec![plan.private_dir.to_path_buf()];
+    if let Some(dir) = &codex_home {
+        std::fs::create_dir_all(dir)?;
+        writable.push(dir.clone());
+    }
+    // Its provider may come from the config file: its port, and the variable its key is in.
+    if let Some(dir) = &codex_home {
+        let (ports, keys) = provider_entries(&dir.join("config.toml"));
+        tcp_ports.extend(ports);
+        for key in keys {
+            let safe = !key.is_empty()
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !env.iter().any(|(name, _)| *name == key);
+            if safe && let Some(value) = (plan.host_env)(&key) {
+                env.push((key, value));
+            }
+        }
+    }
+    tcp_ports.sort_unstable();
+    tcp_ports.dedup();
+    Ok(Launch {
+        args,
+        env,
+        writable,
+        readable: vec![cli.install_tree()],
+        tcp_ports,
+    })
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    // A JSON string is a valid TOML basic string for every character JSON escapes.
+    json!(text).to_string()
+}
+
+/// What the provider entries of a Codex `config.toml` name: the ports of their `base_url`s,
+/// and the environment variables their keys are read from (`env_key`).
+fn provider_entries(config: &std::path::Path) -> (Vec<u16>, Vec<String>) {
+    let Ok(text) = std::fs::read_to_string(config) else {
+        return (Vec::new(), Vec::new());
+    };
+    let (mut ports, mut keys) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"');
+        match key.trim() {
+            "base_url" => ports.extend(port_of(value)),
+            "env_key" => keys.push(value.to_string()),
+            _ => {}
+        }
+    }
+    (ports, keys)
+}
+
+/// The stream of one run.
+#[derive(Debug, Default)]
+pub struct Reader {
+    /// The blocks of the turn being gathered.
+    pending: Vec<Block>,
+    /// Tool call items already in `pending` or flushed, so an update does not add one twice.
+    seen_calls: Vec<String>,
+}
+
+impl Reader {
+    pub fn line(&mut self, line: &str) -> Result<Vec<CliEvent>, Malformed> {
+        let value: Value = serde_json::from_str(line)
+            .map_err(|_| Malformed::of(line, "Codex printed a line that is not JSON"))?;
+        let Some(kind) = value.get("type").and_then(Value::as_str) else {
+            return Err(Malformed::of(
+                line,
+                "Codex printed a line that is not one of its events (no `type`)",
+            ));
+        };
+        let mut events = Vec::new();
+        match kind {
+            "thread.started" => {
+                if let Some(id) = value.get("thread_id").and_then(Value::as_str) {
+                    events.push(CliEvent::Session(id.to_string()));
+                }
+            }
+            "item.started" | "item.updated" | "item.completed" => {
+                let Some(item) = value.get("item").filter(|i| i.is_object()) else {
+                    return Err(Malformed::of(line, "an item event has no `item`"));
+                };
+                self.item(item, kind == "item.completed", &mut events);
+            }
+            "turn.completed" => {
+                let usage = value.get("usage").and_then(read_usage);
+                let final_text = self.last_text();
+                let mut message = self.flush();
+                if let Some(CliEvent::Message { answer, .. }) = message.as_mut() {
+                    answer.usage = usage;
+                }
+                events.extend(message);
+                events.push(CliEvent::Finished(Ok(final_text)));
+            }
+            "turn.failed" => {
+                let said = value
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                events.extend(self.flush());
+                events.push(CliEvent::Finished(Err(format!(
+                    "Codex ended the run failed: {said}"
+                ))));
+            }
+            "error" => {
+                let said = value
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                events.push(CliEvent::Finished(Err(format!("Codex failed: {said}"))));
+            }
+            _ => {}
+        }
+        Ok(events)
+    }
+
+    fn item(&mut self, item: &Value, completed: bool, events: &mut Vec<CliEvent>) {
+        let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
+        match item.get("type").and_then(Value::as_str) {
+            Some("agent_message") if completed => {
+                let text = item.get("text").and_then(Value::as_str).unwrap_or_default();
+                events.push(CliEvent::TextDelta(text.to_string()));
+                self.pending.push(Block::Text {
+                    text: text.to_string(),
+                });
+            }
+            Some("reasoning") if completed => {
+                let text = item.get("text").and_then(Value::as_str).unwrap_or_default();
+                self.pending.push(Block::Thinking {
+                    thinking: text.to_string(),
+                    signature: None,
+                });
+            }
+            Some("mcp_tool_call") if !self.seen_calls.iter().any(|seen| seen == id) => {
+                self.seen_calls.push(id.to_string());
+                let tool = item.get("tool").and_then(Value::as_str).unwrap_or_default();
+                let server = item.get("server").and_then(Value::as_str);
+                let name = match server {
+                    Some(server) if server != MCP_SERVER_NAME => format!("{server}.{tool}"),
+                    _ => tool.to_string(),
+                };
+                self.pending.push(Block::ToolCall {
+                    id: id.to_string(),
+                    name,
+                    input: item.get("arguments").cloned().unwrap_or(json!({})),
+                });
+            }
+            // A built-in the model asked for anyway: recorded, never run by Murmur.
+            Some(kind @ ("command_execution" | "file_change" | "web_search"))
+                if !self.seen_calls.iter().any(|seen| seen == id) =>
+            {
+                self.seen_calls.push(id.to_string());
+                self.pending.push(Block::ToolCall {
+                    id: id.to_string(),
+                    name: kind.to_string(),
+                    input: item.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn last_text(&self) -> String {
+        self.pending
+            .iter()
+            .rev()
+            .find_map(|block| match block {
+                Block::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// The turn being gathered, whole.
+    pub fn flush(&mut self) -> Option<CliEvent> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let content = std::mem::take(&mut self.pending);
+        let calls_tools = content.iter().any(|b| matches!(b, Block::ToolCall { .. }));
+        Some(CliEvent::Message {
+            model: None,
+            answer: Answer {
+                stop_reason: if calls_tools {
+                    StopReason::ToolCall
+                } else {
+                    StopReason::EndTurn
+                },
+                content,
+                usage: None,
+                continuation_id: None,
+            },
+        })
+    }
+}
+
+/// Codex's usage: input, cached input, cache writes and output (reasoning included).
+fn read_usage(usage: &Value) -> Option<Usage> {
+    let get = |name: &str| usage.get(name).and_then(Value::as_u64);
+    let read = Usage {
+        input_tokens: get("input_tokens"),
+        output_tokens: get("output_tokens"),
+        cached_tokens: get("cached_input_tokens"),
+        cache_write_tokens: get("cache_write_input_tokens").filter(|n| *n > 0),
+    };
+    (read != Usage::default()).then_some(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(reader: &mut Reader, lines: &[Value]) -> Vec<CliEvent> {
+        lines
+            .iter()
+            .flat_map(|line| reader.line(&line.to_string()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_call_then_an_answer_is_two_turns_with_the_runs_usage_on_the_last() {
+        let mut reader = Reader::default();
+        let call = json!({"id": "item_2", "type": "mcp_tool_call", "server": "murmur",
+            "tool": "read-file", "arguments": {"path": "a.md"}, "status": "in_progress"});
+        let events = read(
+            &mut reader,
+            &[
+                json!({"type": "thread.started", "thread_id": "t-1"}),
+                json!({"type": "turn.started"}),
+                json!({"type": "item.completed", "item": {"id": "item_0", "type": "error", "message": "metadata"}}),
+                json!({"type": "item.started", "item": call}),
+            ],
+        );
+        assert_eq!(events, vec![CliEvent::Session("t-1".into())]);
+        let Some(CliEvent::Message { answer, .. }) = reader.flush() else {
+            panic!("no turn")
+        };
+        assert_eq!(answer.stop_reason, StopReason::ToolCall);
+        assert!(
+            matches!(&answer.content[0], Block::ToolCall { id, name, .. } if id == "item_2" && name == "read-file")
+        );
+        let events = read(
+            &mut reader,
+            &[
+                json!({"type": "item.completed", "item": call}),
+                json!({"type": "item.completed", "item": {"id": "item_3", "type": "agent_message", "text": "It says hi."}}),
+                json!({"type": "turn.completed", "usage": {"input_tokens": 50, "cached_input_tokens": 10, "output_tokens": 7}}),
+            ],
+        );
+        assert_eq!(events[0], CliEvent::TextDelta("It says hi.".into()));
+        let CliEvent::Message { answer, .. } = &events[1] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            answer.content.len(),
+            1,
+            "the completed call is not a second call"
+        );
+        assert_eq!(answer.usage.unwrap().cached_tokens, Some(10));
+        assert_eq!(events[2], CliEvent::Finished(Ok("It says hi.".into())));
+    }
+
+    #[test]
+    fn a_failed_turn_fails_the_run_with_what_codex_said() {
+        let mut reader = Reader::default();
+        let events = read(
+            &mut reader,
+            &[json!({"type": "turn.failed", "error": {"message": "unauthorized"}})],
+        );
+        assert!(
+            matches!(events.as_slice(), [CliEvent::Finished(Err(why))] if why.contains("unauthorized"))
+        );
+        assert!(reader.line("panic: oops").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_line_panics_the_reader(line in ".{0,200}") {
+            let mut reader = Reader::default();
+            let _ = reader.line(&line);
+            let _ = reader.flush();
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! `inference.transport: process`: an agent CLI (Claude Code or Codex) is the model.
+//!
+//! What this module promises:
+//!
+//! - **The dialect comes from the command's base name.** `codex` speaks Codex's
+//!   `exec --json` event stream ([`codex`]); anything else is taken for Claude Code's
+//!   `--print --output-format stream-json` ([`claude`]).
+//! - **A CLI that is not there stops the launch** ([`ProcessCli::resolve`]): a bare name is
+//!   looked up on the host's `PATH`, a path must be an executable file; otherwise `E-RUN-027`,
+//!   with a hint naming how to install that CLI.
+//! - **Each run is asked one way** ([`RunPlan`] to [`Launch`]): the prompt on stdin, the
+//!   capsule's system prompt, the model when the manifest names one, the capsule's tools as one
+//!   MCP server on loopback with its bearer token (in a file of the run's private directory,
+//!   never on the command line), and every built-in tool of the CLI switched off. The CLI's
+//!   environment is built here from nothing: only what it needs to start and to reach its
+//!   provider (see [`Launch::env`]).
+//! - **Its stream is read strictly** ([`StreamReader`]): every line must be a JSON object the
+//!   dialect knows the shape of; a line that is not is a [`Malformed`] error quoting it. Each
+//!   assistant message becomes one [`CliEvent::Message`] (one turn), carrying the usage the
+//!   CLI reported for it where it reports any; text deltas are passed on as they arrive; the
+//!   run's end is one [`CliEvent::Finished`].
+
+pub mod claude;
+pub mod codex;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::grants::env::HostEnv;
+use crate::inference::response::Answer;
+
+/// How long one task's CLI run may take when `inference.timeout_seconds` names no limit.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// The name the capsule's tools are served under; the CLI prefixes it to their names.
+pub const MCP_SERVER_NAME: &str = "murmur";
+
+/// The event stream a CLI speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    ClaudeCode,
+    Codex,
+}
+
+impl Dialect {
+    /// The dialect of `command`: `codex` by its base name, Claude Code otherwise.
+    pub fn of(command: &str) -> Dialect {
+        let base = Path::new(command)
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = base.strip_suffix(".js").unwrap_or(&base);
+        if stem == "codex" {
+            Dialect::Codex
+        } else {
+            Dialect::ClaudeCode
+        }
+    }
+
+    /// What the trace names as the session's driver.
+    pub fn label(self) -> &'static str {
+        match self {
+            Dialect::ClaudeCode => "claude-code",
+            Dialect::Codex => "codex",
+        }
+    }
+
+    fn install_hint(self) -> &'static str {
+        match self {
+            Dialect::ClaudeCode => {
+                "install Claude Code (`npm install -g @anthropic-ai/claude-code`) so that `claude` is on PATH, or set `inference.command` to its path"
+            }
+            Dialect::Codex => {
+                "install Codex (`npm install -g @openai/codex`) so that `codex` is on PATH, or set `inference.command` to its path"
+            }
+        }
+    }
+
+    /// A reader of this dialect's stream.
+    pub fn reader(self) -> StreamReader {
+        StreamReader {
+            dialect: self,
+            claude: claude::Reader::default(),
+            codex: codex::Reader::default(),
+        }
+    }
+}
+
+/// The agent CLI of a capsule, found at launch.
+#[derive(Debug, Clone)]
+pub struct ProcessCli {
+    /// `inference.command` as written.
+    pub command: String,
+    /// The executable it resolved to (links followed).
+    pub path: PathBuf,
+    pub dialect: Dialect,
+    /// `inference.timeout_seconds`, or [`DEFAULT_TIMEOUT`].
+    pub timeout: Duration,
+}
+
+/// `E-RUN-027`: why the CLI cannot be run, and how to get it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotFound {
+    pub message: String,
+    pub hint: String,
+}
+
+impl ProcessCli {
+    /// Finds `command` (a bare name on `path_var`, or a path to an executable file).
+    pub fn resolve(
+        command: &str,
+        path_var: &str,
+        timeout: Option<u64>,
+    ) -> Result<ProcessCli, NotFound> {
+        let dialect = Dialect::of(command);
+        let found = murmur_shell::resolve(command, path_var).and_then(|p| p.canonicalize().ok());
+        let Some(path) = found else {
+            let message = if command.contains('/') {
+                format!("`inference.command` names {command}, which is not an executable file")
+            } else {
+                format!(
+                    "`inference.command` names `{command}`, which is not on PATH; `transport: process` runs it as the model"
+                )
+            };
+            return Err(NotFound {
+                message,
+                hint: dialect.install_hint().to_string(),
+            });
+        };
+        Ok(ProcessCli {
+            command: command.to_string(),
+            path,
+            dialect,
+            timeout: timeout.map(Duration::from_secs).unwrap_or(DEFAULT_TIMEOUT),
+        })
+    }
+
+    /// How to start one run of `plan`.
+    pub fn launch(&self, plan: &RunPlan<'_>) -> std::io::Result<Launch> {
+        match self.dialect {
+            Dialect::ClaudeCode => claude::launch(self, plan),
+            Dialect::Codex => codex::launch(self, plan),
+        }
+    }
+
+    /// What the CLI may read beyond the system's directories: the tree it is installed in (an
+    /// npm package's whole `node_modules`, where its native binary lives).
+    pub fn install_tree(&self) -> PathBuf {
+        let mut tree = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        for ancestor in self.path.ancestors() {
+            if ancestor.file_name().is_some_and(|n| n == "node_modules") {
+                tree = ancestor.to_path_buf();
+            }
+        }
+        tree
+    }
+}
+
+/// The capsule's tools as the CLI reaches them.
+#[derive(Debug, Clone)]
+pub struct ServedTools {
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    pub bearer: String,
+    /// The tools' names, as the capsule declares them.
+    pub names: Vec<String>,
+}
+
+/// One run of the CLI.
+pub struct RunPlan<'a> {
+    /// The capsule's system prompt.
+    pub system_prompt: &'a str,
+    /// `inference.model`, when the manifest names one (else the CLI's own default).
+    pub model: Option<&'a str>,
+    /// The capsule's tools; none: the CLI runs as pure inference.
+    pub tools: Option<&'a ServedTools>,
+    /// The CLI's own session to go on with (a reopened or threaded task).
+    pub resume: Option<&'a str>,
+    /// A directory of this run only, outside the workdir, that only this user can read: what
+    /// the CLI is handed in files (the MCP configuration with the token) goes here.
+    pub private_dir: &'a Path,
+    /// The host's environment, read for the few names the CLI needs.
+    pub host_env: &'a HostEnv,
+}
+
+/// How to start one run: arguments, the whole environment, and what Landlock lets it write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub args: Vec<String>,
+    /// Built from nothing: `PATH`, `HOME`, `LANG`, `TERM`, `TMPDIR` (in the private
+    /// directory), the CLI's config directory and provider settings when the host sets them,
+    /// and the switches that keep it from sending telemetry.
+    pub env: Vec<(String, String)>,
+    /// Where it may write beyond the workdir: its config directory and the private directory.
+    pub writable: Vec<PathBuf>,
+    /// Where it may read beyond the system's directories.
+    pub readable: Vec<PathBuf>,
+    /// The TCP ports it may connect to: its provider's, and the tools' server's.
+    pub tcp_ports: Vec<u16>,
+}
+
+/// The environment every CLI starts from, plus the names of `pass` the host sets.
+pub(crate) fn base_env(
+    plan: &RunPlan<'_>,
+    pass: &[&str],
+) -> (Vec<(String, String)>, Option<PathBuf>) {
+    let host = plan.host_env;
+    let home = host("HOME").filter(|h| !h.is_empty());
+    let tmp = plan.private_dir.join("tmp");
+    let _ = std::fs::create_dir_all(&tmp);
+    let mut env = vec![
+        (
+            "PATH".to_string(),
+            host("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_string()),
+        ),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+        ("TERM".to_string(), "dumb".to_string()),
+        ("NO_COLOR".to_string(), "1".to_string()),
+        ("TMPDIR".to_string(), tmp.display().to_string()),
+    ];
+    if let Some(home) = &home {
+        env.push(("HOME".to_string(), home.clone()));
+    }
+    for name in pass {
+        if let Some(value) = host(name).filter(|v| !v.is_empty()) {
+            env.push((name.to_string(), value));
+        }
+    }
+    (env, home.map(PathBuf::from))
+}
+
+/// The TCP port of `url` (its scheme's default when it names none).
+pub(crate) fn port_of(url: &str) -> Option<u16> {
+    let parsed = url::Url::parse(url).ok()?;
+    parsed.port_or_known_default()
+}
+
+/// One thing the CLI reported.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CliEvent {
+    /// The CLI's own session id, to go on with later.
+    Session(String),
+    /// Text of the answer, as it streams.
+    TextDelta(String),
+    /// One whole assistant message: a turn. Tool names are the capsule's (the CLI's prefix
+    /// for the tools' server taken off).
+    Message {
+        model: Option<String>,
+        answer: Answer,
+    },
+    /// The run is over: the final text, or what the CLI said went wrong.
+    Finished(Result<String, String>),
+}
+
+/// A line of the stream that is not the dialect's: the line, quoted (cut at 300 characters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed(pub String);
+
+impl Malformed {
+    pub(crate) fn of(line: &str, why: &str) -> Malformed {
+        let quoted: String = line.chars().take(300).collect();
+        Malformed(format!("{why}: {quoted}"))
+    }
+}
+
+/// Reads one run's stream, line by line.
+pub struct StreamReader {
+    dialect: Dialect,
+    claude: claude::Reader,
+    codex: codex::Reader,
+}
+
+impl StreamReader {
+    /// The events of one line (a blank line has none).
+    pub fn line(&mut self, line: &str) -> Result<Vec<CliEvent>, Malformed> {
+        if line.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.dialect {
+            Dialect::ClaudeCode => self.claude.line(line),
+            Dialect::Codex => self.codex.line(line),
+        }
+    }
+
+    /// The assistant message still being gathered, as a whole turn: called when one of its
+    /// tool calls arrives, so the turn is recorded before its calls.
+    pub fn flush(&mut self) -> Option<CliEvent> {
+        match self.dialect {
+            Dialect::ClaudeCode => self.claude.flush(),
+            Dialect::Codex => self.codex.flush(),
+        }
+    }
+}
+
+/// A tool name as the CLI reports it, with the tools' server prefix taken off.
+pub(crate) fn capsule_tool_name(reported: &str) -> String {
+    let prefix = format!("mcp__{MCP_SERVER_NAME}__");
+    reported
+        .strip_prefix(&prefix)
+        .unwrap_or(reported)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_name_picks_the_dialect() {
+        assert_eq!(Dialect::of("codex"), Dialect::Codex);
+        assert_eq!(Dialect::of("/opt/bin/codex"), Dialect::Codex);
+        assert_eq!(Dialect::of("node_modules/.bin/codex.js"), Dialect::Codex);
+        assert_eq!(Dialect::of("claude"), Dialect::ClaudeCode);
+        assert_eq!(Dialect::of("/usr/local/bin/my-claude"), Dialect::ClaudeCode);
+        assert_eq!(Dialect::of("codex-wrapper"), Dialect::ClaudeCode);
+    }
+
+    #[test]
+    fn a_cli_not_on_path_is_refused_with_how_to_install_it() {
+        let refused = ProcessCli::resolve("claude", "/nonexistent-dir", None).unwrap_err();
+        assert!(refused.message.contains("not on PATH"), "{refused:?}");
+        assert!(
+            refused.hint.contains("@anthropic-ai/claude-code"),
+            "{refused:?}"
+        );
+        let refused = ProcessCli::resolve("codex", "", None).unwrap_err();
+        assert!(refused.hint.contains("@openai/codex"), "{refused:?}");
+        let refused = ProcessCli::resolve("/nonexistent/codex", "/usr/bin", None).unwrap_err();
+        assert!(
+            refused.message.contains("not an executable file"),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_cli_on_path_resolves_with_its_timeout() {
+        let found = ProcessCli::resolve("sh", "/usr/bin:/bin", Some(5)).unwrap();
+        assert!(found.path.is_absolute());
+        assert_eq!(found.timeout, Duration::from_secs(5));
+        assert_eq!(found.dialect, Dialect::ClaudeCode);
+    }
+
+    #[test]
+    fn the_servers_prefix_comes_off_tool_names() {
+        assert_eq!(capsule_tool_name("mcp__murmur__read-file"), "read-file");
+        assert_eq!(capsule_tool_name("Bash"), "Bash");
+    }
+}

@@ -1,0 +1,614 @@
+//! A task's turns under `transport: process`: the agent CLI is the model, the capsule's tools
+//! are Murmur's.
+//!
+//! What a task can rely on:
+//!
+//! - **The tools reach the CLI through one MCP server of this run only**: streamable HTTP on
+//!   `127.0.0.1` (an OS-assigned port), guarded by a bearer token made for the run, stopped
+//!   when the run ends. Every call it takes is run here, as the agent loop runs a model's call
+//!   ([`SessionContext::tool_call`]): the input checked against the schema, `on-tool-call`
+//!   heard (a `deny` refuses it), the tool under its grants, a `tool_call` event in the trace
+//!   under its turn. The CLI's own tools are switched off; with no tools declared no server is
+//!   started and the CLI runs as pure inference.
+//! - **Each assistant message is one turn**: its `inference` event (the model the CLI named,
+//!   the usage it reported, the time since the turn before), `on-inference`, and then its tool
+//!   calls. A call the CLI makes before its message is read makes the turn itself.
+//! - **The run is bounded**: past `inference.max_turns` turns, past `inference.timeout_seconds`,
+//!   or when the task is canceled, the CLI's whole process group is killed and the task ends
+//!   `max_turns_reached`, `failed` (`E-RUN-028`) or `canceled`.
+//! - **Failure is said, never waited on**: a line that is not the CLI's event stream, a run the
+//!   CLI ends in error (a permission it was refused included), or an exit without a result ends
+//!   the task `failed` with `E-RUN-028`, quoting what the CLI said (its stderr's last lines).
+//! - **The result is the CLI's**: the final text it reported is the task's answer
+//!   (`out/result.txt`). Text streams to the observer as it comes when the session streams.
+//! - **A reopened task goes on with the CLI's own session** (its id kept per context for the
+//!   rest of the session loop), handed only the new message.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Ending, SessionContext, TaskRun};
+use crate::grants::ChunkKind;
+use crate::inference::neutral::{Block, Message, StoredMessage};
+use crate::inference::process::{
+    CliEvent, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, ServedTools,
+};
+use crate::inference::response::{Answer, StopReason};
+use crate::session::staging::SWITCH_DRIVER_TOOL;
+use crate::session::{Failure, new_id};
+use murmur_mcp::serve::{Boxed, Elicitor};
+use murmur_trace::schema::{Decision, Sent};
+
+/// The longest line of the CLI's stream read; a longer one is malformed.
+const MAX_LINE: u64 = 64 << 20;
+/// How much of the CLI's stderr is kept to quote when it fails.
+const STDERR_TAIL: usize = 4096;
+/// How long a CLI that has reported its result may take to exit before it is killed.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A call of a capsule tool the CLI made, waiting for its answer.
+struct ForwardedCall {
+    name: String,
+    input: Value,
+    answer: oneshot::Sender<murmur_mcp::Called>,
+}
+
+/// The capsule's tools as the run's server lists them; every call forwarded to the task loop.
+struct Forwarded {
+    listing: Vec<Value>,
+    calls: mpsc::Sender<ForwardedCall>,
+}
+
+impl murmur_mcp::serve::ServedTools for Forwarded {
+    fn listing(&self) -> Vec<Value> {
+        self.listing.clone()
+    }
+
+    fn call(
+        &self,
+        name: String,
+        arguments: Value,
+        _elicitor: Option<Elicitor>,
+    ) -> Boxed<'_, murmur_mcp::Called> {
+        Box::pin(async move {
+            let (answer, answered) = oneshot::channel();
+            let ended = || murmur_mcp::Called {
+                text: "error[E-RUN-028]: the task this call belongs to has ended".to_string(),
+                is_error: true,
+            };
+            let call = ForwardedCall {
+                name,
+                input: arguments,
+                answer,
+            };
+            if self.calls.send(call).await.is_err() {
+                return ended();
+            }
+            answered.await.unwrap_or_else(|_| ended())
+        })
+    }
+}
+
+/// Every MCP session of the run's server is the same one: the run's.
+struct OneSession(Arc<Forwarded>);
+
+impl murmur_mcp::serve::Sessions for OneSession {
+    fn open(&self) -> Boxed<'_, Result<Arc<dyn murmur_mcp::serve::ServedTools>, String>> {
+        let tools = self.0.clone() as Arc<dyn murmur_mcp::serve::ServedTools>;
+        Box::pin(async move { Ok(tools) })
+    }
+}
+
+/// The run's tools server, stopped when dropped.
+struct ToolServer {
+    served: ServedTools,
+    calls: mpsc::Receiver<ForwardedCall>,
+    _stop: oneshot::Sender<()>,
+}
+
+/// The turn whose tool calls are being answered.
+struct OpenTurn {
+    turn: u32,
+    event: String,
+    /// Its tool calls not yet answered: `(id, name, input)`.
+    unanswered: Vec<(String, String, Value)>,
+}
+
+fn failure(message: impl Into<String>) -> Failure {
+    Failure {
+        code: "E-RUN-028".to_string(),
+        message: message.into(),
+        hint: "read what the CLI said; run it by hand with the same model and provider to see more"
+            .to_string(),
+    }
+}
+
+impl SessionContext<'_> {
+    /// The task's turns, run by the agent CLI; see the module docs.
+    pub(super) async fn process_turns(
+        &self,
+        cli: &ProcessCli,
+        run: &mut TaskRun,
+        task_event: &str,
+        turns_used: &mut u32,
+    ) -> std::io::Result<Ending> {
+        if let Some(ending) = run.stopped() {
+            return Ok(ending);
+        }
+        let mut server = match self.tool_server().await {
+            Ok(server) => server,
+            Err(why) => return Ok(Ending::Failed(failure(why))),
+        };
+        let private = match tempfile::Builder::new().prefix("murmur-cli-").tempdir() {
+            Ok(dir) => dir,
+            Err(error) => {
+                return Ok(Ending::Failed(failure(format!(
+                    "the CLI's private directory cannot be made: {error}"
+                ))));
+            }
+        };
+        let context = run.context_id.clone().unwrap_or_default();
+        let resume = self
+            .cli_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&context)
+            .cloned();
+        let model = (!self.staged.model.is_empty()).then_some(self.staged.model.as_str());
+        let plan = RunPlan {
+            system_prompt: &self.staged.system_prompt,
+            model,
+            tools: server.as_ref().map(|s| &s.served),
+            resume: resume.as_deref(),
+            private_dir: private.path(),
+            host_env: &self.config.host_env,
+        };
+        let launch = match cli.launch(&plan) {
+            Ok(launch) => launch,
+            Err(error) => {
+                return Ok(Ending::Failed(failure(format!(
+                    "the CLI's configuration cannot be written: {error}"
+                ))));
+            }
+        };
+        let program = murmur_shell::ConfinedProgram {
+            program: cli.path.clone(),
+            arg0: std::path::Path::new(&cli.command)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| cli.command.clone()),
+            args: launch.args,
+            cwd: self.workdir.root.clone(),
+            env: launch.env,
+            writable: std::iter::once(self.workdir.root.clone())
+                .chain(launch.writable)
+                .collect(),
+            readable: launch
+                .readable
+                .into_iter()
+                .chain(
+                    crate::grants::Grants::of_capsule(&self.staged.capsule, &self.workdir.root)
+                        .read_only,
+                )
+                .collect(),
+            tcp_ports: launch.tcp_ports,
+        };
+        let (child, stderr) = match program.spawn() {
+            Ok(spawned) => spawned,
+            Err(why) => {
+                return Ok(Ending::Failed(failure(format!(
+                    "{} could not be started: {why}",
+                    cli.command
+                ))));
+            }
+        };
+        let stderr_tail = tokio::spawn(tail_of(stderr));
+        let prompt = pending_prompt(run);
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin;
+            // A CLI that dies before reading its prompt is reported by its exit.
+            let _ = stdin.write_all(prompt.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        }
+        let mut lines = BufReader::new(child.stdout);
+        let mut reader = cli.dialect.reader();
+        let deadline = tokio::time::sleep(cli.timeout);
+        tokio::pin!(deadline);
+        let stop = run.stop.clone();
+        let mut open: Option<OpenTurn> = None;
+        let mut since = Instant::now();
+        let mut guard = child.guard;
+        let mut calls_open = server.is_some();
+        let ending: Ending = 'run: loop {
+            let next = tokio::select! {
+                biased;
+                () = async {
+                    match &stop {
+                        Some(stop) => stop.requested().await,
+                        None => std::future::pending().await,
+                    }
+                } => break 'run run.stopped().unwrap_or(Ending::Canceled),
+                () = &mut deadline => break 'run Ending::Failed(failure(format!(
+                    "{} ran past `inference.timeout_seconds` ({} s) and was stopped",
+                    cli.command,
+                    cli.timeout.as_secs()
+                ))),
+                line = read_line(&mut lines) => Next::Line(line),
+                call = async {
+                    match server.as_mut() {
+                        Some(server) if calls_open => server.calls.recv().await,
+                        _ => std::future::pending().await,
+                    }
+                } => Next::Call(call),
+            };
+            match next {
+                Next::Line(Err(error)) => break 'run Ending::Failed(failure(error.to_string())),
+                Next::Line(Ok(None)) => {
+                    let status = tokio::time::timeout(EXIT_GRACE, guard.wait()).await;
+                    let said = said(stderr_tail).await;
+                    let message = match status {
+                        Ok(Ok(status)) if status.success() => {
+                            format!("{} exited without reporting a result{said}", cli.command)
+                        }
+                        Ok(Ok(status)) => format!("{} exited with {status}{said}", cli.command),
+                        _ => format!("{} closed its output but did not exit{said}", cli.command),
+                    };
+                    break 'run Ending::Failed(failure(message));
+                }
+                Next::Line(Ok(Some(line))) => {
+                    let events = match reader.line(&line) {
+                        Ok(events) => events,
+                        Err(Malformed(why)) => break 'run Ending::Failed(failure(why)),
+                    };
+                    for event in events {
+                        match event {
+                            CliEvent::Session(id) => {
+                                self.cli_sessions
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .insert(context.clone(), id);
+                            }
+                            CliEvent::TextDelta(text) => {
+                                if self.config.stream {
+                                    self.observer.chunk(ChunkKind::Text, &text);
+                                }
+                            }
+                            CliEvent::Message { model, answer } => {
+                                if let Some(ending) = self
+                                    .process_turn(
+                                        run, task_event, turns_used, &mut open, &mut since, model,
+                                        answer,
+                                    )
+                                    .await?
+                                {
+                                    break 'run ending;
+                                }
+                            }
+                            CliEvent::Finished(Ok(text)) => {
+                                self.close_turn(run, &mut open);
+                                break 'run Ending::Finished(text);
+                            }
+                            CliEvent::Finished(Err(why)) => {
+                                self.close_turn(run, &mut open);
+                                let said = said(stderr_tail).await;
+                                break 'run Ending::Failed(failure(format!("{why}{said}")));
+                            }
+                        }
+                    }
+                }
+                Next::Call(None) => calls_open = false,
+                Next::Call(Some(call)) => {
+                    if let Some(CliEvent::Message { model, answer }) = reader.flush()
+                        && let Some(ending) = self
+                            .process_turn(
+                                run, task_event, turns_used, &mut open, &mut since, model, answer,
+                            )
+                            .await?
+                    {
+                        break 'run ending;
+                    }
+                    if open.is_none() {
+                        // The call came before its message: it makes the turn.
+                        let answer = Answer {
+                            stop_reason: StopReason::ToolCall,
+                            content: vec![Block::ToolCall {
+                                id: new_id("call_", 24),
+                                name: call.name.clone(),
+                                input: call.input.clone(),
+                            }],
+                            usage: None,
+                            continuation_id: None,
+                        };
+                        if let Some(ending) = self
+                            .process_turn(
+                                run, task_event, turns_used, &mut open, &mut since, None, answer,
+                            )
+                            .await?
+                        {
+                            break 'run ending;
+                        }
+                    }
+                    let Some(turn) = open.as_mut() else { continue };
+                    let at = turn
+                        .unanswered
+                        .iter()
+                        .position(|(_, name, input)| *name == call.name && *input == call.input)
+                        .or_else(|| {
+                            turn.unanswered
+                                .iter()
+                                .position(|(_, name, _)| *name == call.name)
+                        });
+                    let call_id = match at {
+                        Some(at) => turn.unanswered.remove(at).0,
+                        None => new_id("call_", 24),
+                    };
+                    let (number, event) = (turn.turn, turn.event.clone());
+                    let done =
+                        self.tool_call(run, number, &event, &call_id, &call.name, &call.input);
+                    let done = match &stop {
+                        Some(stop) => tokio::select! {
+                            biased;
+                            done = done => Some(done),
+                            () = stop.requested() => None,
+                        },
+                        None => Some(done.await),
+                    };
+                    match done {
+                        Some(done) => done?,
+                        None => break 'run run.stopped().unwrap_or(Ending::Canceled),
+                    }
+                    let answered = run.history.last().map(|stored| &stored.message);
+                    let _ = call.answer.send(murmur_mcp::Called {
+                        is_error: answered.is_some_and(super::message_is_error),
+                        text: answered.map(Message::text).unwrap_or_default(),
+                    });
+                }
+            }
+        };
+        // Whatever the ending, the CLI's whole group goes now, and the server with it.
+        if matches!(ending, Ending::Finished(_)) {
+            let _ = tokio::time::timeout(EXIT_GRACE, guard.wait()).await;
+        }
+        drop(guard);
+        drop(server);
+        self.close_turn(run, &mut open);
+        Ok(ending)
+    }
+
+    /// Records one assistant message as a turn; past `inference.max_turns` the run ends.
+    #[allow(clippy::too_many_arguments)]
+    async fn process_turn(
+        &self,
+        run: &mut TaskRun,
+        task_event: &str,
+        turns_used: &mut u32,
+        open: &mut Option<OpenTurn>,
+        since: &mut Instant,
+        model: Option<String>,
+        answer: Answer,
+    ) -> std::io::Result<Option<Ending>> {
+        self.close_turn(run, open);
+        let max_turns = self.staged.max_turns;
+        if *turns_used >= max_turns {
+            return Ok(Some(Ending::MaxTurns(Failure {
+                code: "E-RUN-015".to_string(),
+                message: format!(
+                    "the task used all {max_turns} turns of `inference.max_turns` without finishing; the CLI was stopped"
+                ),
+                hint: "raise `inference.max_turns`, or give the agent a narrower task".to_string(),
+            })));
+        }
+        *turns_used += 1;
+        let turn = *turns_used;
+        self.observer.turn_started(turn);
+        let mut choice = self.staged.choices.primary().clone();
+        if let Some(model) = model.filter(|m| !m.is_empty()) {
+            choice.model = model;
+        }
+        let calls: Vec<(String, String, Value)> = answer
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                Block::ToolCall { id, name, input } => {
+                    Some((id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut assistant = StoredMessage::new(Message::Assistant {
+            content: answer.content.clone(),
+        });
+        assistant.source_id = Some(format!("process:{}", choice.driver));
+        let output_estimate = crate::inference::tokens::count(
+            &serde_json::to_string(&assistant.message).unwrap_or_default(),
+        );
+        let input_estimate = self.fixed_tokens() + run.estimate();
+        run.history.push(assistant);
+        let sent = Sent {
+            messages: u32::from(turn == 1),
+            full_resend: false,
+            continuation_id: None,
+        };
+        let wants_tools = !calls.is_empty();
+        let body = self.inference_event(
+            run,
+            &choice,
+            turn,
+            sent,
+            input_estimate,
+            output_estimate,
+            Some(&answer),
+            answer.stop_reason,
+            if wants_tools {
+                Decision::CallTools
+            } else {
+                Decision::Finish
+            },
+            &calls,
+            *since,
+            None,
+        );
+        let event = self.trace(task_event, body)?;
+        *since = Instant::now();
+        self.on_inference(run, &choice, turn, &event, &answer, input_estimate)
+            .await?;
+        *open = Some(OpenTurn {
+            turn,
+            event,
+            unanswered: calls,
+        });
+        Ok(None)
+    }
+
+    /// The open turn is over: each of its calls the CLI never passed to the capsule (one of
+    /// its own built-ins it was refused, say) gets a result saying nothing was run, so the
+    /// history holds no call without its result.
+    fn close_turn(&self, run: &mut TaskRun, open: &mut Option<OpenTurn>) {
+        let Some(turn) = open.take() else { return };
+        for (id, name, _) in turn.unanswered {
+            let mut result = StoredMessage::new(Message::Tool {
+                tool_call_id: id,
+                is_error: true,
+                content: vec![Block::text(format!(
+                    "`{name}` is not one of the capsule's tools: the CLI did not pass it on, and nothing was run"
+                ))],
+            });
+            result.source_id = Some("runtime".to_string());
+            run.history.push(result);
+        }
+    }
+
+    /// The run's tools server, with the capsule's tools; none when it declares none.
+    async fn tool_server(&self) -> Result<Option<ToolServer>, String> {
+        let specs: Vec<_> = self
+            .specs
+            .iter()
+            .filter(|spec| spec.name != SWITCH_DRIVER_TOOL)
+            .collect();
+        if specs.is_empty() {
+            return Ok(None);
+        }
+        let listing = specs
+            .iter()
+            .map(|spec| {
+                json!({
+                    "name": spec.name,
+                    "description": spec.description,
+                    "inputSchema": spec.input_schema,
+                })
+            })
+            .collect();
+        let names = specs.iter().map(|spec| spec.name.clone()).collect();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|error| format!("the tools' server cannot listen on 127.0.0.1: {error}"))?;
+        let address = listener
+            .local_addr()
+            .map_err(|error| format!("the tools' server has no address: {error}"))?;
+        let bearer = new_id("", 48);
+        let (calls, received) = mpsc::channel(16);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let identity = murmur_mcp::serve::Identity {
+            name: format!("{MCP_SERVER_NAME}:{}", self.staged.capsule.name),
+            version: self.staged.capsule.version.clone(),
+        };
+        let sessions = Arc::new(OneSession(Arc::new(Forwarded { listing, calls })));
+        let token = bearer.clone();
+        tokio::spawn(async move {
+            let _ =
+                murmur_mcp::serve::serve_http(listener, sessions, identity, Some(token), async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Some(ToolServer {
+            served: ServedTools {
+                url: format!("http://{address}/mcp"),
+                bearer,
+                names,
+            },
+            calls: received,
+            _stop: stop,
+        }))
+    }
+}
+
+/// What woke the run's loop.
+enum Next {
+    Line(std::io::Result<Option<String>>),
+    Call(Option<ForwardedCall>),
+}
+
+/// The text the CLI is handed: the user messages after the last assistant message (the task,
+/// or a hook's feedback on reopening), joined by blank lines.
+fn pending_prompt(run: &TaskRun) -> String {
+    let start = run
+        .history
+        .iter()
+        .rposition(|stored| matches!(stored.message, Message::Assistant { .. }))
+        .map_or(0, |at| at + 1);
+    run.history[start..]
+        .iter()
+        .filter(|stored| matches!(stored.message, Message::User { .. }))
+        .map(|stored| stored.message.text())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The next line of the stream (`None` at its end); one longer than [`MAX_LINE`] is an error.
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+) -> std::io::Result<Option<String>> {
+    let mut bytes = Vec::new();
+    let read = reader
+        .take(MAX_LINE + 1)
+        .read_until(b'\n', &mut bytes)
+        .await?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if bytes.len() as u64 > MAX_LINE {
+        return Err(std::io::Error::other(format!(
+            "the CLI printed a line longer than {} MiB",
+            MAX_LINE >> 20
+        )));
+    }
+    Ok(Some(String::from_utf8_lossy(&bytes).trim_end().to_string()))
+}
+
+/// The last [`STDERR_TAIL`] bytes of the CLI's stderr.
+async fn tail_of(mut stderr: tokio::process::ChildStderr) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 8192];
+    while let Ok(n) = stderr.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&chunk[..n]);
+        if tail.len() > 2 * STDERR_TAIL {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+    }
+    let start = tail.len().saturating_sub(STDERR_TAIL);
+    String::from_utf8_lossy(&tail[start..]).into_owned()
+}
+
+/// What the CLI said on stderr, for a failure's message (its last non-blank lines).
+async fn said(tail: tokio::task::JoinHandle<String>) -> String {
+    let tail = tokio::time::timeout(std::time::Duration::from_secs(2), tail)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let last = &lines[lines.len().saturating_sub(8)..];
+    format!("; it said: {}", last.join(" | "))
+}

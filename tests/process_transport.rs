@@ -1,0 +1,595 @@
+//! `inference.transport: process`: the real Claude Code and Codex CLIs (pinned in
+//! `tests/node/package-lock.json`, installed by `scripts/node-env` under `target/node-clis`)
+//! as the capsule's model, each against the provider emulator on loopback, with the capsule's
+//! tools served to it over the run's own MCP server. No network, no key: Claude Code reaches
+//! the emulator through `ANTHROPIC_BASE_URL`, Codex through a provider entry in a private
+//! `CODEX_HOME`. Fake CLIs (shell scripts) play the CLIs that misbehave.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use murmur_testkit::emulator::{Emulator, Recorded, Script};
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::Value;
+
+const KEY: &str = "sk-emulator-process";
+
+/// Where the pinned CLIs' commands are.
+fn clis() -> PathBuf {
+    let bin = repo_root().join("target/node-clis/node_modules/.bin");
+    assert!(
+        bin.join("claude").exists() && bin.join("codex").exists(),
+        "the agent CLIs are not installed: run ./scripts/setup (it runs scripts/node-env)"
+    );
+    bin
+}
+
+/// A capsule whose model is `command`, with read-file and write-file, `hooks` (artifact entry
+/// lines) and `inference_extra` lines.
+fn capsule(dir: &Path, command: &str, model: &str, hooks: &str, inference_extra: &str) -> PathBuf {
+    let root = repo_root();
+    let text = format!(
+        r#"name: harnessed
+version: "0.1.0"
+artifacts:
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: "{read_file}" }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool, path: "{write_file}" }}
+{hooks}
+inference:
+  transport: process
+  command: {command}
+  model: {model}
+  system_prompt: "Keep notes with write-file and read them with read-file."
+  max_turns: 6
+{inference_extra}
+"#,
+        read_file = root.join("artifacts/read-file").display(),
+        write_file = root.join("artifacts/write-file").display(),
+    );
+    let file = dir.join("murmur.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn emulator(yaml: &str) -> Emulator {
+    Emulator::builder(Script::from_yaml(yaml).expect("script"))
+        .api_key(KEY)
+        .start()
+        .expect("emulator")
+}
+
+/// `mur run --json` of the capsule in `dir` with one task, its CLI found on `path`, pointed
+/// at `emulator` (Claude Code by `ANTHROPIC_BASE_URL`, Codex by a provider entry in a
+/// private `CODEX_HOME`).
+fn run(dir: &Path, path: &str, emulator: Option<&Emulator>, task: &str) -> (MurOutput, Value) {
+    let home = dir.join("home");
+    let codex_home = dir.join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("CLAUDE_CONFIG_DIR", dir.join("claude-config"))
+        .env("CODEX_HOME", &codex_home)
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("EMULATOR_KEY", KEY);
+    if let Some(emulator) = emulator {
+        std::fs::write(
+            codex_home.join("config.toml"),
+            format!(
+                "model_provider = \"emulator\"\n\n[model_providers.emulator]\nname = \"emulator\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"EMULATOR_KEY\"\n",
+                emulator.url()
+            ),
+        )
+        .unwrap();
+        mur = mur.env("ANTHROPIC_BASE_URL", emulator.url());
+    }
+    let output = mur
+        .arg("run")
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"))
+        .args(["--json", "--task", task])
+        .run();
+    let report = output.json();
+    (output, report)
+}
+
+fn with_clis() -> String {
+    format!(
+        "{}:{}",
+        clis().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn trace(report: &Value) -> Vec<Value> {
+    let path = report["trace_path"].as_str().expect("trace_path");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["event_type"] == event_type)
+        .collect()
+}
+
+fn workdir_of(report: &Value) -> PathBuf {
+    PathBuf::from(report["workdir"].as_str().unwrap())
+}
+
+/// The requests that took a turn of the script, in order.
+fn answered(emulator: &Emulator) -> Vec<Recorded> {
+    emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.turn.is_some())
+        .collect()
+}
+
+/// Every tool name a request offered the model (Anthropic `tools[].name`; Responses functions
+/// and the functions inside namespaces, as `namespace.name`).
+fn offered(request: &Recorded) -> Vec<String> {
+    let mut names = Vec::new();
+    for tool in request.body["tools"].as_array().into_iter().flatten() {
+        match tool["type"].as_str() {
+            Some("namespace") => {
+                for inner in tool["tools"].as_array().into_iter().flatten() {
+                    names.push(format!(
+                        "{}.{}",
+                        tool["name"].as_str().unwrap_or(""),
+                        inner["name"].as_str().unwrap_or("")
+                    ));
+                }
+            }
+            _ => names.push(tool["name"].as_str().unwrap_or_default().to_string()),
+        }
+    }
+    names
+}
+
+/// Claude Code sends thinking, so each of its scripted replies carries some.
+const CLAUDE_NOTES: &str = r#"
+turns:
+  - reply:
+      thinking: { text: "Save it first." }
+      text: "Saving the note."
+      tool_calls: [ { id: toolu_w1, name: mcp__murmur__write-file, input: { path: notes/today.md, content: "buy milk" } } ]
+      usage: { input: 200, output: 20, cache_read: 150, cache_write: 10 }
+  - reply:
+      thinking: { text: "Now read it back." }
+      tool_calls: [ { id: toolu_r1, name: mcp__murmur__read-file, input: { path: notes/today.md } } ]
+      usage: { input: 260, output: 15, cache_read: 200 }
+  - reply:
+      thinking: { text: "It is saved." }
+      text: "Saved: buy milk."
+      usage: { input: 320, output: 9, cache_read: 250 }
+"#;
+
+#[test]
+fn claude_code_calls_the_capsules_tools_and_its_answer_is_the_result() {
+    let emulator = emulator(CLAUDE_NOTES);
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "claude", "claude-sonnet-4-5", "", "");
+    let (output, report) = run(dir.path(), &with_clis(), Some(&emulator), "Note: buy milk");
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let workdir = workdir_of(&report);
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+        "buy milk"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("out/result.txt")).unwrap(),
+        "Saved: buy milk."
+    );
+
+    // Every request offered the capsule's tools and nothing of the CLI's own.
+    let requests = answered(&emulator);
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    for request in &requests {
+        let mut names = offered(request);
+        names.sort();
+        assert_eq!(names, ["mcp__murmur__read-file", "mcp__murmur__write-file"]);
+    }
+    // The read ran for real: its result reached the model, fenced as a tool's output.
+    let last = requests[2].body["messages"].to_string();
+    assert!(
+        last.contains("buy milk") && last.contains("untrusted-content"),
+        "{last}"
+    );
+
+    // The trace: one turn per assistant message, with the usage Claude Code reported, and the
+    // tool calls under their turns.
+    let events = trace(&report);
+    let start = of_type(&events, "session_start")[0];
+    assert_eq!(start["driver"], "claude-code");
+    assert_eq!(start["credential_source"], "cli");
+    let turns = of_type(&events, "inference");
+    assert_eq!(turns.len(), 3);
+    let reported: Vec<_> = turns
+        .iter()
+        .map(|t| {
+            (
+                t["turn"].as_u64(),
+                t["input_tokens_actual"].as_u64(),
+                t["output_tokens_actual"].as_u64(),
+                t["cached_tokens_actual"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reported,
+        [
+            (Some(1), Some(200), Some(20), Some(150)),
+            (Some(2), Some(260), Some(15), Some(200)),
+            (Some(3), Some(320), Some(9), Some(250)),
+        ]
+    );
+    assert_eq!(turns[0]["cache_write_tokens_actual"], 10);
+    assert_eq!(turns[0]["model"], "claude-sonnet-4-5");
+    assert_eq!(turns[2]["decision"], "finish");
+    let calls = of_type(&events, "tool_call");
+    let seen: Vec<_> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["tool_name"].as_str().unwrap(),
+                c["call_id"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("write-file", "toolu_w1", "passed"),
+            ("read-file", "toolu_r1", "passed")
+        ]
+    );
+    assert_eq!(calls[0]["parent_id"], turns[0]["event_id"]);
+    assert_eq!(calls[1]["parent_id"], turns[1]["event_id"]);
+    let end = of_type(&events, "task_end")[0];
+    assert_eq!(end["turns"], 3);
+    assert_eq!(report["tasks"][0]["turns"], 3);
+}
+
+#[test]
+fn codex_calls_the_capsules_tools_and_its_answer_is_the_result() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      text: "Saving the note."
+      tool_calls: [ { id: call_w1, name: write_file, namespace: mcp__murmur, input: { path: notes/today.md, content: "buy milk" } } ]
+      usage: { input: 200, output: 20, cache_read: 150 }
+  - reply:
+      tool_calls: [ { id: call_r1, name: read_file, namespace: mcp__murmur, input: { path: notes/today.md } } ]
+      usage: { input: 260, output: 15, cache_read: 200 }
+  - reply:
+      text: "Saved: buy milk."
+      usage: { input: 320, output: 9, cache_read: 250 }
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "codex", "gpt-5", "", "");
+    let (output, report) = run(dir.path(), &with_clis(), Some(&emulator), "Note: buy milk");
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let workdir = workdir_of(&report);
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+        "buy milk"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("out/result.txt")).unwrap(),
+        "Saved: buy milk."
+    );
+
+    let requests = answered(&emulator);
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    for request in &requests {
+        let names = offered(request);
+        // Codex's MCP resource helpers and its question to the user stay; no tool of its own
+        // that runs anything (shell, exec, patch, web search, images) is offered.
+        assert!(
+            names.contains(&"mcp__murmur.read_file".to_string()),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&"mcp__murmur.write_file".to_string()),
+            "{names:?}"
+        );
+        for builtin in [
+            "shell",
+            "exec_command",
+            "apply_patch",
+            "web_search",
+            "view_image",
+            "write_stdin",
+        ] {
+            assert!(
+                !names.iter().any(|n| n == builtin),
+                "{builtin} offered: {names:?}"
+            );
+        }
+    }
+    let last = requests[2].body["input"].to_string();
+    assert!(
+        last.contains("buy milk") && last.contains("untrusted-content"),
+        "{last}"
+    );
+
+    let events = trace(&report);
+    assert_eq!(of_type(&events, "session_start")[0]["driver"], "codex");
+    let calls = of_type(&events, "tool_call");
+    let seen: Vec<_> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["tool_name"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("write-file", "passed"), ("read-file", "passed")]);
+    let turns = of_type(&events, "inference");
+    assert_eq!(turns.len(), 3, "one turn per tool call, then the answer");
+    for (call, turn) in calls.iter().zip(&turns) {
+        assert_eq!(call["parent_id"], turn["event_id"]);
+    }
+    // Codex reports its usage once for the whole run: it is on the last turn.
+    let last = turns[2];
+    assert_eq!(last["input_tokens_actual"], 780);
+    assert_eq!(last["output_tokens_actual"], 44);
+    assert_eq!(last["cached_tokens_actual"], 600);
+}
+
+#[test]
+fn a_cli_built_in_the_model_asks_for_runs_nothing() {
+    // Claude Code: Bash and Write asked for by name.
+    let emulator_claude = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Use the shell." }
+      tool_calls:
+        - { id: toolu_b1, name: Bash, input: { command: "touch pwned-bash" } }
+        - { id: toolu_b2, name: Write, input: { file_path: "pwned-write", content: "x" } }
+  - reply:
+      thinking: { text: "No shell here." }
+      text: "I have no shell."
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "claude", "claude-sonnet-4-5", "", "");
+    let (output, report) = run(
+        dir.path(),
+        &with_clis(),
+        Some(&emulator_claude),
+        "Make a file",
+    );
+    let workdir = workdir_of(&report);
+    assert!(!workdir.join("pwned-bash").exists() && !workdir.join("pwned-write").exists());
+    let events = trace(&report);
+    assert!(of_type(&events, "tool_call").is_empty(), "{output:#?}");
+    // The model was told the tools do not exist.
+    let requests = answered(&emulator_claude);
+    assert_eq!(requests.len(), 2, "{output:#?}");
+    let results = requests[1].body["messages"].to_string();
+    assert!(
+        results.contains("toolu_b1") && results.contains("is_error"),
+        "{results}"
+    );
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+
+    // Codex: its shell, exec and patch tools.
+    let emulator_codex = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls:
+        - { id: call_s1, name: shell, input: { command: ["touch", "pwned-shell"] } }
+        - { id: call_e1, name: exec_command, input: { cmd: "touch pwned-exec" } }
+        - { id: call_p1, name: apply_patch, input: { input: "*** Begin Patch\n*** Add File: pwned-patch\n+x\n*** End Patch\n" } }
+  - reply:
+      text: "I have no shell."
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "codex", "gpt-5", "", "");
+    let (output, report) = run(
+        dir.path(),
+        &with_clis(),
+        Some(&emulator_codex),
+        "Make a file",
+    );
+    let workdir = workdir_of(&report);
+    for file in ["pwned-shell", "pwned-exec", "pwned-patch"] {
+        assert!(!workdir.join(file).exists(), "{file}: {output:#?}");
+    }
+    assert!(
+        of_type(&trace(&report), "tool_call").is_empty(),
+        "{output:#?}"
+    );
+    let requests = answered(&emulator_codex);
+    assert_eq!(requests.len(), 2, "{output:#?}");
+    let outputs = requests[1].body["input"].to_string();
+    assert!(
+        outputs.contains("call_s1") && outputs.contains("call_p1"),
+        "{outputs}"
+    );
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+}
+
+#[test]
+fn a_hooks_deny_refuses_the_capsule_tool_under_the_cli_too() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Write the key." }
+      tool_calls: [ { id: toolu_s1, name: mcp__murmur__write-file, input: { path: secrets/key, content: "x" } } ]
+  - reply:
+      thinking: { text: "Refused." }
+      text: "I may not write there."
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let policy = format!(
+        r#"  - {{ name: policy, version: "0.1.0", runtime: hook, path: "{}", config: {{ rules: [ {{ tool: write-file, input: {{ path: "^secrets/" }}, reason: "secrets/ is read-only" }} ] }} }}"#,
+        repo_root().join("artifacts/policy").display()
+    );
+    capsule(dir.path(), "claude", "claude-sonnet-4-5", &policy, "");
+    let (output, report) = run(dir.path(), &with_clis(), Some(&emulator), "Store the key");
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    assert!(!workdir_of(&report).join("secrets/key").exists());
+    let events = trace(&report);
+    assert!(
+        of_type(&events, "tool_call").is_empty(),
+        "the tool never ran"
+    );
+    let denied = of_type(&events, "call_denied");
+    assert_eq!(denied.len(), 1, "{output:#?}");
+    assert_eq!(denied[0]["hook"], "policy");
+    assert_eq!(denied[0]["target"], "write-file");
+    let told = answered(&emulator)[1].body["messages"].to_string();
+    assert!(told.contains("secrets/ is read-only"), "{told}");
+}
+
+#[test]
+fn past_max_turns_the_cli_is_stopped() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Read." }
+      tool_calls: [ { id: toolu_1, name: mcp__murmur__read-file, input: { path: a.md } } ]
+  - reply:
+      thinking: { text: "Read again." }
+      tool_calls: [ { id: toolu_2, name: mcp__murmur__read-file, input: { path: b.md } } ]
+  - reply:
+      thinking: { text: "Done." }
+      text: "never reached"
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), "claude", "claude-sonnet-4-5", "", "");
+    murmur_testkit::replace_in(&file, "max_turns: 6", "max_turns: 1");
+    let (output, report) = run(dir.path(), &with_clis(), Some(&emulator), "Read both");
+    assert_eq!(report["exit_status"], "max_turns_reached", "{output:#?}");
+    assert_eq!(report["tasks"][0]["error"]["code"], "E-RUN-015");
+    assert_eq!(report["tasks"][0]["turns"], 1);
+    assert_eq!(of_type(&trace(&report), "inference").len(), 1);
+}
+
+#[test]
+fn a_cli_not_on_path_stops_the_run_before_staging() {
+    for (command, package) in [
+        ("claude", "@anthropic-ai/claude-code"),
+        ("codex", "@openai/codex"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        capsule(dir.path(), command, "m", "", "");
+        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("PATH", "/usr/bin:/bin")
+            .arg("run")
+            .arg(dir.path())
+            .args(["--workdir"])
+            .arg(dir.path().join("work"))
+            .args(["--task", "hi"])
+            .run();
+        assert_eq!(output.code, 2, "{output:#?}");
+        assert!(output.stderr.contains("E-RUN-027"), "{}", output.stderr);
+        assert!(output.stderr.contains(package), "{}", output.stderr);
+        assert!(!dir.path().join("work").exists(), "no session was started");
+    }
+}
+
+/// A fake Claude Code: a shell script at `dir/bin/claude`.
+fn fake_claude(dir: &Path, script: &str) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let file = bin.join("claude");
+    std::fs::write(&file, format!("#!/bin/sh\n{script}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+#[test]
+fn a_cli_that_fails_ends_the_task_failed_quoting_it_and_nothing_hangs() {
+    let cases = [
+        (
+            "echo 'this is not an event'; sleep 600",
+            "",
+            "this is not an event",
+        ),
+        (
+            "echo 'login expired: run claude /login' >&2; exit 3",
+            "",
+            "login expired",
+        ),
+        (
+            r#"echo '{"type":"system","subtype":"init","session_id":"s"}'; sleep 600"#,
+            "  timeout_seconds: 2",
+            "timeout_seconds",
+        ),
+        (
+            r#"echo '{"type":"result","subtype":"success","is_error":false,"result":"no","permission_denials":[{"tool_name":"Bash"}]}'"#,
+            "",
+            "refused a permission for Bash",
+        ),
+    ];
+    for (script, extra, said) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fake_claude(dir.path(), script);
+        capsule(dir.path(), "claude", "m", "", extra);
+        let started = Instant::now();
+        let (output, report) = run(dir.path(), &path, None, "hi");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{script}: it hung"
+        );
+        assert_eq!(report["exit_status"], "failed", "{script}: {output:#?}");
+        let error = &report["tasks"][0]["error"];
+        assert_eq!(error["code"], "E-RUN-028", "{script}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(said),
+            "{script}: {error}"
+        );
+    }
+}
+
+#[test]
+fn stream_prints_the_clis_text_as_it_comes() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Say it." }
+      text: "Streamed words arrive."
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "claude", "claude-sonnet-4-5", "", "");
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("PATH", with_clis())
+        .env("HOME", dir.path().join("home"))
+        .env("CLAUDE_CONFIG_DIR", dir.path().join("claude-config"))
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ANTHROPIC_BASE_URL", emulator.url())
+        .arg("run")
+        .arg(dir.path())
+        .args(["--stream", "--task", "Speak"])
+        .run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    assert!(
+        output.stdout.contains("Streamed words arrive."),
+        "{output:#?}"
+    );
+}
