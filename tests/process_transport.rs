@@ -209,6 +209,20 @@ fn claude_code_calls_the_capsules_tools_and_its_answer_is_the_result() {
     let start = of_type(&events, "session_start")[0];
     assert_eq!(start["driver"], "claude-code");
     assert_eq!(start["credential_source"], "cli");
+    let cli = start["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["runtime"] == "process")
+        .expect("the CLI's grants are listed");
+    assert_eq!(cli["name"], "claude");
+    assert_eq!(cli["network"][0], emulator.url());
+    assert!(
+        cli["env"]
+            .as_array()
+            .unwrap()
+            .contains(&"ANTHROPIC_API_KEY".into())
+    );
     let turns = of_type(&events, "inference");
     assert_eq!(turns.len(), 3);
     let reported: Vec<_> = turns
@@ -592,4 +606,166 @@ turns:
         output.stdout.contains("Streamed words arrive."),
         "{output:#?}"
     );
+}
+
+#[test]
+fn the_door_streams_the_clis_text_and_its_tool_results() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Look." }
+      text: "Reading."
+      tool_calls: [ { id: toolu_1, name: mcp__murmur__read-file, input: { path: missing.md } } ]
+  - reply:
+      thinking: { text: "Gone." }
+      text: "It is not there."
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "claude", "claude-sonnet-4-5", "", "");
+    let manifest = dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        format!("{text}lifecycle: {{ task_acceptance: queue }}\n"),
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let (path, url) = (with_clis(), emulator.url());
+    let config = dir.path().join("claude-config");
+    let served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        dir.path(),
+        &[
+            ("PATH", &path),
+            ("HOME", home.to_str().unwrap()),
+            ("CLAUDE_CONFIG_DIR", config.to_str().unwrap()),
+            ("ANTHROPIC_API_KEY", KEY),
+            ("ANTHROPIC_BASE_URL", &url),
+        ],
+    );
+    let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "read missing.md"}]}}});
+    let events = served.stream(&request, &[]);
+    let artifacts: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.data["result"].get("artifactUpdate"))
+        .collect();
+    let streamed: String = artifacts
+        .iter()
+        .filter(|a| a["artifact"]["artifactId"] == "response")
+        .filter_map(|a| a["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(
+        streamed.contains("Reading.") && streamed.contains("It is not there."),
+        "{events:#?}"
+    );
+    let tool = artifacts
+        .iter()
+        .find(|a| a["artifact"]["artifactId"] == "tool-toolu_1")
+        .expect("the tool result as an artifact");
+    assert_eq!(tool["artifact"]["name"], "read-file");
+    let last = events.last().unwrap();
+    let state = last.data["result"]["statusUpdate"]["status"]["state"]
+        .as_str()
+        .or(last.data["result"]["task"]["status"]["state"].as_str());
+    assert_eq!(state, Some("TASK_STATE_COMPLETED"), "{events:#?}");
+}
+
+#[test]
+fn the_cli_runs_confined_with_only_the_environment_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "host secret").unwrap();
+    // The fake CLI reports what it could do as its result.
+    let script = format!(
+        r#"read=$(cat {o}/secret.txt 2>/dev/null || echo denied)
+touch {o}/planted 2>/dev/null && w=wrote || w=denied
+touch ./in-workdir 2>/dev/null && here=wrote || here=denied
+names=$(env | cut -d= -f1 | sort | tr '\n' ' ')
+printf '{{"type":"result","subtype":"success","is_error":false,"result":"read=%s write=%s workdir=%s env=%s"}}\n' "$read" "$w" "$here" "$names""#,
+        o = outside.display()
+    );
+    let path = fake_claude(dir.path(), &script);
+    capsule(dir.path(), "claude", "m", "", "");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("HOST_SECRET", "do-not-pass")
+        .env("AWS_SECRET_ACCESS_KEY", "do-not-pass")
+        .arg("run")
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .args(["--json", "--task", "report"])
+        .run();
+    let report = output.json();
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let said = std::fs::read_to_string(workdir_of(&report).join("out/result.txt")).unwrap();
+    assert!(
+        said.contains("read=denied") && said.contains("write=denied"),
+        "{said}"
+    );
+    assert!(said.contains("workdir=wrote"), "{said}");
+    assert!(!outside.join("planted").exists());
+    let names: Vec<&str> = said
+        .split("env=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert!(names.contains(&"ANTHROPIC_API_KEY"), "{names:?}");
+    for absent in [
+        "HOST_SECRET",
+        "AWS_SECRET_ACCESS_KEY",
+        "MURMUR_HOME",
+        "CARGO",
+    ] {
+        assert!(
+            !names.contains(&absent),
+            "{absent} reached the CLI: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn the_example_capsule_runs_claude_code_against_its_emulator_script() {
+    let example = repo_root().join("examples/hello-claude-code");
+    let script = Script::from_file(&example.join("emulator.yaml")).expect("the example's script");
+    let emulator = Emulator::builder(script)
+        .api_key(KEY)
+        .start()
+        .expect("emulator");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("PATH", with_clis())
+        .env("HOME", dir.path().join("home"))
+        .env("CLAUDE_CONFIG_DIR", dir.path().join("claude-config"))
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ANTHROPIC_BASE_URL", emulator.url())
+        .arg("run")
+        .arg(&example)
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .arg("--json")
+        .run();
+    let report = output.json();
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let workdir = workdir_of(&report);
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("notes/hello.md")).unwrap(),
+        "Hello from Murmur!\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("out/result.txt")).unwrap(),
+        "The note in notes/hello.md says: \"Hello from Murmur!\""
+    );
+    assert_eq!(report["totals"]["tool_calls"], 2);
 }

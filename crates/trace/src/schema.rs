@@ -69,7 +69,7 @@ pub struct Resumed {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComponentGrants {
     pub name: String,
-    /// `tool`, `hook` or `driver`.
+    /// `tool`, `hook`, `driver`, or `process` (the agent CLI of `transport: process`).
     pub runtime: String,
     /// `none`, `read` or `write`: how the component holds its `.`.
     pub filesystem: String,

@@ -49,7 +49,7 @@ pub const BUILT_IN_TOOLS: &[&str] = &[
 ];
 
 /// The host's environment names Claude Code reads for its provider and account.
-const PASSED: &[&str] = &[
+pub(crate) const PASSED: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_BASE_URL",

@@ -53,7 +53,7 @@ pub const BUILT_IN_FEATURES: &[&str] = &[
 ];
 
 /// The host's environment names Codex reads for its provider and account.
-const PASSED: &[&str] = &[
+pub(crate) const PASSED: &[&str] = &[
     "CODEX_HOME",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",

@@ -160,6 +160,52 @@ impl ProcessCli {
     }
 }
 
+impl ProcessCli {
+    /// What the CLI holds, as `session_start.grants` lists it: the workdir (and its config
+    /// directory) to write, its install tree and the capsule's read-only paths to read, its
+    /// provider and the run's tools server to connect to, and the environment names it is
+    /// given that the host sets.
+    pub fn grants(
+        &self,
+        host_env: &HostEnv,
+        read_only: &[PathBuf],
+    ) -> murmur_trace::schema::ComponentGrants {
+        let (passed, base_url, default_url) = match self.dialect {
+            Dialect::ClaudeCode => (
+                claude::PASSED,
+                "ANTHROPIC_BASE_URL",
+                "https://api.anthropic.com",
+            ),
+            Dialect::Codex => (codex::PASSED, "OPENAI_BASE_URL", "https://api.openai.com"),
+        };
+        let mut env: Vec<String> = ["PATH", "HOME", "LANG", "TERM", "NO_COLOR", "TMPDIR"]
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
+        env.extend(
+            passed
+                .iter()
+                .filter(|name| host_env(name).is_some_and(|v| !v.is_empty()))
+                .map(|name| name.to_string()),
+        );
+        let provider = host_env(base_url)
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| default_url.to_string());
+        murmur_trace::schema::ComponentGrants {
+            name: self.command.clone(),
+            runtime: "process".to_string(),
+            filesystem: "write".to_string(),
+            path: None,
+            read_only: std::iter::once(self.install_tree())
+                .chain(read_only.iter().cloned())
+                .map(|p| p.display().to_string())
+                .collect(),
+            network: vec![provider, "http://127.0.0.1/mcp".to_string()],
+            env,
+        }
+    }
+}
+
 /// The capsule's tools as the CLI reaches them.
 #[derive(Debug, Clone)]
 pub struct ServedTools {

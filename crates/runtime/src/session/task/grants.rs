@@ -135,6 +135,9 @@ impl SessionGrants {
                 listing.push(grants.listing(&choice.driver, "driver"));
             }
         }
+        if let Some(cli) = &staged.process {
+            listing.push(cli.grants(host_env, &base.read_only));
+        }
         SessionGrants {
             choices,
             tools,
