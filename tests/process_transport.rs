@@ -737,7 +737,7 @@ printf '{{"type":"result","subtype":"success","is_error":false,"result":"read=%s
 #[test]
 fn the_example_capsule_runs_claude_code_against_its_emulator_script() {
     let example = repo_root().join("examples/hello-claude-code");
-    let script = Script::from_file(&example.join("emulator.yaml")).expect("the example's script");
+    let script = Script::from_file(example.join("emulator.yaml")).expect("the example's script");
     let emulator = Emulator::builder(script)
         .api_key(KEY)
         .start()
