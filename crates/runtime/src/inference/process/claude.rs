@@ -17,9 +17,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::{
-    CliEvent, Launch, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, base_env, capsule_tool_name,
-    port_of,
+use super::run::{
+    CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, base_env, capsule_tool_name, port_of,
 };
 use crate::inference::neutral::Block;
 use crate::inference::response::{Answer, StopReason, Usage};
@@ -62,7 +61,7 @@ pub(crate) const PASSED: &[&str] = &[
     "NO_PROXY",
 ];
 
-pub(super) fn launch(cli: &ProcessCli, plan: &RunPlan<'_>) -> std::io::Result<Launch> {
+pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
     let (mut env, home) = base_env(plan, PASSED);
     for (name, value) in [
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
@@ -145,7 +144,7 @@ pub(super) fn launch(cli: &ProcessCli, plan: &RunPlan<'_>) -> std::io::Result<La
         args,
         env,
         writable,
-        readable: vec![cli.install_tree()],
+        readable: Vec::new(),
         tcp_ports,
     })
 }

@@ -16,7 +16,7 @@
 
 use serde_json::{Value, json};
 
-use super::{CliEvent, Launch, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, base_env, port_of};
+use super::run::{CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, base_env, port_of};
 use crate::inference::neutral::Block;
 use crate::inference::response::{Answer, StopReason, Usage};
 
@@ -61,7 +61,7 @@ pub(crate) const PASSED: &[&str] = &[
     "NO_PROXY",
 ];
 
-pub(super) fn launch(cli: &ProcessCli, plan: &RunPlan<'_>) -> std::io::Result<Launch> {
+pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
     let (mut env, home) = base_env(plan, PASSED);
     let codex_home = (plan.host_env)("CODEX_HOME")
         .filter(|d| !d.is_empty())
@@ -144,7 +144,7 @@ pub(super) fn launch(cli: &ProcessCli, plan: &RunPlan<'_>) -> std::io::Result<La
         args,
         env,
         writable,
-        readable: vec![cli.install_tree()],
+        readable: Vec::new(),
         tcp_ports,
     })
 }
