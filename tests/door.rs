@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use murmur_testkit::a2a_schema::{assert_v1, assert_v1_error_response, assert_v03};
+use murmur_testkit::a2a_schema::{
+    assert_v1, assert_v1_error_response, assert_v03, split_discovery_card,
+};
 use murmur_testkit::door::{Served, SseEvent, post};
 use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::repo_root;
@@ -96,7 +98,7 @@ fn the_agent_card_is_served_in_both_versions() {
     );
     std::fs::write(&manifest, text).unwrap();
     let served = capsule.serve();
-    let (status, v1) = served.get("/.well-known/agent-card.json", &[]);
+    let (status, v1) = served.get("/.well-known/agent-card.json", &[("A2A-Version", "1.0")]);
     assert_eq!(status, 200);
     assert_v1("AgentCard", &v1);
     assert_eq!(v1["name"], "doorman");
@@ -120,6 +122,20 @@ fn the_agent_card_is_served_in_both_versions() {
         assert_eq!(v03["url"], format!("{}/", served.url));
         assert_eq!(v03["preferredTransport"], "JSONRPC");
     }
+    // Asked with no version (as a 0.3 client asks), the card carries both versions' fields:
+    // 1.0's, valid by its schema once 0.3's are set aside, and 0.3's, valid by its schema.
+    let (status, both) = served.get("/.well-known/agent-card.json", &[]);
+    assert_eq!(status, 200);
+    assert_eq!(both["url"], format!("{}/", served.url));
+    assert_eq!(both["protocolVersion"], "0.3.0");
+    let (v1_part, v03_part) = split_discovery_card(&both);
+    assert_eq!(v1_part, v1, "the 1.0 fields are the 1.0 card's");
+    let (_, v03) = served.get("/.well-known/agent.json", &[]);
+    assert_eq!(v03_part, v03, "the 0.3 fields are the 0.3 card's");
+    // A version the door does not speak still discovers it.
+    let (status, unknown) = served.get("/.well-known/agent-card.json", &[("A2A-Version", "9.9")]);
+    assert_eq!(status, 200);
+    assert_eq!(unknown, both);
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod capsule_components;
 mod check;
 mod control;
 mod door;
+mod door_auth;
 mod driver_choices;
 mod escape;
 mod first_party_hooks;

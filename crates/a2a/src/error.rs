@@ -20,6 +20,7 @@
 //! | -32007 | [`RpcError::extended_agent_card_not_configured`] | `EXTENDED_AGENT_CARD_NOT_CONFIGURED` |
 //! | -32008 | [`RpcError::extension_support_required`] | `EXTENSION_SUPPORT_REQUIRED` |
 //! | -32009 | [`RpcError::version_not_supported`] | `VERSION_NOT_SUPPORTED` |
+//! | -32030 | [`RpcError::unauthenticated`] (HTTP 401; Murmur's, in JSON-RPC's server range) | `UNAUTHENTICATED` |
 
 use serde_json::{Map, Value, json};
 
@@ -39,9 +40,12 @@ pub mod codes {
     pub const EXTENDED_AGENT_CARD_NOT_CONFIGURED: i64 = -32007;
     pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+    /// No credential, or one the server does not know (HTTP 401). The protocols leave
+    /// authentication errors to the implementation; this code is in JSON-RPC's server range.
+    pub const UNAUTHENTICATED: i64 = -32030;
 
     /// Every code this crate produces.
-    pub const ALL: [i64; 14] = [
+    pub const ALL: [i64; 15] = [
         PARSE_ERROR,
         INVALID_REQUEST,
         METHOD_NOT_FOUND,
@@ -56,6 +60,7 @@ pub mod codes {
         EXTENDED_AGENT_CARD_NOT_CONFIGURED,
         EXTENSION_SUPPORT_REQUIRED,
         VERSION_NOT_SUPPORTED,
+        UNAUTHENTICATED,
     ];
 }
 
@@ -216,6 +221,18 @@ impl RpcError {
                 ("requestedVersion", requested),
                 ("supportedVersions", "1.0,0.3"),
             ],
+        )
+    }
+
+    /// -32030: the request carries no credential the server accepts (sent with HTTP 401 and a
+    /// `WWW-Authenticate` challenge). `schemes` names what the server takes (`Bearer`,
+    /// `ApiKey header=X-API-Key`), never what was presented.
+    pub fn unauthenticated(schemes: &str) -> Self {
+        RpcError::a2a(
+            codes::UNAUTHENTICATED,
+            format!("Unauthenticated: present one of the agent card's credentials ({schemes})"),
+            "UNAUTHENTICATED",
+            &[("schemes", schemes)],
         )
     }
 

@@ -556,6 +556,18 @@ pub struct AgentCard {
     /// Media types the agent produces.
     pub default_output_modes: Vec<String>,
     pub skills: Vec<AgentSkill>,
+    /// The credentials the agent accepts, by scheme name; any one of them will do. Empty: the
+    /// agent asks for none.
+    pub security_schemes: Vec<(String, SecurityScheme)>,
+}
+
+/// A credential an agent accepts, as its card declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecurityScheme {
+    /// `Authorization: Bearer <token>`.
+    Bearer,
+    /// An API key in the request header named `header`.
+    ApiKeyHeader { header: String },
 }
 
 impl AgentCard {
@@ -583,6 +595,7 @@ impl AgentCard {
             default_input_modes: vec!["text/plain".to_string()],
             default_output_modes: vec!["text/plain".to_string()],
             skills: Vec::new(),
+            security_schemes: Vec::new(),
         }
     }
 

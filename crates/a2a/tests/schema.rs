@@ -298,6 +298,7 @@ fn error_responses_validate_in_both_versions() {
         RpcError::extended_agent_card_not_configured(),
         RpcError::extension_support_required("https://example.com/ext/v1"),
         RpcError::version_not_supported("0.5"),
+        RpcError::unauthenticated("Bearer realm=\"a2a\""),
     ];
     let mut codes: Vec<i64> = errors.iter().map(|error| error.code).collect();
     codes.sort_unstable();

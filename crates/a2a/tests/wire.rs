@@ -436,6 +436,66 @@ fn cards_describe_both_interfaces_and_read_back() {
 }
 
 #[test]
+fn a_cards_credentials_are_declared_in_each_versions_form_and_read_back() {
+    let mut card = AgentCard::new("Guard", "Asks", "0.1.0", "http://127.0.0.1:4000/");
+    card.skills = vec![AgentSkill::new("g", "G", "Guards", vec!["t".into()])];
+    card.security_schemes = vec![
+        ("bearer".into(), SecurityScheme::Bearer),
+        (
+            "api_key".into(),
+            SecurityScheme::ApiKeyHeader {
+                header: "X-API-Key".into(),
+            },
+        ),
+    ];
+    let v1 = card.to_wire(Version::V1_0);
+    assert_eq!(
+        v1["securitySchemes"],
+        json!({
+            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},
+            "api_key": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}}
+        })
+    );
+    assert_eq!(
+        v1["securityRequirements"],
+        json!([{"schemes": {"bearer": {"list": []}}}, {"schemes": {"api_key": {"list": []}}}])
+    );
+    let v03 = card.to_wire(Version::V0_3);
+    assert_eq!(
+        v03["securitySchemes"],
+        json!({
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "api_key": {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+        })
+    );
+    assert_eq!(v03["security"], json!([{"bearer": []}, {"api_key": []}]));
+    assert_eq!(AgentCard::from_wire(Version::V1_0, &v1).unwrap(), card);
+    assert_eq!(
+        AgentCard::from_wire(Version::V0_3, &v03)
+            .unwrap()
+            .security_schemes,
+        card.security_schemes
+    );
+
+    // The discovery card: 1.0's fields and 0.3's beside them, each version reading its own.
+    let both = card.discovery_json();
+    assert_eq!(both["supportedInterfaces"], v1["supportedInterfaces"]);
+    assert_eq!(both["securityRequirements"], v1["securityRequirements"]);
+    assert_eq!(both["security"], v03["security"]);
+    assert_eq!(both["url"], "http://127.0.0.1:4000/");
+    assert_eq!(both["protocolVersion"], "0.3.0");
+    assert_eq!(
+        both["securitySchemes"]["api_key"],
+        json!({"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"},
+               "type": "apiKey", "in": "header", "name": "X-API-Key"})
+    );
+    assert_eq!(AgentCard::from_wire(Version::V1_0, &both).unwrap(), card);
+    let read_03 = AgentCard::from_wire(Version::V0_3, &both).unwrap();
+    assert_eq!(read_03.url(), Some("http://127.0.0.1:4000/"));
+    assert_eq!(read_03.security_schemes, card.security_schemes);
+}
+
+#[test]
 fn a_card_with_several_transports_lists_them_all_in_v03() {
     let mut card = AgentCard::new("Geo", "Maps", "1.0", "https://a.example/rpc");
     card.interfaces.push(AgentInterface {

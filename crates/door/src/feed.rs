@@ -34,15 +34,19 @@ pub async fn serve(
     observer: Arc<dyn Observer>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<SessionReport, SessionError> {
-    if !door_config.host.is_loopback() && !door_config.insecure_no_auth {
+    if !door_config.host.is_loopback()
+        && !door_config.auth.required()
+        && !door_config.insecure_no_auth
+    {
         return Err(SessionError {
             code: "E-A2A-005",
             message: format!(
-                "the door authenticates no one yet: on {} anyone who reaches it could run tasks \
-                 and read every task's answers",
+                "the capsule declares no `door.auth`: on {} anyone who reaches the door could \
+                 run tasks and read every task's answers",
                 door_config.host
             ),
-            hint: "serve on 127.0.0.1 (the default) behind a proxy that authenticates, or pass \
+            hint: "declare who may call it in murmur.yaml (`door: { auth: [ { principal: ops, \
+                   bearer: \"${OPS_TOKEN}\" } ] }`), serve on 127.0.0.1 (the default), or pass \
                    --insecure-no-auth to accept the risk"
                 .to_string(),
             workdir: None,
@@ -114,8 +118,10 @@ pub async fn serve(
         queue,
         acceptance: lifecycle.task_acceptance,
         taken: Default::default(),
-        card: card(&staged, &url),
+        card: card(&staged, &url, &door_config.auth),
         body_limit: door_config.body_limit,
+        auth: door_config.auth.clone(),
+        input_modes: staged.capsule.door.input_modes.clone(),
     });
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -195,7 +201,7 @@ fn ended_early(report: &Result<SessionReport, SessionError>) -> String {
 }
 
 /// The card a served capsule shows.
-fn card(staged: &Staged, url: &str) -> AgentCard {
+fn card(staged: &Staged, url: &str, auth: &crate::auth::DoorAuth) -> AgentCard {
     let capsule = &staged.capsule;
     let description = capsule
         .description
@@ -206,6 +212,9 @@ fn card(staged: &Staged, url: &str) -> AgentCard {
         streaming: true,
         ..AgentCapabilities::default()
     };
+    card.default_input_modes = capsule.door.input_modes.clone();
+    card.default_output_modes = capsule.door.output_modes.clone();
+    card.security_schemes = auth.card_schemes();
     let mut tags = vec!["murmur".to_string()];
     tags.extend(staged.declared_tool_names());
     card.skills = vec![AgentSkill {
@@ -286,6 +295,7 @@ impl TaskFeed for DoorFeed {
                             traceparent: None,
                             claimed_origin: None,
                             claimed_trust: None,
+                            principal: None,
                         };
                         // The store is empty yet: task.md is its first task.
                         let Ok((_, stop)) =

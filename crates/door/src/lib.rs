@@ -3,8 +3,9 @@
 //!
 //! What the door promises:
 //!
-//! - **Discovery.** The agent card at `/.well-known/agent-card.json` (1.0; 0.3 when the request
-//!   says `A2A-Version: 0.3`) and at `/.well-known/agent.json` (0.3).
+//! - **Discovery.** The agent card at `/.well-known/agent-card.json`: in the version the
+//!   request's `A2A-Version` names, else one card carrying both versions' fields, so a client of
+//!   either finds its transport there; and at `/.well-known/agent.json` (0.3).
 //! - **One endpoint.** JSON-RPC at `/`. A method is answered in the version its name belongs to
 //!   (`SendMessage` 1.0, `message/send` 0.3). Malformed JSON, an unknown method, bad params,
 //!   an unknown task, a task that cannot be canceled: each gets its JSON-RPC or A2A error
@@ -24,12 +25,22 @@
 //! - **Human in the loop.** A tool's `murmur:task/task.request-input` moves its task to
 //!   `input-required` with the prompt; the next message on the task resumes the tool with its
 //!   text. With no answer within `lifecycle.input_timeout_secs` the task fails.
-//! - **Origin.** The door authenticates no one yet, so every task it takes is a client's and runs
-//!   with trust `external`. What `x-murmur-task-origin` and `x-murmur-task-trust` claim is
-//!   recorded beside what was granted, never honoured; a W3C `traceparent` is recorded. All of
-//!   it reaches the trace as `a2a_task_received`. A `host` that is not loopback is refused
-//!   (`E-A2A-005`) unless [`DoorConfig::insecure_no_auth`] says otherwise, and the card never
-//!   names an unspecified address (`0.0.0.0`, `::`).
+//! - **Who may call.** With `door.auth` principals ([`auth`]), every JSON-RPC request must
+//!   present one of their credentials, else 401 with `WWW-Authenticate` and the A2A error
+//!   shape (-32030), before its body is read; the card (public, for discovery) declares them in
+//!   `securitySchemes`. A task belongs to the principal that created it: to another it does not
+//!   exist (-32001), and a context is one principal's. Without principals a `host` that is not
+//!   loopback is refused (`E-A2A-005`) unless [`DoorConfig::insecure_no_auth`] says otherwise,
+//!   and the card never names an unspecified address (`0.0.0.0`, `::`).
+//! - **Origin.** A task is a client's, with trust `external`, unless its principal is declared
+//!   `trust: peer`: then it is a peer's and inherits the trust class the request claims
+//!   (`operator` or `external`). What others claim in `x-murmur-task-origin` and
+//!   `x-murmur-task-trust` is recorded beside what was granted, never honoured; a W3C
+//!   `traceparent` is recorded. All of it, with the principal, reaches the trace as
+//!   `a2a_task_received`.
+//! - **Versions and content.** A request whose `A2A-Version` names a version the door does not
+//!   speak is -32009. A message with a part the capsule does not take (`door.input_modes`, text
+//!   only) or whose `acceptedOutputModes` leave out `text/plain` is -32005.
 //! - **Ids.** Every id a client chooses (message, context, task, referenced task, the
 //!   `ListTasks` filter and page token, `Last-Event-ID`) is checked before use: an id is 1 to
 //!   128 ASCII letters, digits, `-`, `_` or `.`, not starting with `.`; anything else is
@@ -43,6 +54,7 @@
 //!   the session's bearer token, which the door writes to `<control_dir>/<port>.json` (0600)
 //!   when it starts and removes when it stops.
 
+pub mod auth;
 pub mod control;
 pub mod control_client;
 mod feed;
@@ -68,8 +80,11 @@ pub struct DoorConfig {
     /// and the token is known to no one.
     pub control_dir: Option<PathBuf>,
     /// Serve on an address that is not loopback although the door authenticates no one
-    /// (without it, such a `host` is refused with `E-A2A-005`).
+    /// (without it, such a `host` is refused with `E-A2A-005` unless `auth` has principals).
     pub insecure_no_auth: bool,
+    /// The principals of `door.auth`, resolved ([`auth::DoorAuth::resolve`]); none: the door
+    /// asks for no credential.
+    pub auth: Arc<auth::DoorAuth>,
 }
 
 impl Default for DoorConfig {
@@ -80,6 +95,7 @@ impl Default for DoorConfig {
             body_limit: 4 * 1024 * 1024,
             control_dir: None,
             insecure_no_auth: false,
+            auth: Arc::default(),
         }
     }
 }

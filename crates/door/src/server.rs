@@ -44,6 +44,27 @@ pub(crate) struct Door {
     pub taken: AtomicBool,
     pub card: AgentCard,
     pub body_limit: usize,
+    /// Who may call `/`; open when it has no principals.
+    pub auth: Arc<crate::auth::DoorAuth>,
+    /// `door.input_modes`: the media types a message's parts may carry.
+    pub input_modes: Vec<String>,
+}
+
+/// Who is calling: the principal whose credential the request presented, with what its tasks
+/// are granted.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    /// `None` on a door that asks for no credential.
+    pub principal: Option<String>,
+    /// Whether the principal is another capsule (`trust: peer`), whose claimed trust its tasks
+    /// inherit.
+    pub peer: bool,
+}
+
+impl Caller {
+    fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
 }
 
 pub(crate) fn router(door: Arc<Door>) -> Router {
@@ -67,24 +88,65 @@ fn json(status: StatusCode, value: &Value) -> Response {
         .into_response()
 }
 
-async fn card(State(door): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    let wants_03 = headers
-        .get("a2a-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().starts_with("0.3"));
-    let version = if wants_03 {
-        Version::V0_3
-    } else {
-        Version::V1_0
+/// The version a request's `A2A-Version` header names: `Ok(None)` without one (or empty),
+/// `Err` with the value when it names a version the door does not speak. `1.0`, `0.3` and
+/// their patch forms (`1.0.1`, `0.3.0`) are spoken.
+fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, String> {
+    let Some(value) = headers.get("a2a-version") else {
+        return Ok(None);
     };
-    json(StatusCode::OK, &door.card.to_wire(version))
+    let text = String::from_utf8_lossy(value.as_bytes()).trim().to_string();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let mut numbers = text.split('.');
+    let major_minor = (numbers.next(), numbers.next());
+    let patch_ok = numbers.all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    match major_minor {
+        (Some("1"), Some("0")) if patch_ok => Ok(Some(Version::V1_0)),
+        (Some("0"), Some("3")) if patch_ok => Ok(Some(Version::V0_3)),
+        _ => Err(text.chars().take(64).collect()),
+    }
+}
+
+/// The card: in the version the request's `A2A-Version` names, else (none, or one the door
+/// does not speak) the discovery card that carries both versions' fields.
+async fn card(State(door): State<Arc<Door>>, headers: HeaderMap) -> Response {
+    match requested_version(&headers) {
+        Ok(Some(version)) => json(StatusCode::OK, &door.card.to_wire(version)),
+        Ok(None) | Err(_) => json(StatusCode::OK, &door.card.discovery_json()),
+    }
 }
 
 async fn card_v03(State(door): State<Arc<Door>>) -> Response {
     json(StatusCode::OK, &door.card.to_wire(Version::V0_3))
 }
 
+/// A 401: the request presented none of the door's credentials. Nothing of the request was
+/// read but its headers.
+fn unauthenticated(door: &Door) -> Response {
+    let error = RpcError::unauthenticated(&door.auth.challenge());
+    let mut response = json(StatusCode::UNAUTHORIZED, &rpc::error(&Value::Null, &error));
+    if let Ok(challenge) = HeaderValue::from_str(&door.auth.challenge()) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    response
+}
+
 async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: Body) -> Response {
+    let caller = if door.auth.required() {
+        match door.auth.authenticate(&headers) {
+            Some(principal) => Caller {
+                principal: Some(principal.name.clone()),
+                peer: principal.trust == murmur_manifest::door::PrincipalTrust::Peer,
+            },
+            None => return unauthenticated(&door),
+        }
+    } else {
+        Caller::default()
+    };
     let bytes = match axum::body::to_bytes(body, door.body_limit).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -103,6 +165,12 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
         Err(rejected) => return json(StatusCode::OK, &rejected.to_response()),
     };
     let id = request.id.clone();
+    if let Err(requested) = requested_version(&headers) {
+        return json(
+            StatusCode::OK,
+            &rpc::error(&id, &RpcError::version_not_supported(&requested)),
+        );
+    }
     let version = request.version;
     let method_name = request.method.name(version).unwrap_or_default().to_string();
     let call = match request
@@ -128,7 +196,7 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
         Call::SendMessage(params) => {
             let history_length = params.history_length();
             let blocking = params.blocking();
-            let task_id = match door.accept(params, &headers, &method_name) {
+            let task_id = match door.accept(params, &headers, &method_name, &caller) {
                 Ok(task_id) => task_id,
                 Err(error) => return answer(Err(error)),
             };
@@ -142,10 +210,21 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
                     .ok_or_else(|| RpcError::task_not_found(&task_id)),
             )
         }
-        Call::SendStreamingMessage(params) => match door.accept(params, &headers, &method_name) {
-            Ok(task_id) => sse(stream(door.store.clone(), task_id, id, version, None)),
-            Err(error) => answer(Err(error)),
-        },
+        Call::SendStreamingMessage(params) => {
+            match door.accept(params, &headers, &method_name, &caller) {
+                Ok(task_id) => sse(stream(door.store.clone(), task_id, id, version, None)),
+                Err(error) => answer(Err(error)),
+            }
+        }
+        Call::GetTask(params) if !door.store.visible(&params.id, caller.principal()) => {
+            answer(Err(RpcError::task_not_found(&params.id)))
+        }
+        Call::CancelTask(params) if !door.store.visible(&params.id, caller.principal()) => {
+            answer(Err(RpcError::task_not_found(&params.id)))
+        }
+        Call::SubscribeToTask(params) if !door.store.visible(&params.id, caller.principal()) => {
+            answer(Err(RpcError::task_not_found(&params.id)))
+        }
         Call::GetTask(params) => answer(
             door.store
                 .get(&params.id, params.history_length)
@@ -175,9 +254,11 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
             }
             sse(stream(door.store.clone(), params.id, id, version, after))
         }
-        Call::ListTasks(params) => {
-            answer(Ok(rpc::success(&id, version, &door.store.list(&params))))
-        }
+        Call::ListTasks(params) => answer(Ok(rpc::success(
+            &id,
+            version,
+            &door.store.list(&params, caller.principal()),
+        ))),
         Call::GetExtendedAgentCard => answer(Err(RpcError::extended_agent_card_not_configured())),
         Call::PushNotificationConfig(_) => answer(Err(RpcError::push_notification_not_supported())),
     }
@@ -259,9 +340,14 @@ impl Door {
         params: SendMessageParams,
         headers: &HeaderMap,
         method: &str,
+        caller: &Caller,
     ) -> Result<String, RpcError> {
+        check_content_types(&params, &self.input_modes)?;
         let message = params.message;
         if let Some(task_id) = message.task_id.clone() {
+            if !self.store.visible(&task_id, caller.principal()) {
+                return Err(RpcError::task_not_found(&task_id));
+            }
             return match self.store.deliver_input(&task_id, message) {
                 Ok(()) => Ok(task_id),
                 Err(Refused::NotFound) => Err(RpcError::task_not_found(&task_id)),
@@ -287,6 +373,14 @@ impl Door {
             _ => {}
         }
         let text = text_of(&message)?;
+        if let Some(context_id) = &message.context_id
+            && !self.store.context_free_for(context_id, caller.principal())
+        {
+            return Err(RpcError::invalid_params(
+                "message.contextId",
+                "this context is another client's: continue a context of your own, or send none",
+            ));
+        }
         let context_id = message
             .context_id
             .clone()
@@ -298,15 +392,21 @@ impl Door {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        // The door authenticates no one yet, so no client is a peer: trust headers are only a
-        // claim, recorded beside what the task was granted.
+        // Only a principal of `trust: peer` is another capsule, whose tasks inherit the trust
+        // class it claims for them (`operator` or `external`); from anyone else the trust
+        // headers are a claim, recorded beside what the task was granted.
         let claim = |name: &str| header(name).map(|v| bounded_claim(&v));
+        let claimed_trust = claim("x-murmur-task-trust");
+        let inherited = claimed_trust
+            .as_deref()
+            .filter(|trust| caller.peer && ["operator", "external"].contains(trust));
         let origin = Origin {
-            origin: "client".to_string(),
-            trust: "external".to_string(),
+            origin: if caller.peer { "peer" } else { "client" }.to_string(),
+            trust: inherited.unwrap_or("external").to_string(),
             traceparent: header("traceparent"),
-            claimed_origin: claim("x-murmur-task-origin"),
-            claimed_trust: claim("x-murmur-task-trust"),
+            claimed_origin: claim("x-murmur-task-origin").filter(|_| !caller.peer),
+            claimed_trust: claimed_trust.clone().filter(|_| inherited.is_none()),
+            principal: caller.principal.clone(),
         };
         let task_id = new_id("tsk_", 24);
         let (_, stop) = self
@@ -324,6 +424,7 @@ impl Door {
                 traceparent: origin.traceparent,
                 claimed_origin: origin.claimed_origin,
                 claimed_trust: origin.claimed_trust,
+                principal: origin.principal,
             },
             stop,
         };
@@ -348,6 +449,58 @@ fn full() -> RpcError {
 /// A header value a client claimed, as the trace keeps it: at most 128 characters.
 fn bounded_claim(value: &str) -> String {
     value.chars().take(128).collect()
+}
+
+/// The media type `media_type` names, without parameters, in lower case.
+fn essence(media_type: &str) -> String {
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Refuses (-32005) a message with a part the capsule does not take (a text part's media type
+/// not in `input_modes`, where no media type is `text/plain`; any file or data part: the door
+/// hands the agent text), or whose `acceptedOutputModes` leave out `text/plain`, the type every
+/// answer is (`*/*` and `text/*` take it).
+fn check_content_types(params: &SendMessageParams, input_modes: &[String]) -> Result<(), RpcError> {
+    for part in &params.message.parts {
+        let media_type = match &part.content {
+            PartContent::Text(_) => part
+                .media_type
+                .as_deref()
+                .map(essence)
+                .unwrap_or_else(|| "text/plain".to_string()),
+            PartContent::File(_) => {
+                return Err(RpcError::content_type_not_supported(
+                    part.media_type.as_deref().unwrap_or("a file"),
+                ));
+            }
+            PartContent::Data(_) => {
+                return Err(RpcError::content_type_not_supported(
+                    part.media_type.as_deref().unwrap_or("application/json"),
+                ));
+            }
+        };
+        if !input_modes.iter().any(|mode| essence(mode) == media_type) {
+            return Err(RpcError::content_type_not_supported(&media_type));
+        }
+    }
+    let accepted = params
+        .configuration
+        .as_ref()
+        .map(|config| config.accepted_output_modes.as_slice())
+        .unwrap_or_default();
+    if !accepted.is_empty()
+        && !accepted
+            .iter()
+            .any(|mode| matches!(essence(mode).as_str(), "text/plain" | "text/*" | "*/*"))
+    {
+        return Err(RpcError::content_type_not_supported(&accepted.join(", ")));
+    }
+    Ok(())
 }
 
 /// The text a message carries: what the agent is asked. Only text is understood.
@@ -467,4 +620,70 @@ fn stream(store: Store, task_id: String, id: Value, version: Version, after: Opt
         }
     });
     Body::from_stream(frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_version(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("a2a-version", HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn the_versions_spoken_are_1_0_and_0_3_with_any_patch() {
+        assert_eq!(requested_version(&HeaderMap::new()), Ok(None));
+        assert_eq!(requested_version(&with_version("  ")), Ok(None));
+        for (value, version) in [
+            ("1.0", Version::V1_0),
+            (" 1.0.1 ", Version::V1_0),
+            ("0.3", Version::V0_3),
+            ("0.3.0", Version::V0_3),
+        ] {
+            assert_eq!(requested_version(&with_version(value)), Ok(Some(version)));
+        }
+        for value in ["99.0", "1", "1.1", "0.2", "1.0.x", "1.0.", "one", "01.0"] {
+            assert_eq!(
+                requested_version(&with_version(value)),
+                Err(value.to_string()),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn content_types_are_checked_part_by_part_and_against_accepted_outputs() {
+        let modes = vec!["text/plain".to_string(), "text/markdown".to_string()];
+        let params = |parts: Vec<murmur_a2a::Part>, accepted: &[&str]| SendMessageParams {
+            message: Message::new("m", murmur_a2a::Role::User, parts),
+            configuration: Some(murmur_a2a::SendMessageConfiguration {
+                accepted_output_modes: accepted.iter().map(|m| m.to_string()).collect(),
+                ..Default::default()
+            }),
+            metadata: None,
+        };
+        let text = |media: Option<&str>| murmur_a2a::Part {
+            media_type: media.map(str::to_string),
+            ..murmur_a2a::Part::text("hi")
+        };
+        let code = |params: &SendMessageParams| {
+            check_content_types(params, &modes).map_err(|error| error.code)
+        };
+        assert_eq!(code(&params(vec![text(None)], &[])), Ok(()));
+        assert_eq!(
+            code(&params(
+                vec![text(Some("TEXT/Markdown; charset=utf-8"))],
+                &["*/*"]
+            )),
+            Ok(())
+        );
+        assert_eq!(code(&params(vec![text(None)], &["text/*"])), Ok(()));
+        assert_eq!(
+            code(&params(vec![text(Some("text/html"))], &[])),
+            Err(-32005)
+        );
+        assert_eq!(code(&params(vec![text(None)], &["image/png"])), Err(-32005));
+    }
 }

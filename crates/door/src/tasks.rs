@@ -10,6 +10,10 @@
 //!   it and the task is `working` again.
 //! - A cancel of a task that has not ended marks it `canceled` at once and asks its loop to
 //!   stop; a second cancel, or a cancel of an ended task, is refused.
+//! - A task belongs to the principal whose request created it ([`Origin::principal`]; `None`
+//!   on a door that asks for no credential): [`TaskStore::visible`] and a `ListTasks` page
+//!   show it to that principal only, and a context is used by one principal only
+//!   ([`TaskStore::context_free_for`]).
 //!
 //! What the store keeps is bounded, whatever clients send or the agent streams:
 //!
@@ -75,16 +79,19 @@ pub fn status_text(answer: String) -> String {
 /// Where a task came from, as `a2a_task_received` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    /// `client` for every task the door takes: it authenticates no peer yet (`operator` for the
+    /// `client`, or `peer` for a `door.auth` principal with `trust: peer` (`operator` for the
     /// task of `task.md`).
     pub origin: String,
-    /// The trust class the task runs with: `external` for a client.
+    /// The trust class the task runs with: `external` for a client, what a peer claimed.
     pub trust: String,
     pub traceparent: Option<String>,
     /// What `x-murmur-task-origin` claimed, when a client sent it (not granted).
     pub claimed_origin: Option<String>,
     /// What `x-murmur-task-trust` claimed, when a client sent it (not granted).
     pub claimed_trust: Option<String>,
+    /// The `door.auth` principal that created the task; `None` when the door asks for no
+    /// credential, and for the task of `task.md`.
+    pub principal: Option<String>,
 }
 
 /// Why a store operation was refused.
@@ -134,6 +141,8 @@ struct Inner {
     next_seq: u64,
     /// Ended tasks' ids, in the order they ended.
     finished: VecDeque<String>,
+    /// Per context id: the principal its tasks belong to, and how many tasks kept use it.
+    contexts: HashMap<String, (Option<String>, usize)>,
 }
 
 impl Inner {
@@ -147,6 +156,13 @@ impl Inner {
             };
             if let Some(entry) = self.tasks.remove(&oldest) {
                 self.order.remove(&entry.seq);
+                let context = &entry.task.context_id;
+                if let Some((_, users)) = self.contexts.get_mut(context) {
+                    *users -= 1;
+                    if *users == 0 {
+                        self.contexts.remove(context);
+                    }
+                }
             }
         }
     }
@@ -193,6 +209,11 @@ impl TaskStore {
         if inner.unfinished() >= UNFINISHED_LIMIT {
             return Err(StoreFull);
         }
+        inner
+            .contexts
+            .entry(context_id.to_string())
+            .or_insert_with(|| (origin.principal.clone(), 0))
+            .1 += 1;
         let seq = inner.next_seq;
         inner.next_seq += 1;
         inner.tasks.insert(
@@ -244,15 +265,35 @@ impl TaskStore {
         self.lock().tasks.get(id).map(|entry| entry.origin.clone())
     }
 
-    /// The tasks matching `params`, most recently created first, one page of them: at most
+    /// Whether task `id` exists and belongs to `principal`. A task of another principal is, to
+    /// this one, a task that does not exist.
+    pub fn visible(&self, id: &str, principal: Option<&str>) -> bool {
+        self.lock()
+            .tasks
+            .get(id)
+            .is_some_and(|entry| entry.origin.principal.as_deref() == principal)
+    }
+
+    /// Whether `principal` may start a task in `context_id`: no kept task uses it, or those that
+    /// do are this principal's.
+    pub fn context_free_for(&self, context_id: &str, principal: Option<&str>) -> bool {
+        self.lock()
+            .contexts
+            .get(context_id)
+            .is_none_or(|(owner, _)| owner.as_deref() == principal)
+    }
+
+    /// `principal`'s tasks matching `params`, most recently created first, one page of them: at most
     /// the page size, and at most [`LIST_PAGE_BYTES`] of text (at least one task).
-    pub fn list(&self, params: &ListTasksParams) -> ListTasksResult {
+    pub fn list(&self, params: &ListTasksParams, principal: Option<&str>) -> ListTasksResult {
         let inner = self.lock();
         let matching: Vec<&Task> = inner
             .order
             .values()
             .rev()
-            .filter_map(|id| inner.tasks.get(id).map(|entry| &entry.task))
+            .filter_map(|id| inner.tasks.get(id))
+            .filter(|entry| entry.origin.principal.as_deref() == principal)
+            .map(|entry| &entry.task)
             .filter(|task| {
                 params
                     .context_id
@@ -606,6 +647,7 @@ mod tests {
             traceparent: None,
             claimed_origin: None,
             claimed_trust: None,
+            principal: None,
         }
     }
 
@@ -625,7 +667,7 @@ mod tests {
             assert!(store.get(&format!("t{n}"), None).is_none(), "t{n} kept");
         }
         assert!(store.get("t5", None).is_some());
-        let listed = store.list(&ListTasksParams::default());
+        let listed = store.list(&ListTasksParams::default(), None);
         assert_eq!(listed.total_size as usize, FINISHED_KEPT);
         assert_eq!(listed.tasks[0].id, format!("t{}", FINISHED_KEPT + 4));
     }
@@ -684,14 +726,64 @@ mod tests {
                 .create(&id, "ctx", Message::text("m", Role::User, &big), origin())
                 .unwrap();
         }
-        let first = store.list(&ListTasksParams::default());
+        let first = store.list(&ListTasksParams::default(), None);
         assert_eq!(first.tasks.len(), 2);
         assert_eq!(first.next_page_token, "2");
-        let next = store.list(&ListTasksParams {
-            page_token: Some(first.next_page_token.clone()),
-            ..ListTasksParams::default()
-        });
+        let next = store.list(
+            &ListTasksParams {
+                page_token: Some(first.next_page_token.clone()),
+                ..ListTasksParams::default()
+            },
+            None,
+        );
         assert_eq!(next.tasks.len(), 2);
         assert_eq!(next.tasks[0].id, "t2");
+    }
+
+    #[test]
+    fn a_task_and_its_context_are_their_principals_alone() {
+        let store = TaskStore::default();
+        let of = |principal: &str| Origin {
+            principal: Some(principal.to_string()),
+            ..origin()
+        };
+        let message = || Message::text("m", Role::User, "hi");
+        store
+            .create("t-ops", "ctx-ops", message(), of("ops"))
+            .unwrap();
+        store.create("t-ci", "ctx-ci", message(), of("ci")).unwrap();
+        assert!(store.visible("t-ops", Some("ops")));
+        assert!(!store.visible("t-ops", Some("ci")));
+        assert!(
+            !store.visible("t-ops", None),
+            "an open door's caller is no principal"
+        );
+        assert!(!store.visible("t-none", Some("ops")));
+        let listed = store.list(&ListTasksParams::default(), Some("ci"));
+        assert_eq!(listed.total_size, 1);
+        assert_eq!(listed.tasks[0].id, "t-ci");
+        assert!(store.context_free_for("ctx-ops", Some("ops")));
+        assert!(!store.context_free_for("ctx-ops", Some("ci")));
+        assert!(store.context_free_for("ctx-new", Some("ci")));
+    }
+
+    #[test]
+    fn a_forgotten_tasks_context_is_free_again() {
+        let store = TaskStore::default();
+        let ops = Origin {
+            principal: Some("ops".to_string()),
+            ..origin()
+        };
+        store
+            .create("t0", "shared", Message::text("m", Role::User, "hi"), ops)
+            .unwrap();
+        store.set_state("t0", TaskState::Completed, None);
+        for n in 1..=FINISHED_KEPT {
+            let id = format!("t{n}");
+            add(&store, &id).unwrap();
+            store.set_state(&id, TaskState::Completed, None);
+        }
+        assert!(store.get("t0", None).is_none(), "forgotten");
+        assert!(store.context_free_for("shared", Some("ci")));
     }
 }

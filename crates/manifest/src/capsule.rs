@@ -79,6 +79,12 @@ pub struct CapsuleManifest {
     pub trace: TraceSettings,
     #[serde(default, deserialize_with = "null_as_default")]
     pub observability: Observability,
+    /// Who may use the served capsule, and what it takes and gives.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub door: crate::door::Door,
+    /// The credentials presented to peers, by origin.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub peers: Vec<crate::door::Peer>,
 }
 
 /// One entry of `artifacts:`: an artifact the capsule uses, pinned by `murmur.lock`.
@@ -555,7 +561,7 @@ pub struct Observability {
 }
 
 /// An empty value means the same as an absent key.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Default + Deserialize<'de>,
@@ -677,6 +683,8 @@ impl CapsuleManifest {
             ));
         }
         self.control.validate(&mut found);
+        self.door.validate(&mut found);
+        crate::door::validate_peers(&self.peers, &self.capabilities.network.allow, &mut found);
         if let Some(endpoint) = &self.observability.otel_endpoint {
             found.extend(check_http_url(endpoint, "observability.otel_endpoint"));
         }

@@ -343,8 +343,11 @@ codes! {
     E_A2A_002 = "E-A2A-002": "no input arrived within `lifecycle.input_timeout_secs`";
     E_A2A_003 = "E-A2A-003": "a peer capsule cannot be reached, or answered with an error";
     E_A2A_004 = "E-A2A-004": "a peer capsule's answer is not A2A";
-    E_A2A_005 = "E-A2A-005": "the door would serve on an address that is not loopback, and it authenticates no one";
+    E_A2A_005 = "E-A2A-005": "the door would serve on an address that is not loopback without `door.auth`: it would authenticate no one";
     W_A2A_006 = "W-A2A-006": "the door serves on an address that is not loopback with --insecure-no-auth: it authenticates no one";
+    E_A2A_007 = "E-A2A-007": "a `door.auth` or `peers` entry is malformed: its principal, its credential (exactly one of `bearer` and `api_key`), its header, or its URL";
+    E_A2A_008 = "E-A2A-008": "a `door.input_modes` or `door.output_modes` entry is not a media type the door can keep to";
+    E_A2A_009 = "E-A2A-009": "two `door.auth` principals resolve to the same credential value";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";

@@ -6,8 +6,9 @@
 //!   ([`ArtifactManifest`]), every key typed, closed sets as enums, defaults applied.
 //! - **Loading** from YAML ([`load()`], [`load_capsule`], [`load_artifact`], [`load_str`]), with
 //!   `${NAME}` in string values taken from the environment, then from the `.env` beside the
-//!   manifest (never exported into the process). A gateway's `api_key` is the one exception:
-//!   it is a credential reference, kept as written and resolved at staging.
+//!   manifest (never exported into the process). Credential references are the exception (a
+//!   gateway's `api_key`, an MCP server's headers, the door's and the peers' credentials):
+//!   they are kept as written and resolved at staging.
 //! - **Validation** that reports every problem as a [`Diagnostic`]: a stable code from the one
 //!   table [`diagnostic::CODES`], a message, a hint, and the file, line and column where known.
 //!   `E-` codes are errors and leave [`Loaded::manifest`] `None`; `W-` codes are warnings.
@@ -29,6 +30,7 @@ pub mod artifact;
 pub mod capsule;
 pub mod credentials;
 pub mod diagnostic;
+pub mod door;
 mod fields;
 pub mod hooks;
 pub mod load;

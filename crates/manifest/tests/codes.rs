@@ -899,3 +899,126 @@ fn e_ctl_002_bad_secret_name() {
     assert_at(&d, &text, "\"\"");
     assert_hint(&d, "ANTHROPIC_API_KEY");
 }
+
+#[test]
+fn a_door_with_principals_and_peers_loads_with_references_kept() {
+    let text = format!(
+        "{VALID}capabilities:\n  network: {{ allow: [ \"http://127.0.0.1:9000\" ] }}\ndoor:\n  auth:\n    - {{ principal: ops, bearer: \"${{OPS_TOKEN}}\" }}\n    - {{ principal: ci@build, api_key: \"${{CI_KEY}}\", header: X-Team-Key, trust: peer }}\n  output_modes: [ text/plain, application/json ]\npeers:\n  - {{ url: \"http://127.0.0.1:9000\", bearer: \"${{PEER_TOKEN}}\" }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Set in the environment, yet kept as written: secrets are resolved at staging only.
+    let env = |name: &str| (name == "OPS_TOKEN").then(|| "s3cret".to_string());
+    let loaded = murmur_manifest::load_str(&text, &dir.path().join("murmur.yaml"), &env);
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+        panic!("a capsule")
+    };
+    assert_eq!(capsule.door.auth[0].bearer.as_deref(), Some("${OPS_TOKEN}"));
+    assert_eq!(
+        capsule.door.auth[1].presented(),
+        Some(murmur_manifest::door::Presented::ApiKey {
+            header: "X-Team-Key".into(),
+            credential: "CI_KEY".into()
+        })
+    );
+    assert_eq!(
+        capsule.door.auth[1].trust,
+        murmur_manifest::door::PrincipalTrust::Peer
+    );
+    assert_eq!(capsule.door.input_modes, ["text/plain"]);
+    assert_eq!(
+        capsule.peers[0].presented().unwrap().credential(),
+        "PEER_TOKEN"
+    );
+}
+
+#[test]
+fn e_a2a_007_malformed_door_principals() {
+    let text = format!(
+        "{VALID}door:\n  auth:\n    - {{ principal: \"no spaces\", bearer: \"${{A}}\" }}\n    - {{ principal: twice, bearer: \"${{B}}\" }}\n    - {{ principal: twice, api_key: \"${{C}}\" }}\n    - {{ principal: none }}\n    - {{ principal: both, bearer: \"${{D}}\", api_key: \"${{E}}\" }}\n    - {{ principal: hdr, api_key: \"${{F}}\", header: Authorization }}\n    - {{ principal: bad-hdr, api_key: \"${{G}}\", header: \"X Key\" }}\n    - {{ principal: bearer-hdr, bearer: \"${{H}}\", header: X-Key }}\n"
+    );
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-007"; 7],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    let messages: Vec<&str> = loaded
+        .diagnostics
+        .iter()
+        .map(|d| d.message.as_str())
+        .collect();
+    assert!(
+        messages[0].contains("not a principal's name"),
+        "{messages:?}"
+    );
+    assert!(messages[1].contains("declared twice"), "{messages:?}");
+    assert!(messages[2].contains("has no credential"), "{messages:?}");
+    assert!(
+        messages[3].contains("both `bearer` and `api_key`"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[4].contains("gives its own meaning"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[5].contains("not an HTTP header name"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[6].contains("only an `api_key` uses"),
+        "{messages:?}"
+    );
+    assert_at(&loaded.diagnostics[0], &text, "\"no spaces\"");
+    assert_hint(&loaded.diagnostics[2], "bearer: \"${TOKEN}\"");
+}
+
+#[test]
+fn e_man_022_a_literal_door_secret_is_refused() {
+    let text = format!("{VALID}door:\n  auth:\n    - {{ principal: ops, bearer: hunter2 }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-022");
+    assert_at(&d, &text, "hunter2");
+    assert_hint(&d, "a secret never sits in the manifest");
+}
+
+#[test]
+fn e_a2a_008_door_modes_are_media_types_the_door_keeps_to() {
+    let text = format!(
+        "{VALID}door:\n  input_modes: [ text/plain, image/png, \"text/*\" ]\n  output_modes: [ application/json ]\n"
+    );
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-008"; 3],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    assert_at(&loaded.diagnostics[0], &text, "image/png");
+    assert_hint(&loaded.diagnostics[0], "text types");
+    assert_at(&loaded.diagnostics[1], &text, "\"text/*\"");
+    assert!(
+        loaded.diagnostics[2]
+            .message
+            .contains("leaves out `text/plain`")
+    );
+}
+
+#[test]
+fn e_cap_008_and_e_a2a_007_peers_are_allowed_and_distinct() {
+    let text = format!(
+        "{VALID}capabilities:\n  network: {{ allow: [ \"http://127.0.0.1:9000\" ] }}\npeers:\n  - {{ url: \"http://127.0.0.1:9000\", bearer: \"${{A}}\" }}\n  - {{ url: \"http://127.0.0.1:9000/other\", bearer: \"${{B}}\" }}\n  - {{ url: \"http://127.0.0.1:9999\", bearer: \"${{C}}\" }}\n"
+    );
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-007", "E-CAP-008"],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    assert!(loaded.diagnostics[0].message.contains("same origin"));
+    assert_at(&loaded.diagnostics[1], &text, "\"http://127.0.0.1:9999\"");
+    assert_hint(&loaded.diagnostics[1], "http://127.0.0.1:9999");
+}

@@ -276,3 +276,60 @@ pub fn assert_v1_error_response(response: &Value, code: i64) {
         }
     }
 }
+
+/// The door's discovery card (both versions' fields in one object) split into what each
+/// version's reader takes: `(v1.0 card, v0.3 card)`, each with the other version's fields set
+/// aside, then checked against its version's schema (0.3 as published and closed). Panics
+/// unless both halves are valid.
+pub fn split_discovery_card(card: &Value) -> (Value, Value) {
+    const V03_ONLY: [&str; 5] = [
+        "protocolVersion",
+        "url",
+        "preferredTransport",
+        "additionalInterfaces",
+        "security",
+    ];
+    const V1_ONLY: [&str; 2] = ["supportedInterfaces", "securityRequirements"];
+    const V1_SCHEME_FORMS: [&str; 2] = ["httpAuthSecurityScheme", "apiKeySecurityScheme"];
+    let mut v1 = card.clone();
+    let mut v03 = card.clone();
+    let v1_fields = v1.as_object_mut().expect("a card is an object");
+    let v03_fields = v03.as_object_mut().expect("a card is an object");
+    for key in V03_ONLY {
+        v1_fields.remove(key);
+    }
+    for key in V1_ONLY {
+        v03_fields.remove(key);
+    }
+    if let Some(capabilities) = v03_fields
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut)
+    {
+        capabilities.remove("extendedAgentCard");
+    }
+    if let Some(capabilities) = v1_fields
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut)
+    {
+        capabilities.remove("stateTransitionHistory");
+    }
+    if let Some(schemes) = v1_fields
+        .get_mut("securitySchemes")
+        .and_then(Value::as_object_mut)
+    {
+        for scheme in schemes.values_mut().filter_map(Value::as_object_mut) {
+            scheme.retain(|key, _| V1_SCHEME_FORMS.contains(&key.as_str()));
+        }
+    }
+    if let Some(schemes) = v03_fields
+        .get_mut("securitySchemes")
+        .and_then(Value::as_object_mut)
+    {
+        for scheme in schemes.values_mut().filter_map(Value::as_object_mut) {
+            scheme.retain(|key, _| !V1_SCHEME_FORMS.contains(&key.as_str()));
+        }
+    }
+    assert_v1("AgentCard", &v1);
+    assert_v03("AgentCard", &v03);
+    (v1, v03)
+}

@@ -202,6 +202,20 @@ fn terminate(pid: u32) {
 
 /// POSTs raw bytes as JSON; the status and the JSON answer (`Null` when it is not JSON).
 pub fn post(url: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (u16, Value) {
+    let answer = post_answer(url, body, headers);
+    (answer.status, answer.body)
+}
+
+/// What the door answered a POST: its status, its `WWW-Authenticate` header, its JSON body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub www_authenticate: Option<String>,
+    pub body: Value,
+}
+
+/// POSTs raw bytes as JSON; the whole [`Answer`].
+pub fn post_answer(url: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Answer {
     let client = client_builder()
         .timeout(Duration::from_secs(60))
         .build()
@@ -215,8 +229,17 @@ pub fn post(url: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (u16, Value) 
     }
     let response = request.send().expect("the door answers");
     let status = response.status().as_u16();
+    let www_authenticate = response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let text = response.text().unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    Answer {
+        status,
+        www_authenticate,
+        body: serde_json::from_str(&text).unwrap_or(Value::Null),
+    }
 }
 
 /// One SSE event: its id and its data as JSON.

@@ -421,6 +421,7 @@ impl OtelExport {
                 trust,
                 traceparent,
                 claimed_trust,
+                principal,
                 ..
             } => {
                 let mut attributes = vec![
@@ -430,6 +431,9 @@ impl OtelExport {
                 ];
                 if let Some(claimed) = claimed_trust {
                     attributes.push(text("murmur.a2a.claimed_trust", claimed));
+                }
+                if let Some(principal) = principal {
+                    attributes.push(text("murmur.a2a.principal", principal));
                 }
                 self.received
                     .insert(task_id.clone(), (traceparent.clone(), attributes));
@@ -1176,6 +1180,7 @@ mod tests {
                 traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
                 claimed_origin: Some("peer".into()),
                 claimed_trust: Some("operator".into()),
+                principal: None,
             },
         );
         let task = session.write(Some(&start), task_start("tsk_1"));

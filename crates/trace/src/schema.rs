@@ -300,9 +300,10 @@ pub enum EventBody {
         context_id: String,
         /// The JSON-RPC method, as the client named it.
         method: String,
-        /// `client`: the door authenticates no peer, so every task it takes is a client's.
+        /// `client`, or `peer` for a principal of `door.auth` with `trust: peer`.
         origin: String,
-        /// The trust class the task runs with (`external` for a client).
+        /// The trust class the task runs with: `external` for a client; what a peer principal
+        /// claimed (`operator` or `external`).
         trust: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         traceparent: Option<String>,
@@ -312,6 +313,10 @@ pub enum EventBody {
         /// What the request's `x-murmur-task-trust` claimed, when it sent one; never granted.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         claimed_trust: Option<String>,
+        /// The `door.auth` principal whose credential the request presented (absent when the
+        /// door asks for none).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        principal: Option<String>,
     },
     /// A component sent a task to a peer capsule (`murmur:message/send`).
     A2aSend {

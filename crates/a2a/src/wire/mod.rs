@@ -16,7 +16,7 @@
 
 mod read;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::Version;
 use crate::base64;
@@ -1218,6 +1218,27 @@ impl Wire for AgentCard {
         if version == Version::V0_3 && self.capabilities.extended_agent_card {
             out.put("supportsAuthenticatedExtendedCard", true);
         }
+        if !self.security_schemes.is_empty() {
+            let schemes: Map<String, Value> = self
+                .security_schemes
+                .iter()
+                .map(|(name, scheme)| (name.clone(), scheme_to(scheme, version)))
+                .collect();
+            out.put("securitySchemes", Value::Object(schemes));
+            let requirements: Vec<Value> = self
+                .security_schemes
+                .iter()
+                .map(|(name, _)| match version {
+                    Version::V1_0 => json!({"schemes": {name.clone(): {"list": []}}}),
+                    Version::V0_3 => json!({name.clone(): []}),
+                })
+                .collect();
+            let key = match version {
+                Version::V1_0 => "securityRequirements",
+                Version::V0_3 => "security",
+            };
+            out.put(key, requirements);
+        }
         out.done()
     }
 
@@ -1297,6 +1318,110 @@ impl Wire for AgentCard {
             default_input_modes: obj.strings("defaultInputModes")?,
             default_output_modes: obj.strings("defaultOutputModes")?,
             skills: obj.each("skills", |value, path| skill_from(value, path, version))?,
+            security_schemes: schemes_from(value, version),
         })
+    }
+}
+
+/// One security scheme as `version` writes it: v1.0 the `SecurityScheme` message's one field,
+/// v0.3 the OpenAPI object with its `type`.
+fn scheme_to(scheme: &SecurityScheme, version: Version) -> Value {
+    match (scheme, version) {
+        (SecurityScheme::Bearer, Version::V1_0) => {
+            json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}})
+        }
+        (SecurityScheme::Bearer, Version::V0_3) => json!({"type": "http", "scheme": "bearer"}),
+        (SecurityScheme::ApiKeyHeader { header }, Version::V1_0) => {
+            json!({"apiKeySecurityScheme": {"location": "header", "name": header}})
+        }
+        (SecurityScheme::ApiKeyHeader { header }, Version::V0_3) => {
+            json!({"type": "apiKey", "in": "header", "name": header})
+        }
+    }
+}
+
+/// The bearer and header API-key schemes a card declares (others are passed over: a client of
+/// this crate cannot present them).
+fn schemes_from(card: &Value, version: Version) -> Vec<(String, SecurityScheme)> {
+    let Some(schemes) = card.get("securitySchemes").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let text =
+        |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    schemes
+        .iter()
+        .filter_map(|(name, value)| {
+            let scheme = match version {
+                Version::V1_0 => {
+                    if let Some(http) = value.get("httpAuthSecurityScheme") {
+                        text(http, "scheme")
+                            .filter(|s| s.eq_ignore_ascii_case("bearer"))
+                            .map(|_| SecurityScheme::Bearer)
+                    } else {
+                        let key = value.get("apiKeySecurityScheme")?;
+                        (text(key, "location")?.eq_ignore_ascii_case("header"))
+                            .then(|| text(key, "name"))
+                            .flatten()
+                            .map(|header| SecurityScheme::ApiKeyHeader { header })
+                    }
+                }
+                Version::V0_3 => match text(value, "type")?.as_str() {
+                    "http" => text(value, "scheme")
+                        .filter(|s| s.eq_ignore_ascii_case("bearer"))
+                        .map(|_| SecurityScheme::Bearer),
+                    "apiKey" => (text(value, "in")?.eq_ignore_ascii_case("header"))
+                        .then(|| text(value, "name"))
+                        .flatten()
+                        .map(|header| SecurityScheme::ApiKeyHeader { header }),
+                    _ => None,
+                },
+            };
+            Some((name.clone(), scheme?))
+        })
+        .collect()
+}
+
+impl AgentCard {
+    /// The card as `/.well-known/agent-card.json` serves it to a client that names no version:
+    /// the A2A 1.0 card with the A2A 0.3 card's fields beside it (`protocolVersion`, `url`,
+    /// `preferredTransport`, `additionalInterfaces`, `security`, the 0.3 capability flags, and
+    /// each security scheme's `type` form merged into its 1.0 form), so that a client of either version finds the
+    /// transport it speaks and the credentials it needs. Each version's reader passes over
+    /// the other's fields.
+    pub fn discovery_json(&self) -> Value {
+        let mut merged = self.to_wire(Version::V1_0);
+        let legacy = self.to_wire(Version::V0_3);
+        let (Value::Object(merged_fields), Value::Object(legacy_fields)) = (&mut merged, legacy)
+        else {
+            return merged;
+        };
+        for (key, value) in legacy_fields {
+            match (key.as_str(), merged_fields.get_mut(&key)) {
+                ("capabilities", Some(Value::Object(capabilities))) => {
+                    if let Value::Object(legacy_capabilities) = value {
+                        for (name, flag) in legacy_capabilities {
+                            capabilities.entry(name).or_insert(flag);
+                        }
+                    }
+                }
+                ("securitySchemes", Some(Value::Object(schemes))) => {
+                    let Value::Object(legacy_schemes) = value else {
+                        continue;
+                    };
+                    for (name, legacy_scheme) in legacy_schemes {
+                        if let (Some(Value::Object(scheme)), Value::Object(legacy_scheme)) =
+                            (schemes.get_mut(&name), legacy_scheme)
+                        {
+                            scheme.extend(legacy_scheme);
+                        }
+                    }
+                }
+                (_, Some(_)) => {}
+                (_, None) => {
+                    merged_fields.insert(key, value);
+                }
+            }
+        }
+        merged
     }
 }

@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use murmur_door::auth::DoorAuth;
 use murmur_door::{DoorConfig, OnListening, control};
 use murmur_registry::index::Registry;
 use murmur_runtime::Engine;
@@ -58,8 +59,8 @@ pub struct RunArgs {
     /// With --serve: the address to listen on.
     #[arg(long, requires = "serve", default_value = "127.0.0.1")]
     host: std::net::IpAddr,
-    /// With --serve: allow a --host that is not loopback although the door authenticates no
-    /// one (anyone who reaches it can run tasks).
+    /// With --serve: allow a --host that is not loopback although the capsule declares no
+    /// `door.auth` (anyone who reaches the door can run tasks).
     #[arg(long, requires = "serve")]
     insecure_no_auth: bool,
     /// The registry a capsule component pulls from: a directory, or an `http(s)://` index.
@@ -219,14 +220,19 @@ pub fn run(args: RunArgs) -> Exit {
     }
     let outcome = if args.serve {
         let control_dir = murmur_home().join("control");
+        let auth = match door_auth(&staged, args.json) {
+            Ok(auth) => auth,
+            Err(exit) => return exit,
+        };
         let door = DoorConfig {
             host: args.host,
             port: args.port,
             control_dir: Some(control_dir.clone()),
             insecure_no_auth: args.insecure_no_auth,
+            auth: Arc::new(auth),
             ..DoorConfig::default()
         };
-        if args.insecure_no_auth && !args.host.is_loopback() {
+        if args.insecure_no_auth && !args.host.is_loopback() && !door.auth.required() {
             eprintln!(
                 "warning[W-A2A-006]: --insecure-no-auth: the door on {} authenticates no one; \
                  anyone who reaches it can run tasks on this capsule and read their answers",
@@ -504,6 +510,36 @@ pub(crate) fn stage_capsule(
         config: &config_lookup,
     };
     session::staging::stage_with(file, engine, &lookups).map_err(|error| stage_failed(error, json))
+}
+
+/// The door's principals (`door.auth`), each credential looked up where staging looks: the
+/// environment, the `.env` beside the manifest, the user's credentials file. A failure is
+/// reported and its exit returned.
+fn door_auth(staged: &session::Staged, json: bool) -> Result<DoorAuth, Exit> {
+    // A credentials file that cannot be read already stopped staging.
+    let credentials = crate::environment::user_credentials()
+        .map(|(credentials, _)| credentials)
+        .unwrap_or_default();
+    let config = |name: &str| credentials.get(name);
+    let lookup = |name: &str| {
+        murmur_manifest::credentials::resolve(name, &staged.capsule_file, &host_env, &config)
+            .map(|(value, _)| value)
+            .ok_or_else(|| {
+                format!(
+                    "not in the environment, the .env beside murmur.yaml or {}",
+                    crate::environment::credentials_file().display()
+                )
+            })
+    };
+    DoorAuth::resolve(&staged.capsule.door, &lookup).map_err(|error| {
+        render::failure(
+            json,
+            error.code,
+            &error.message,
+            &error.hint,
+            Exit::BadInput,
+        )
+    })
 }
 
 pub(crate) fn stage_failed(error: StageError, json: bool) -> Exit {

@@ -9,6 +9,10 @@
 //! - `--task ID` continues a task (the reply a task in `input-required` waits for);
 //!   `--context ID` starts a task in an existing conversation.
 //! - `--json`: the final task as the agent sent it, or with `--stream` one JSON line per event.
+//! - Credentials: `--capsule DIR` presents the credential that capsule's `peers:` entry for the
+//!   URL's origin names; `--credential NAME` presents credential NAME as a bearer token (or in
+//!   `--header`). A value is looked up where a run looks (the environment, the capsule's `.env`,
+//!   the user's credentials file) and is never printed.
 //! - Exit: 0 completed; 1 failed, rejected or canceled; 2 bad arguments; 3 the agent could not
 //!   be reached, answered an error, or answered something that is not A2A; 4 the task waits for
 //!   input (the prompt is printed, with the command that answers it).
@@ -43,6 +47,16 @@ pub struct SendArgs {
     /// Print the task (with --stream: every event, one JSON line each) instead of text.
     #[arg(long)]
     json: bool,
+    /// Present the credential this capsule's `peers:` entry names for the URL's origin.
+    #[arg(long, value_name = "DIR")]
+    capsule: Option<std::path::PathBuf>,
+    /// Present credential NAME (its value from the environment or the credentials file) as
+    /// `Authorization: Bearer`, or in --header.
+    #[arg(long, value_name = "NAME", conflicts_with = "capsule")]
+    credential: Option<String>,
+    /// With --credential: send it in this header (an API key) instead of as a bearer token.
+    #[arg(long, value_name = "HEADER", requires = "credential")]
+    header: Option<String>,
     /// The A2A protocol version to speak: 1.0 or 0.3.
     #[arg(long = "a2a-version", default_value = "1.0", value_parser = parse_version)]
     version: Version,
@@ -92,6 +106,10 @@ pub fn run(args: SendArgs) -> Exit {
             );
         }
     };
+    let headers = match credential_headers(&args, &url) {
+        Ok(headers) => headers,
+        Err(exit) => return exit,
+    };
     let client = match PeerClient::new(args.version) {
         Ok(client) => client,
         Err(error) => return peer_failed(args.json, &error),
@@ -106,9 +124,9 @@ pub fn run(args: SendArgs) -> Exit {
     };
     runtime.block_on(async {
         if args.stream {
-            stream(&client, &url, &params, &args).await
+            stream(&client, &url, &params, &headers, &args).await
         } else {
-            match client.send_message(&url, &params, &[]).await {
+            match client.send_message(&url, &params, &headers).await {
                 Ok(SendMessageResult::Task(task)) => finished(&task, &url, &args),
                 Ok(SendMessageResult::Message(reply)) => {
                     if args.json {
@@ -138,6 +156,89 @@ fn endpoint(given: &str) -> Result<String, String> {
         return Err(format!("`{given}` names no host"));
     }
     Ok(url.to_string())
+}
+
+/// The header that presents the credential `--capsule` or `--credential` asks for (none
+/// without either). A credential set nowhere, or a capsule with no `peers:` entry for the URL,
+/// is reported and its exit returned.
+fn credential_headers(args: &SendArgs, url: &str) -> Result<Vec<(String, String)>, Exit> {
+    use murmur_manifest::door::Presented;
+    let (presented, manifest_file) = if let Some(dir) = &args.capsule {
+        let (file, _) = crate::environment::capsule_paths(Some(dir.as_path()));
+        let loaded = murmur_manifest::load_capsule(&file, &crate::environment::host_env);
+        let Some(capsule) = loaded.manifest else {
+            render::diagnostics_human(&loaded.diagnostics);
+            return Err(Exit::BadInput);
+        };
+        let Some(presented) =
+            murmur_manifest::door::peer_for(&capsule.peers, url).and_then(|p| p.presented())
+        else {
+            return Err(refuse(
+                args.json,
+                "E-A2A-003",
+                &format!("{} has no `peers:` entry for {url}", file.display()),
+                "add `peers: [ { url: \"<the agent's origin>\", bearer: \"${TOKEN}\" } ]` to the capsule, or pass --credential NAME",
+            ));
+        };
+        (presented, file)
+    } else if let Some(name) = &args.credential {
+        let presented = match &args.header {
+            Some(header) => Presented::ApiKey {
+                header: header.clone(),
+                credential: name.clone(),
+            },
+            None => Presented::Bearer {
+                credential: name.clone(),
+            },
+        };
+        (presented, std::path::PathBuf::from("murmur.yaml"))
+    } else {
+        return Ok(Vec::new());
+    };
+    let credentials = match crate::environment::user_credentials() {
+        Ok((credentials, warnings)) => {
+            render::diagnostics_human(&warnings);
+            credentials
+        }
+        Err(diagnostic) => {
+            render::diagnostics_human(&[*diagnostic]);
+            return Err(Exit::BadInput);
+        }
+    };
+    let name = presented.credential();
+    let Some((value, _)) = murmur_manifest::credentials::resolve(
+        name,
+        &manifest_file,
+        &crate::environment::host_env,
+        &|name| credentials.get(name),
+    ) else {
+        return Err(refuse(
+            args.json,
+            "E-RUN-012",
+            &format!("the credential {name} is set nowhere"),
+            &format!(
+                "set {name} in the environment or in {}",
+                crate::environment::credentials_file().display()
+            ),
+        ));
+    };
+    let (header, value) = presented.header(&value);
+    if is_header(&header, &value) {
+        Ok(vec![(header, value)])
+    } else {
+        Err(refuse(
+            args.json,
+            "E-A2A-003",
+            &format!("the credential {name} cannot travel in the header `{header}`"),
+            "name a header of letters, digits and `-`, and a credential without line breaks",
+        ))
+    }
+}
+
+/// Whether `name: value` is a header HTTP can carry.
+fn is_header(name: &str, value: &str) -> bool {
+    http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+        && http::HeaderValue::from_str(value).is_ok()
 }
 
 /// A fresh message id.
@@ -227,9 +328,10 @@ async fn stream(
     client: &PeerClient,
     url: &str,
     params: &SendMessageParams,
+    headers: &[(String, String)],
     args: &SendArgs,
 ) -> Exit {
-    let mut events = match client.stream_message(url, params, &[]).await {
+    let mut events = match client.stream_message(url, params, headers).await {
         Ok(events) => events,
         Err(error) => return peer_failed(args.json, &error),
     };

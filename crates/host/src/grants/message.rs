@@ -17,6 +17,10 @@
 //!   a W3C `traceparent` naming the sending task's span (in the trace the task arrived with,
 //!   else its session's: [`murmur_trace::context`]), so the peer's task nests under it. The
 //!   `message` record has no field for any of them.
+//! - **A peer's credential is the host's.** When the capsule's `peers:` has an entry for the
+//!   peer's origin, the send carries that entry's credential (resolved at staging); one set
+//!   nowhere refuses the send (`E-RUN-012`) before any connection. The component never sees a
+//!   value and cannot choose another.
 //! - **Every send is recorded**, sent or refused, as a [`PeerSend`]; the session writes each as
 //!   an `a2a_send` trace event.
 
@@ -96,10 +100,49 @@ impl PeerSend {
     }
 }
 
+/// A `peers:` entry with its credential's value, looked up at staging (`None`: set nowhere).
+#[derive(Clone)]
+pub struct PeerCredential {
+    pub peer: murmur_manifest::door::Peer,
+    pub value: Option<String>,
+}
+
+impl std::fmt::Debug for PeerCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerCredential")
+            .field("url", &self.peer.url)
+            .field("resolved", &self.value.is_some())
+            .finish()
+    }
+}
+
+/// The header a send to `peer_url` carries for its origin's `peers:` entry: `Ok(None)` with
+/// no entry, `Err` when the entry's credential is set nowhere.
+fn credential_header(
+    peers: &[PeerCredential],
+    peer_url: &str,
+) -> Result<Option<(String, String)>, String> {
+    let Some(entry) = peers.iter().find(|entry| entry.peer.matches(peer_url)) else {
+        return Ok(None);
+    };
+    let Some(presented) = entry.peer.presented() else {
+        return Ok(None);
+    };
+    match &entry.value {
+        Some(value) => Ok(Some(presented.header(value))),
+        None => Err(format!(
+            "the credential {} of peer {} is set nowhere",
+            presented.credential(),
+            entry.peer.url
+        )),
+    }
+}
+
 /// The per-call state of the message grant.
 pub(crate) struct MessageGrant {
     pub(crate) sender: Option<SendingTask>,
     pub(crate) policy: NetworkPolicy,
+    pub(crate) peers: std::sync::Arc<[PeerCredential]>,
     pub(crate) sends: Vec<PeerSend>,
 }
 
@@ -154,7 +197,15 @@ impl Host for MessageGrant {
             grant.sends.push(record);
             return Ok(Err(text));
         }
-        let outcome = send(&peer_url, message, &sender, &traceparent).await;
+        let credential = match credential_header(&grant.peers, &peer_url) {
+            Ok(credential) => credential,
+            Err(text) => {
+                record.error = Some(("E-RUN-012".to_string(), text.clone()));
+                grant.sends.push(record);
+                return Ok(Err(text));
+            }
+        };
+        let outcome = send(&peer_url, message, &sender, &traceparent, credential).await;
         let answer = match outcome {
             Ok(result) => {
                 record.peer_task_id = Some(result.task_id.clone()).filter(|id| !id.is_empty());
@@ -187,6 +238,7 @@ async fn send(
     message: WitMessage,
     sender: &SendingTask,
     traceparent: &str,
+    credential: Option<(String, String)>,
 ) -> Result<Sent, (&'static str, String)> {
     let client = client().map_err(|error| ("E-A2A-003", error))?;
     let mut outgoing = Message::text(message.message_id, Role::User, message.text);
@@ -196,11 +248,12 @@ async fn send(
         configuration: None,
         metadata: None,
     };
-    let headers = [
+    let mut headers = vec![
         ("x-murmur-task-origin".to_string(), "peer".to_string()),
         ("x-murmur-task-trust".to_string(), sender.trust.clone()),
         ("traceparent".to_string(), traceparent.to_string()),
     ];
+    headers.extend(credential);
     let described = |error: PeerError| (error.code(), format!("peer {peer_url}: {error}"));
     match client
         .send_message(peer_url, &params, &headers)

@@ -82,6 +82,8 @@ pub struct Grants {
     /// For a tool: the task its `murmur:message/send` calls are stamped with. `None` denies
     /// the interface.
     pub sender: Option<message::SendingTask>,
+    /// The capsule's `peers:`, with their credentials: what a send to each origin presents.
+    pub peers: std::sync::Arc<[message::PeerCredential]>,
 }
 
 impl Grants {
@@ -99,6 +101,7 @@ impl Grants {
             credential: None,
             input: None,
             sender: None,
+            peers: std::sync::Arc::new([]),
         }
     }
 
@@ -188,6 +191,7 @@ impl Grants {
             message: message::MessageGrant {
                 sender: self.sender.clone(),
                 policy: self.network.clone(),
+                peers: self.peers.clone(),
                 sends: Vec::new(),
             },
             tool_registry: None,

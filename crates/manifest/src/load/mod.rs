@@ -248,8 +248,12 @@ fn checked<T>(
 }
 
 /// Whether the value at `path` is a credential reference, left as written: a driver's
-/// `gateway.api_key`, an MCP server's `server.headers.<name>`.
+/// `gateway.api_key`, an MCP server's `server.headers.<name>`, a door principal's or a peer's
+/// `bearer` / `api_key`.
 fn is_credential(path: &str) -> bool {
+    if crate::door::is_credential_path(path) {
+        return true;
+    }
     let Some((index, field)) = path
         .strip_prefix("artifacts[")
         .and_then(|rest| rest.split_once("]."))

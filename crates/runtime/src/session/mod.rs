@@ -105,6 +105,9 @@ pub struct Received {
     pub claimed_origin: Option<String>,
     /// The trust class the request's headers claimed, when it was not granted.
     pub claimed_trust: Option<String>,
+    /// The `door.auth` principal whose credential the request presented; `None` when the door
+    /// asks for none.
+    pub principal: Option<String>,
 }
 
 impl TaskInput {

@@ -229,6 +229,9 @@ pub struct Staged {
     pub hooks: Arc<[StagedHook]>,
     /// The capsule's MCP servers, in manifest order: started with each session.
     pub mcp_servers: Vec<StagedMcpServer>,
+    /// The capsule's `peers:`, each with its credential's value (`None`: set nowhere; a send
+    /// to that peer is refused).
+    pub peers: Arc<[crate::grants::message::PeerCredential]>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
 }
@@ -479,12 +482,38 @@ pub fn stage_with(
         skills,
         hooks: hooks.into(),
         mcp_servers: stage_mcp_servers(&capsule, capsule_file, lookups, &mut warnings)?,
+        peers: peer_credentials(&capsule, capsule_file, lookups),
         system_prompt,
         components: resolved.into_components(),
         manifest_sha256: manifest_sha256(capsule_file),
         warnings,
         capsule,
     })
+}
+
+/// The capsule's `peers:` with their credentials looked up where staging looks. One set nowhere
+/// is kept as `None`: a run that never sends to that peer does not need it.
+fn peer_credentials(
+    capsule: &CapsuleManifest,
+    capsule_file: &Path,
+    lookups: &Lookups<'_>,
+) -> Arc<[crate::grants::message::PeerCredential]> {
+    capsule
+        .peers
+        .iter()
+        .map(|peer| crate::grants::message::PeerCredential {
+            peer: peer.clone(),
+            value: peer.presented().and_then(|presented| {
+                credentials::resolve(
+                    presented.credential(),
+                    capsule_file,
+                    lookups.env,
+                    lookups.config,
+                )
+                .map(|(value, _)| value)
+            }),
+        })
+        .collect()
 }
 
 /// sha256 (hex) of the manifest file's bytes; empty when it can no longer be read (staging

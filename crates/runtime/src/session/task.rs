@@ -534,6 +534,7 @@ impl<'a> SessionContext<'a> {
                     traceparent: received.traceparent.clone(),
                     claimed_origin: received.claimed_origin.clone(),
                     claimed_trust: received.claimed_trust.clone(),
+                    principal: received.principal.clone(),
                 },
             )?;
         }

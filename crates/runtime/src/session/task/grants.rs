@@ -49,7 +49,8 @@ impl SessionGrants {
             move |name: &str| host_env(name)
         };
         let allow = &capsule.capabilities.env.allow;
-        let base = Grants::of_capsule(capsule, &workdir.root);
+        let mut base = Grants::of_capsule(capsule, &workdir.root);
+        base.peers = staged.peers.clone();
         // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
         let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));
         // Tools and hooks are told of the primary choice for the whole session, whatever the

@@ -1,0 +1,501 @@
+//! `door:` and `peers:`: who may use a served capsule, what it takes and gives, and the
+//! credentials it presents to the peers it calls.
+//!
+//! ```yaml
+//! door:
+//!   auth:
+//!     - { principal: ops, bearer: "${OPS_TOKEN}" }
+//!     - { principal: ci, api_key: "${CI_KEY}", header: X-API-Key, trust: peer }
+//!   input_modes: [text/plain]
+//!   output_modes: [text/plain, application/json]
+//! peers:
+//!   - { url: "http://127.0.0.1:9000", bearer: "${PEER_TOKEN}" }
+//! ```
+//!
+//! What this module promises:
+//!
+//! - **A principal is one credential.** Each `door.auth` entry names a principal (1 to 64
+//!   letters, digits, `-`, `_`, `.` or `@`, unique) and exactly one credential: `bearer` (sent
+//!   as `Authorization: Bearer …`) or `api_key` (sent in `header`, default `X-API-Key`; never
+//!   `Authorization`, `Host`, `Cookie` or another header HTTP itself gives meaning). `trust` is
+//!   `external` (the default: what the client claims of its trust is recorded, never honoured)
+//!   or `peer` (the client is another capsule, whose claimed `x-murmur-task-trust` its tasks
+//!   inherit).
+//! - **Secrets are references.** Every credential value is `${NAME}`, kept as written at load
+//!   and resolved at staging from the usual credential sources (the environment, the `.env`,
+//!   the credentials file). A literal secret in the manifest is refused (`E-MAN-022`).
+//! - **Modes are media types.** `input_modes` (default `[text/plain]`) are the text types the
+//!   capsule takes: the door hands the agent text, so each is `text/…`. `output_modes` (default
+//!   `[text/plain]`) are what it produces and must hold `text/plain` (the answer). A malformed
+//!   or wildcard type is `E-A2A-008`.
+//! - **A peer entry matches by origin.** `peers[].url` is an http(s) URL in
+//!   `capabilities.network.allow` (`E-CAP-008` otherwise); a send whose URL has the same scheme,
+//!   host and port presents that entry's credential. One entry per origin.
+//!
+//! Every other problem of an entry is `E-A2A-007`, naming the field.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capsule::null_as_default;
+use crate::diagnostic::{Diagnostic, code};
+use crate::fields::check_http_url;
+use crate::load::is_variable_name;
+use crate::network::NetworkRule;
+
+/// The header an `api_key` goes in when the entry names none.
+pub const DEFAULT_API_KEY_HEADER: &str = "X-API-Key";
+
+/// `door`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Door {
+    /// Who may use the door; empty: no one is asked for a credential (loopback only).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub auth: Vec<Principal>,
+    #[serde(default = "text_plain", deserialize_with = "text_plain_if_null")]
+    pub input_modes: Vec<String>,
+    #[serde(default = "text_plain", deserialize_with = "text_plain_if_null")]
+    pub output_modes: Vec<String>,
+}
+
+impl Default for Door {
+    fn default() -> Door {
+        Door {
+            auth: Vec::new(),
+            input_modes: text_plain(),
+            output_modes: text_plain(),
+        }
+    }
+}
+
+fn text_plain() -> Vec<String> {
+    vec!["text/plain".to_string()]
+}
+
+fn text_plain_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_else(text_plain))
+}
+
+closed_set! {
+    /// What a principal's tasks are trusted as.
+    #[derive(Default)]
+    pub enum PrincipalTrust (code::E_MAN_015, "trust") {
+        /// A client: its trust claims are recorded, never honoured.
+        #[default]
+        External = "external",
+        /// Another capsule: its tasks inherit the trust class it claims for them.
+        Peer = "peer",
+    }
+}
+
+/// One `door.auth` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    #[serde(default)]
+    pub principal: String,
+    pub bearer: Option<String>,
+    pub api_key: Option<String>,
+    /// The header of an `api_key` (default [`DEFAULT_API_KEY_HEADER`]).
+    pub header: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub trust: PrincipalTrust,
+}
+
+/// One `peers` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    #[serde(default)]
+    pub url: String,
+    pub bearer: Option<String>,
+    pub api_key: Option<String>,
+    /// The header of an `api_key` (default [`DEFAULT_API_KEY_HEADER`]).
+    pub header: Option<String>,
+}
+
+/// How a credential travels, with the name of the credential that holds its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Presented {
+    /// `Authorization: Bearer <value>`.
+    Bearer { credential: String },
+    /// `<header>: <value>`.
+    ApiKey { header: String, credential: String },
+}
+
+impl Presented {
+    /// The name of the credential holding the value.
+    pub fn credential(&self) -> &str {
+        match self {
+            Presented::Bearer { credential } | Presented::ApiKey { credential, .. } => credential,
+        }
+    }
+
+    /// The request header that carries `value`: `authorization: Bearer <value>`, or
+    /// `<header>: <value>`.
+    pub fn header(&self, value: &str) -> (String, String) {
+        match self {
+            Presented::Bearer { .. } => ("authorization".to_string(), format!("Bearer {value}")),
+            Presented::ApiKey { header, .. } => (header.clone(), value.to_string()),
+        }
+    }
+
+    /// The scheme's name, as the card and the trace give it: `bearer` or `api_key`.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Presented::Bearer { .. } => "bearer",
+            Presented::ApiKey { .. } => "api_key",
+        }
+    }
+}
+
+/// The credential of an entry with `bearer`, `api_key` and `header`, when exactly one of the
+/// two is a `${NAME}` reference.
+fn presented(
+    bearer: &Option<String>,
+    api_key: &Option<String>,
+    header: &Option<String>,
+) -> Option<Presented> {
+    match (bearer, api_key) {
+        (Some(bearer), None) => Some(Presented::Bearer {
+            credential: reference(bearer)?.to_string(),
+        }),
+        (None, Some(key)) => Some(Presented::ApiKey {
+            header: header
+                .clone()
+                .unwrap_or_else(|| DEFAULT_API_KEY_HEADER.to_string()),
+            credential: reference(key)?.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// `NAME` when `value` is exactly `${NAME}`.
+fn reference(value: &str) -> Option<&str> {
+    let name = value.strip_prefix("${")?.strip_suffix('}')?;
+    is_variable_name(name).then_some(name)
+}
+
+impl Principal {
+    /// The entry's credential (`None` only for an entry validation refuses).
+    pub fn presented(&self) -> Option<Presented> {
+        presented(&self.bearer, &self.api_key, &self.header)
+    }
+}
+
+impl Peer {
+    /// The entry's credential (`None` only for an entry validation refuses).
+    pub fn presented(&self) -> Option<Presented> {
+        presented(&self.bearer, &self.api_key, &self.header)
+    }
+
+    /// Whether a send to `url` presents this entry's credential: same scheme, host and port.
+    pub fn matches(&self, url: &str) -> bool {
+        match (url::Url::parse(&self.url), url::Url::parse(url)) {
+            (Ok(mine), Ok(theirs)) => mine.origin() == theirs.origin(),
+            _ => false,
+        }
+    }
+}
+
+/// The peer entry whose origin `url` has.
+pub fn peer_for<'a>(peers: &'a [Peer], url: &str) -> Option<&'a Peer> {
+    peers.iter().find(|peer| peer.matches(url))
+}
+
+/// Headers HTTP or the protocol gives meaning to, which an API key may not travel in.
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "host",
+    "cookie",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "a2a-version",
+    "traceparent",
+];
+
+fn malformed(message: String, hint: &str, path: String) -> Diagnostic {
+    Diagnostic::new(code::E_A2A_007, message)
+        .hint(hint)
+        .at_path(path)
+}
+
+/// The problems of one credential: exactly one of `bearer` and `api_key`, a reference each, a
+/// header that is a token HTTP does not reserve.
+fn validate_credential(
+    bearer: &Option<String>,
+    api_key: &Option<String>,
+    header: &Option<String>,
+    at: &str,
+    what: &str,
+    found: &mut Vec<Diagnostic>,
+) {
+    match (bearer, api_key) {
+        (None, None) => found.push(malformed(
+            format!("{what} has no credential"),
+            "give it `bearer: \"${TOKEN}\"` or `api_key: \"${KEY}\"` (with `header:` if not X-API-Key)",
+            at.to_string(),
+        )),
+        (Some(_), Some(_)) => found.push(malformed(
+            format!("{what} has both `bearer` and `api_key`"),
+            "give one credential per entry; add another entry for the other",
+            at.to_string(),
+        )),
+        _ => {}
+    }
+    for (field, value) in [("bearer", bearer), ("api_key", api_key)] {
+        if let Some(value) = value
+            && reference(value).is_none()
+        {
+            found.push(
+                Diagnostic::new(
+                    code::E_MAN_022,
+                    format!("{what}'s `{field}` is not a credential reference"),
+                )
+                .hint("write `${NAME}` and set NAME in the environment, the .env or the credentials file: a secret never sits in the manifest")
+                .at_path(format!("{at}.{field}")),
+            );
+        }
+    }
+    if let Some(name) = header {
+        if bearer.is_some() {
+            found.push(malformed(
+                format!("{what} has `header`, which only an `api_key` uses"),
+                "remove `header:` (a bearer token travels in Authorization)",
+                format!("{at}.header"),
+            ));
+        } else if !is_header_token(name) {
+            found.push(malformed(
+                format!("{what}'s `header` `{name}` is not an HTTP header name"),
+                "name a header such as `X-API-Key`: letters, digits and `-`",
+                format!("{at}.header"),
+            ));
+        } else if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            found.push(malformed(
+                format!("{what}'s `header` `{name}` is a header HTTP or A2A gives its own meaning"),
+                "use a header of your own, such as `X-API-Key` (a bearer token goes in `bearer:`)",
+                format!("{at}.header"),
+            ));
+        }
+    }
+}
+
+/// An HTTP header field name (RFC 9110 token), at most 64 bytes.
+fn is_header_token(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A principal's name: 1 to 64 letters, digits, `-`, `_`, `.` or `@`.
+fn is_principal_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+}
+
+/// Whether `text` is a concrete media type `type/subtype` (no wildcard, no parameters).
+pub fn is_media_type(text: &str) -> bool {
+    let Some((kind, subtype)) = text.split_once('/') else {
+        return false;
+    };
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 127
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    part(kind) && part(subtype)
+}
+
+impl Door {
+    pub(crate) fn validate(&self, found: &mut Vec<Diagnostic>) {
+        let mut names = HashSet::new();
+        for (i, principal) in self.auth.iter().enumerate() {
+            let at = format!("door.auth[{i}]");
+            let what = format!("door principal `{}`", principal.principal);
+            if !is_principal_name(&principal.principal) {
+                found.push(malformed(
+                    format!("`{at}.principal` is `{}`, which is not a principal's name", principal.principal),
+                    "name who holds the credential, such as `principal: ops`: 1 to 64 letters, digits, `-`, `_`, `.` or `@`",
+                    format!("{at}.principal"),
+                ));
+            } else if !names.insert(principal.principal.as_str()) {
+                found.push(malformed(
+                    format!("door principal `{}` is declared twice", principal.principal),
+                    "give each principal one entry and a name of its own",
+                    format!("{at}.principal"),
+                ));
+            }
+            validate_credential(
+                &principal.bearer,
+                &principal.api_key,
+                &principal.header,
+                &at,
+                &what,
+                found,
+            );
+        }
+        let modes = [
+            ("input_modes", &self.input_modes),
+            ("output_modes", &self.output_modes),
+        ];
+        for (field, modes) in modes {
+            if modes.is_empty() {
+                found.push(
+                    Diagnostic::new(code::E_A2A_008, format!("`door.{field}` is empty"))
+                        .hint("list at least `text/plain`, or remove the key")
+                        .at_path(format!("door.{field}")),
+                );
+            }
+            for (i, mode) in modes.iter().enumerate() {
+                if !is_media_type(mode) {
+                    found.push(
+                        Diagnostic::new(
+                            code::E_A2A_008,
+                            format!("`door.{field}[{i}]` is `{mode}`, which is not a media type"),
+                        )
+                        .hint("write a media type such as `text/plain` or `application/json`, with no wildcard or parameters")
+                        .at_path(format!("door.{field}[{i}]")),
+                    );
+                } else if field == "input_modes" && !mode.starts_with("text/") {
+                    found.push(
+                        Diagnostic::new(
+                            code::E_A2A_008,
+                            format!("`door.input_modes[{i}]` is `{mode}`; the door hands the agent text only"),
+                        )
+                        .hint("list text types (`text/plain`, `text/markdown`); a client's file or data parts are refused")
+                        .at_path(format!("door.input_modes[{i}]")),
+                    );
+                }
+            }
+        }
+        if !self.output_modes.is_empty() && !self.output_modes.iter().any(|m| m == "text/plain") {
+            found.push(
+                Diagnostic::new(
+                    code::E_A2A_008,
+                    "`door.output_modes` leaves out `text/plain`, which every answer is"
+                        .to_string(),
+                )
+                .hint("add `text/plain` to `door.output_modes`")
+                .at_path("door.output_modes"),
+            );
+        }
+    }
+}
+
+/// The problems of `peers`, against the capsule's network allowlist.
+pub(crate) fn validate_peers(peers: &[Peer], allow: &[NetworkRule], found: &mut Vec<Diagnostic>) {
+    let mut origins = Vec::new();
+    for (i, peer) in peers.iter().enumerate() {
+        let at = format!("peers[{i}]");
+        let what = format!("peer `{}`", peer.url);
+        if let Some(problem) = check_http_url(&peer.url, &format!("{at}.url")) {
+            found.push(problem);
+        } else if let Ok(url) = url::Url::parse(&peer.url) {
+            let host = url
+                .host_str()
+                .unwrap_or_default()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            let port = url.port_or_known_default().unwrap_or(0);
+            if !allow
+                .iter()
+                .any(|rule| rule.permits(url.scheme(), host, port))
+            {
+                found.push(
+                    Diagnostic::new(
+                        code::E_CAP_008,
+                        format!("peer `{}` is not in `capabilities.network.allow`", peer.url),
+                    )
+                    .hint(format!(
+                        "add `{}` to `capabilities.network.allow`, or remove the entry",
+                        url.origin().ascii_serialization()
+                    ))
+                    .at_path(format!("{at}.url")),
+                );
+            }
+            let origin = url.origin();
+            if origins.contains(&origin) {
+                found.push(malformed(
+                    format!(
+                        "peer `{}` has the same origin as an earlier entry",
+                        peer.url
+                    ),
+                    "give each origin (scheme, host, port) one entry",
+                    format!("{at}.url"),
+                ));
+            }
+            origins.push(origin);
+        }
+        validate_credential(&peer.bearer, &peer.api_key, &peer.header, &at, &what, found);
+    }
+}
+
+/// Whether the value at `path` is a door or peer credential reference, left as written at
+/// load.
+pub(crate) fn is_credential_path(path: &str) -> bool {
+    let entry = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .and_then(|rest| rest.split_once("]."))
+            .is_some_and(|(index, field)| {
+                !index.is_empty()
+                    && index.bytes().all(|b| b.is_ascii_digit())
+                    && matches!(field, "bearer" | "api_key")
+            })
+    };
+    entry("door.auth[") || entry("peers[")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_paths_are_the_door_and_peer_secrets_only() {
+        assert!(is_credential_path("door.auth[0].bearer"));
+        assert!(is_credential_path("door.auth[12].api_key"));
+        assert!(is_credential_path("peers[3].bearer"));
+        assert!(!is_credential_path("door.auth[0].principal"));
+        assert!(!is_credential_path("door.auth[].bearer"));
+        assert!(!is_credential_path("peers[x].bearer"));
+        assert!(!is_credential_path("door.input_modes[0]"));
+    }
+
+    #[test]
+    fn a_peer_matches_its_origin_only() {
+        let peer = Peer {
+            url: "http://127.0.0.1:9000".into(),
+            bearer: Some("${T}".into()),
+            api_key: None,
+            header: None,
+        };
+        assert!(peer.matches("http://127.0.0.1:9000/"));
+        assert!(peer.matches("http://127.0.0.1:9000/a2a"));
+        assert!(!peer.matches("http://127.0.0.1:9001/"));
+        assert!(!peer.matches("https://127.0.0.1:9000/"));
+        assert!(!peer.matches("http://localhost:9000/"));
+    }
+
+    #[test]
+    fn media_types_are_concrete() {
+        assert!(is_media_type("text/plain"));
+        assert!(is_media_type("application/vnd.murmur+json"));
+        for bad in [
+            "text",
+            "*/*",
+            "text/*",
+            "text/plain; charset=utf-8",
+            "/plain",
+            "a/b/c",
+            "",
+        ] {
+            assert!(!is_media_type(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,531 @@
+//! The door beyond loopback: `door.auth` principals, what a client of another version or
+//! another principal gets, media types, and the credentials `mur send` and
+//! `murmur:message/send` present. Each drives the real `mur` over real HTTP on loopback.
+
+use std::path::Path;
+
+use murmur_testkit::a2a_schema::{assert_v1, assert_v03, split_discovery_card};
+use murmur_testkit::door::{Served, post, post_answer};
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, repo_root};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-emulator-door-auth";
+const OPS: &str = "ops-token-0123456789";
+const CI: &str = "ci-key-9876543210";
+
+struct Capsule {
+    dir: tempfile::TempDir,
+    emulator: Emulator,
+}
+
+/// A queue-serving capsule whose door has the principals `ops` (bearer `OPS_TOKEN`) and `ci`
+/// (API key `CI_KEY` in `X-Team-Key`), plus `extra` manifest text.
+fn capsule(script: &str, extra: &str) -> Capsule {
+    let emulator = Emulator::builder(Script::from_yaml(script).expect("script"))
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"name: guarded
+version: "0.3.0"
+description: A capsule whose door asks who is calling.
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+lifecycle: {{ task_acceptance: queue }}
+door:
+  auth:
+    - {{ principal: ops, bearer: "${{OPS_TOKEN}}" }}
+    - {{ principal: ci, api_key: "${{CI_KEY}}", header: X-Team-Key }}
+  input_modes: [ text/plain, text/markdown ]
+{extra}
+"#,
+        driver = repo_root().join("artifacts/driver-anthropic").display(),
+        endpoint = emulator.url(),
+        probe = repo_root().join("tests/fixtures/probe").display(),
+    );
+    std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
+    Capsule { dir, emulator }
+}
+
+impl Capsule {
+    fn serve(&self) -> Served {
+        Served::start(
+            Path::new(env!("CARGO_BIN_EXE_mur")),
+            self.dir.path(),
+            &[("EMU_KEY", KEY), ("OPS_TOKEN", OPS), ("CI_KEY", CI)],
+        )
+    }
+}
+
+fn send(text: &str, extra: Value) -> Value {
+    let mut params =
+        json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}});
+    if let (Value::Object(params), Value::Object(extra)) = (&mut params, extra) {
+        for (key, value) in extra {
+            params.insert(key, value);
+        }
+    }
+    json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params})
+}
+
+fn call(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 8, "method": method, "params": params})
+}
+
+const AS_OPS: &[(&str, &str)] = &[("authorization", "Bearer ops-token-0123456789")];
+const AS_CI: &[(&str, &str)] = &[("x-team-key", "ci-key-9876543210")];
+
+fn rpc(served: &Served, body: &Value, headers: &[(&str, &str)]) -> Value {
+    let (status, answer) = post(
+        &format!("{}/", served.url),
+        body.to_string().into_bytes(),
+        headers,
+    );
+    assert_eq!(status, 200, "{answer:#}");
+    answer
+}
+
+fn trace(dir: &Path) -> Vec<Value> {
+    let session = murmur_testkit::door::session_dir(dir);
+    std::fs::read_to_string(session.join("trace.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_card_declares_the_credentials_and_every_call_without_one_is_401() {
+    let capsule = capsule("turns:\n  - reply: { text: \"Hello, ops.\" }\n", "");
+    let mut served = capsule.serve();
+
+    // Discovery without a version: one card both versions' clients read.
+    let (status, card) = served.get("/.well-known/agent-card.json", &[]);
+    assert_eq!(status, 200);
+    let (v1_part, v03_part) = split_discovery_card(&card);
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert_eq!(card["url"], format!("{}/", served.url));
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    assert_eq!(card["securitySchemes"]["bearer"]["type"], "http");
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    assert_eq!(
+        card["securitySchemes"]["api_key_x-team-key"]["name"],
+        "X-Team-Key"
+    );
+    assert_eq!(
+        card["security"],
+        json!([{"bearer": []}, {"api_key_x-team-key": []}])
+    );
+    assert_eq!(
+        card["defaultInputModes"],
+        json!(["text/plain", "text/markdown"])
+    );
+    // Each version's own card is valid by its schema and declares the same.
+    let (_, v1) = served.get("/.well-known/agent-card.json", &[("A2A-Version", "1.0")]);
+    assert_v1("AgentCard", &v1);
+    assert!(v1.get("url").is_none(), "{v1:#}");
+    assert_eq!(
+        v1["securityRequirements"][1]["schemes"]["api_key_x-team-key"],
+        json!({"list": []})
+    );
+    assert_eq!(
+        v1["securitySchemes"]["api_key_x-team-key"]["apiKeySecurityScheme"],
+        json!({"location": "header", "name": "X-Team-Key"})
+    );
+    let (_, v03) = served.get("/.well-known/agent.json", &[]);
+    assert_v03("AgentCard", &v03);
+    assert_eq!(
+        v03["securitySchemes"]["bearer"],
+        json!({"type": "http", "scheme": "bearer"})
+    );
+    assert_eq!(v1_part, v1);
+    assert_eq!(v03_part, v03);
+
+    // No credential, a wrong one, one in the wrong header: 401, nothing run.
+    let endpoint = format!("{}/", served.url);
+    for headers in [
+        vec![],
+        vec![("authorization", "Bearer not-the-token")],
+        vec![("authorization", "Bearer ci-key-9876543210")],
+        vec![("x-team-key", "ops-token-0123456789")],
+        vec![("authorization", "Basic b3BzOm9wcw==")],
+    ] {
+        let answer = post_answer(
+            &endpoint,
+            send("hi", json!({})).to_string().into_bytes(),
+            &headers,
+        );
+        assert_eq!(answer.status, 401, "{headers:?}: {answer:#?}");
+        assert_eq!(answer.body["error"]["code"], -32030, "{answer:#?}");
+        assert_eq!(answer.body["error"]["data"][0]["reason"], "UNAUTHENTICATED");
+        let challenge = answer.www_authenticate.unwrap_or_default();
+        assert!(challenge.contains("Bearer"), "{challenge}");
+        assert!(challenge.contains("header=\"X-Team-Key\""), "{challenge}");
+    }
+    // A body the door would refuse anyway is still refused for want of a credential first.
+    let garbage = post_answer(&endpoint, b"{not json".to_vec(), &[]);
+    assert_eq!(garbage.status, 401);
+    assert!(
+        capsule.emulator.requests().is_empty(),
+        "nothing reached the model"
+    );
+
+    // The right credential: the task runs, and the trace names its principal.
+    let done = rpc(&served, &send("hi", json!({})), AS_OPS);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done:#}"
+    );
+    served.stop();
+    let events = trace(capsule.dir.path());
+    let received = events
+        .iter()
+        .find(|e| e["event_type"] == "a2a_task_received")
+        .expect("a2a_task_received");
+    assert_eq!(received["principal"], "ops");
+    assert_eq!(received["origin"], "client");
+    assert_eq!(received["trust"], "external");
+    let whole = events.iter().map(Value::to_string).collect::<String>();
+    assert!(
+        !whole.contains(OPS) && !whole.contains(CI),
+        "no secret in the trace"
+    );
+}
+
+#[test]
+fn a_task_is_its_principals_alone() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"For ops.\" }\n  - reply: { text: \"For ci.\" }\n",
+        "",
+    );
+    let served = capsule.serve();
+    let done = rpc(&served, &send("mine", json!({})), AS_OPS);
+    let task = &done["result"]["task"];
+    let (task_id, context_id) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
+
+    // To ci, ops's task does not exist: get, cancel, subscribe, answer it, list it.
+    for method in ["GetTask", "CancelTask", "SubscribeToTask"] {
+        let answer = rpc(&served, &call(method, json!({"id": task_id})), AS_CI);
+        assert_eq!(answer["error"]["code"], -32001, "{method}: {answer:#}");
+    }
+    let reply = send("let me in", json!({}));
+    let mut reply = reply;
+    reply["params"]["message"]["taskId"] = json!(task_id);
+    assert_eq!(rpc(&served, &reply, AS_CI)["error"]["code"], -32001);
+    let listed = rpc(&served, &call("ListTasks", json!({})), AS_CI);
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed:#}");
+    assert_eq!(listed["result"]["totalSize"], 0);
+    // Nor may ci add a task to ops's conversation.
+    let mut joined = send("what did ops say?", json!({}));
+    joined["params"]["message"]["contextId"] = json!(context_id);
+    let refused = rpc(&served, &joined, AS_CI);
+    assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
+    assert!(
+        capsule.emulator.requests().len() == 1,
+        "ci's refusals reached no model"
+    );
+
+    // ops sees its own.
+    let got = rpc(&served, &call("GetTask", json!({"id": task_id})), AS_OPS);
+    assert_eq!(got["result"]["id"], task_id);
+    let listed = rpc(&served, &call("ListTasks", json!({})), AS_OPS);
+    assert_eq!(listed["result"]["totalSize"], 1, "{listed:#}");
+    // ci's own task is ci's.
+    let theirs = rpc(&served, &send("ours", json!({})), AS_CI);
+    let theirs_id = theirs["result"]["task"]["id"].as_str().unwrap();
+    let got = rpc(&served, &call("GetTask", json!({"id": theirs_id})), AS_OPS);
+    assert_eq!(got["error"]["code"], -32001);
+}
+
+#[test]
+fn versions_and_media_types_the_door_does_not_speak_get_their_errors() {
+    let capsule = capsule("turns:\n  - reply: { text: \"Plain text.\" }\n", "");
+    let served = capsule.serve();
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static str, &'static str)> {
+        AS_OPS.iter().chain(extra).copied().collect()
+    };
+    for version in ["99.0", "2.0", "0.2", "1", "one"] {
+        let answer = rpc(
+            &served,
+            &send("hi", json!({})),
+            &with(&[("A2A-Version", version)]),
+        );
+        assert_eq!(answer["error"]["code"], -32009, "{version}: {answer:#}");
+        assert_eq!(answer["id"], 7);
+        assert_eq!(
+            answer["error"]["data"][0]["metadata"]["requestedVersion"],
+            version
+        );
+    }
+    let file_part = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-2", "role": "ROLE_USER",
+        "parts": [{"url": "https://example.invalid/cat.png", "mediaType": "image/png", "filename": "cat.png"}]}}});
+    let data_part = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-3", "role": "ROLE_USER", "parts": [{"text": "see"}, {"data": {"a": 1}}]}}});
+    let typed_text = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-4", "role": "ROLE_USER", "parts": [{"text": "<b>hi</b>", "mediaType": "text/html"}]}}});
+    let v03_file = json!({"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": {
+        "kind": "message", "messageId": "m-5", "role": "user",
+        "parts": [{"kind": "file", "file": {"bytes": "aGk=", "mimeType": "application/pdf"}}]}}});
+    for (body, media) in [
+        (&file_part, "image/png"),
+        (&data_part, "application/json"),
+        (&typed_text, "text/html"),
+        (&v03_file, "application/pdf"),
+    ] {
+        let answer = rpc(&served, body, AS_OPS);
+        assert_eq!(answer["error"]["code"], -32005, "{answer:#}");
+        assert_eq!(answer["error"]["data"][0]["metadata"]["mediaType"], media);
+    }
+    let wants_png = send(
+        "draw",
+        json!({"configuration": {"acceptedOutputModes": ["image/png"]}}),
+    );
+    assert_eq!(rpc(&served, &wants_png, AS_OPS)["error"]["code"], -32005);
+    assert!(
+        capsule.emulator.requests().is_empty(),
+        "nothing refused reached the model"
+    );
+    // What the capsule takes and gives is served as usual, whatever the case and parameters.
+    let markdown = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-6", "role": "ROLE_USER",
+                    "parts": [{"text": "# hi", "mediaType": "Text/Markdown; charset=utf-8"}]},
+        "configuration": {"acceptedOutputModes": ["application/json", "text/plain"]}}});
+    let answer = rpc(&served, &markdown, &with(&[("A2A-Version", "1.0")]));
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer:#}"
+    );
+}
+
+#[test]
+fn mur_send_presents_a_credential_from_the_credential_sources() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"First.\" }\n  - reply: { text: \"Second.\" }\n",
+        "",
+    );
+    let served = capsule.serve();
+    let url = format!("{}/", served.url);
+    let home = tempfile::tempdir().unwrap();
+    let mur = || {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("MURMUR_HOME", home.path())
+            .arg("send")
+    };
+
+    let without = mur().args([&url, "--text", "hi"]).run();
+    assert_eq!(without.code, 3, "{without:#?}");
+    assert!(without.stderr.contains("-32030"), "{without:#?}");
+
+    // From the environment, as a bearer token.
+    let bearer = mur()
+        .env("MY_OPS", OPS)
+        .args([&url, "--text", "hi", "--credential", "MY_OPS"])
+        .run();
+    assert_eq!(bearer.code, 0, "{bearer:#?}");
+    assert!(bearer.stdout.contains("First."), "{bearer:#?}");
+
+    // From the credentials file, as an API key, chosen by a capsule's `peers:` entry.
+    std::fs::write(
+        home.path().join("credentials.yaml"),
+        format!("TEAM_KEY: {CI}\n"),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(home.path().join("credentials.yaml"))
+        .unwrap()
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o600);
+    std::fs::set_permissions(home.path().join("credentials.yaml"), permissions).unwrap();
+    let caller = tempfile::tempdir().unwrap();
+    std::fs::write(
+        caller.path().join("murmur.yaml"),
+        format!(
+            "name: caller\nversion: \"0.1.0\"\ncapabilities:\n  network: {{ allow: [ \"{url}\" ] }}\npeers:\n  - {{ url: \"{url}\", api_key: \"${{TEAM_KEY}}\", header: X-Team-Key }}\n"
+        ),
+    )
+    .unwrap();
+    let keyed = mur()
+        .args([&url, "--text", "hi", "--capsule"])
+        .arg(caller.path())
+        .run();
+    assert_eq!(keyed.code, 0, "{keyed:#?}");
+    assert!(keyed.stdout.contains("Second."), "{keyed:#?}");
+    assert!(!keyed.stdout.contains(CI) && !keyed.stderr.contains(CI));
+
+    // A credential set nowhere is named, and nothing is sent.
+    let unset = mur()
+        .args([&url, "--text", "hi", "--credential", "NOWHERE_SET"])
+        .run();
+    assert_eq!(unset.code, 2, "{unset:#?}");
+    assert!(unset.stderr.contains("error[E-RUN-012]"), "{unset:#?}");
+    assert!(unset.stderr.contains("NOWHERE_SET"), "{unset:#?}");
+    assert_eq!(capsule.emulator.requests().len(), 2);
+}
+
+#[test]
+fn a_peer_capsule_presents_its_credential_and_its_tasks_inherit_its_trust() {
+    // The receiving capsule knows the sender as a principal with `trust: peer`.
+    let peer = capsule("turns:\n  - reply: { text: \"Lima.\" }\n", "");
+    let manifest = peer.dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "  input_modes:",
+        "    - { principal: capsule-a, bearer: \"${A_TOKEN}\", trust: peer }\n  input_modes:",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let mut peer_served = Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        peer.dir.path(),
+        &[
+            ("EMU_KEY", KEY),
+            ("OPS_TOKEN", OPS),
+            ("CI_KEY", CI),
+            ("A_TOKEN", "a-token-555"),
+        ],
+    );
+    let peer_url = format!("{}/", peer_served.url);
+
+    // The sender runs task.md (an operator's task) and sends through the probe tool.
+    let emulator = Emulator::builder(
+        Script::from_yaml(&format!(
+            "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"Capital of Peru?\" }} }} ] }}\n  - reply: {{ text: done }}\n  - reply: {{ tool_calls: [ {{ id: d2, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"Capital of Peru?\" }} }} ] }}\n  - reply: {{ text: done }}\n"
+        ))
+        .unwrap(),
+    )
+    .api_key(KEY)
+    .start()
+    .unwrap();
+    let sender = tempfile::tempdir().unwrap();
+    std::fs::write(
+        sender.path().join("murmur.yaml"),
+        format!(
+            r#"name: sender
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+capabilities:
+  network: {{ allow: [ "{origin}" ] }}
+peers:
+  - {{ url: "{origin}", bearer: "${{A_TOKEN}}" }}
+"#,
+            driver = repo_root().join("artifacts/driver-anthropic").display(),
+            endpoint = emulator.url(),
+            probe = repo_root().join("tests/fixtures/probe").display(),
+            origin = peer_served.url,
+        ),
+    )
+    .unwrap();
+    let ran = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("A_TOKEN", "a-token-555")
+        .args(["run", "--json", "--task", "Ask the peer."])
+        .arg(sender.path())
+        .arg("--workdir")
+        .arg(sender.path().join("work"))
+        .run();
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    let to_model = emulator.requests()[1].body.to_string();
+    assert!(
+        to_model.contains("\\\"state\\\":\\\"completed\\\""),
+        "{to_model}"
+    );
+    let peer_saw = peer.emulator.requests()[0].body.to_string();
+    assert!(peer_saw.contains("Capital of Peru?"), "{peer_saw}");
+
+    // Without the credential's value the send is refused before any connection, naming it.
+    let refused = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--task", "Ask the peer."])
+        .arg(sender.path())
+        .arg("--workdir")
+        .arg(sender.path().join("work-unset"))
+        .run();
+    assert_eq!(refused.code, 0, "{refused:#?}");
+    let to_model = emulator.requests()[3].body.to_string();
+    assert!(to_model.contains("A_TOKEN"), "{to_model}");
+    assert!(to_model.contains("set nowhere"), "{to_model}");
+
+    peer_served.stop();
+    let received: Vec<Value> = trace(peer.dir.path())
+        .into_iter()
+        .filter(|e| e["event_type"] == "a2a_task_received")
+        .collect();
+    assert_eq!(received.len(), 1, "{received:#?}");
+    assert_eq!(received[0]["principal"], "capsule-a");
+    assert_eq!(received[0]["origin"], "peer");
+    // The sender's task was the operator's; the peer's task inherits that.
+    assert_eq!(received[0]["trust"], "operator");
+    assert!(
+        received[0].get("claimed_trust").is_none(),
+        "{:#}",
+        received[0]
+    );
+}
+
+#[test]
+fn a_door_with_principals_may_leave_loopback_and_one_without_a_credential_value_does_not_start() {
+    let capsule = capsule("turns: []\n", "");
+    // 192.0.2.1 is a documentation address no machine has: past the auth check, the bind fails.
+    let beyond = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("OPS_TOKEN", OPS)
+        .env("CI_KEY", CI)
+        .args(["run", "--serve", "--json", "--host", "192.0.2.1"])
+        .arg(capsule.dir.path())
+        .arg("--workdir")
+        .arg(capsule.dir.path().join("work"))
+        .run();
+    assert_eq!(beyond.json()["error"]["code"], "E-A2A-001", "{beyond:#?}");
+    assert!(!beyond.stderr.contains("W-A2A-006"), "{beyond:#?}");
+
+    let unset = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("OPS_TOKEN", OPS)
+        .args(["run", "--serve", "--json"])
+        .arg(capsule.dir.path())
+        .arg("--workdir")
+        .arg(capsule.dir.path().join("work"))
+        .run();
+    assert_eq!(unset.code, 2, "{unset:#?}");
+    assert_eq!(unset.json()["error"]["code"], "E-RUN-012", "{unset:#?}");
+    assert!(
+        unset.stderr.contains("`ci`") && unset.stderr.contains("CI_KEY"),
+        "{unset:#?}"
+    );
+    assert!(!unset.stdout.contains("listening on"));
+
+    let twins = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("OPS_TOKEN", OPS)
+        .env("CI_KEY", OPS)
+        .args(["run", "--serve", "--json"])
+        .arg(capsule.dir.path())
+        .arg("--workdir")
+        .arg(capsule.dir.path().join("work"))
+        .run();
+    assert_eq!(twins.json()["error"]["code"], "E-A2A-009", "{twins:#?}");
+    assert!(!twins.stderr.contains(OPS), "{twins:#?}");
+}
