@@ -95,6 +95,20 @@ fn rpc(served: &Served, body: &Value, headers: &[(&str, &str)]) -> Value {
     answer
 }
 
+/// Panics unless the served capsule says `text` on stderr within 5 s (its output is read by a
+/// thread of its own).
+fn assert_said(served: &Served, text: &str) {
+    let started = std::time::Instant::now();
+    while !served.stderr().contains(text) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "never said {text:?}:\n{}",
+            served.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn trace(dir: &Path) -> Vec<Value> {
     let session = murmur_testkit::door::session_dir(dir);
     std::fs::read_to_string(session.join("trace.jsonl"))
@@ -528,4 +542,130 @@ fn a_door_with_principals_may_leave_loopback_and_one_without_a_credential_value_
         .run();
     assert_eq!(twins.json()["error"]["code"], "E-A2A-009", "{twins:#?}");
     assert!(!twins.stderr.contains(OPS), "{twins:#?}");
+}
+
+#[test]
+fn files_a_task_writes_under_out_come_back_as_file_and_data_parts() {
+    let big = "x".repeat(300_000);
+    let write = |id: &str, path: &str, content: &str| json!({"id": id, "name": "probe", "input": {"action": "write_file", "path": path, "content": content}});
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [
+            write("w1", "out/report.csv", "a,b\n1,2\n"),
+            write("w2", "out/result.json", "{\"answer\": 42}"),
+            write("w3", "out/big.bin", &big),
+            write("w4", "out/page.html", "<p>hi</p>"),
+            {"id": "w5", "name": "probe", "input": {"action": "symlink", "target": "/etc/hostname", "path": "out/leak.txt"}},
+        ]}},
+        {"reply": {"text": "Files are ready."}},
+        {"reply": {"tool_calls": [write("w6", "out/second.csv", "c\n3\n")]}},
+        {"reply": {"text": "Another file."}},
+        {"reply": {"tool_calls": [write("w7", "out/third.csv", "d\n4\n")]}},
+        {"reply": {"text": "A third file."}},
+    ]});
+    let capsule = capsule(
+        &script.to_string(),
+        "  output_modes: [ text/plain, text/csv, application/json, application/octet-stream ]",
+    );
+    let served = capsule.serve();
+    let (_, card) = served.get("/.well-known/agent-card.json", &[("A2A-Version", "1.0")]);
+    assert_eq!(
+        card["defaultOutputModes"],
+        json!([
+            "text/plain",
+            "text/csv",
+            "application/json",
+            "application/octet-stream"
+        ])
+    );
+    let done = rpc(&served, &send("make files", json!({})), AS_OPS);
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
+    let task_id = task["id"].as_str().unwrap();
+    let artifacts = task["artifacts"].as_array().unwrap();
+    let named = |name: &str| {
+        artifacts
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("no artifact {name}: {artifacts:#?}"))
+    };
+    assert_eq!(named("result")["parts"], json!([{"data": {"answer": 42}}]));
+    let csv = &named("report.csv")["parts"][0];
+    assert_eq!(csv["mediaType"], "text/csv");
+    assert_eq!(csv["filename"], "report.csv");
+    assert_eq!(csv["raw"], "YSxiCjEsMgo=", "inline, base64");
+    let by_url = &named("big.bin")["parts"][0];
+    assert_eq!(by_url["mediaType"], "application/octet-stream");
+    let url = by_url["url"].as_str().unwrap();
+    assert_eq!(url, format!("{}/files/{task_id}/0", served.url));
+    // What the capsule does not declare, and a link, are not given back.
+    for absent in ["page.html", "leak.txt", "result.txt"] {
+        assert!(
+            artifacts.iter().all(|a| a["name"] != absent),
+            "{absent}: {artifacts:#?}"
+        );
+    }
+    assert_said(&served, "out/page.html (text/html) is not given back");
+
+    // `mur send` names what came back beside the answer.
+    let sent = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("OPS_TOKEN", OPS)
+        .args([
+            "send",
+            &format!("{}/", served.url),
+            "--text",
+            "again",
+            "--credential",
+            "OPS_TOKEN",
+        ])
+        .run();
+    assert_eq!(sent.code, 0, "{sent:#?}");
+    assert!(sent.stdout.contains("Another file."), "{sent:#?}");
+    assert!(
+        sent.stderr
+            .contains("[file] second.csv (text/csv, 4 bytes)"),
+        "{sent:#?}"
+    );
+
+    // The file by URL: to its principal only.
+    let client = murmur_testkit::door::client_builder().build().unwrap();
+    let fetch = |headers: &[(&str, &str)]| {
+        let mut request = client.get(url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().unwrap()
+    };
+    let mine = fetch(AS_OPS);
+    assert_eq!(mine.status(), 200);
+    assert_eq!(
+        mine.headers()["content-type"].to_str().unwrap(),
+        "application/octet-stream"
+    );
+    assert_eq!(mine.bytes().unwrap().len(), 300_000);
+    assert_eq!(fetch(AS_CI).status(), 404);
+    assert_eq!(fetch(&[]).status(), 401);
+    let other = client
+        .get(format!("{}/files/{task_id}/1", served.url))
+        .header("authorization", format!("Bearer {OPS}"))
+        .send()
+        .unwrap();
+    assert_eq!(other.status(), 404);
+
+    // A client that takes only text gets no file; the operator is told why.
+    let text_only = send(
+        "one more",
+        json!({"configuration": {"acceptedOutputModes": ["text/plain"]}}),
+    );
+    let done = rpc(&served, &text_only, AS_OPS);
+    let artifacts = done["result"]["task"]["artifacts"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let names: Vec<&Value> = artifacts.iter().map(|a| &a["name"]).collect();
+    assert!(names.contains(&&json!("response")), "{done:#}");
+    assert!(!names.contains(&&json!("third.csv")), "{done:#}");
+    assert_said(
+        &served,
+        "out/third.csv (text/csv) is not given back: the client does not accept that type",
+    );
 }

@@ -286,6 +286,18 @@ impl BeneathDir {
         })
     }
 
+    /// The regular files beneath the directory `rel`, depth-first with names sorted, at most
+    /// `max` of them and 8 directories deep: each with its path relative to this directory and
+    /// what tells one version of it from another. A link, or anything that is neither a regular
+    /// file nor a directory, is passed over and never followed.
+    pub fn files(&self, rel: impl AsRef<Path>, max: usize) -> Result<Vec<FileStamp>, BeneathError> {
+        let rel = rel.as_ref();
+        let top = self.subdir(rel, false)?;
+        let mut found = Vec::new();
+        collect_files(top.fd, rel.to_path_buf(), 0, max, &mut found)?;
+        Ok(found)
+    }
+
     /// Whether `rel` names a regular file beneath the directory (no link on the way).
     pub fn is_file(&self, rel: impl AsRef<Path>) -> bool {
         let rel = rel.as_ref();
@@ -315,6 +327,67 @@ impl BeneathDir {
         }
         Ok((dir, last))
     }
+}
+
+/// A regular file [`BeneathDir::files`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    /// Relative to the [`BeneathDir`] it was found beneath.
+    pub path: PathBuf,
+    pub len: u64,
+    /// Nanoseconds since the epoch.
+    pub modified_ns: i128,
+    pub inode: u64,
+}
+
+/// The deepest [`BeneathDir::files`] goes below the directory it lists.
+const FILES_DEPTH: usize = 8;
+
+fn collect_files(
+    dir: OwnedFd,
+    at: PathBuf,
+    depth: usize,
+    max: usize,
+    found: &mut Vec<FileStamp>,
+) -> Result<(), BeneathError> {
+    let shown = show(&at);
+    let mut names: Vec<String> = Vec::new();
+    let listing = rustix::fs::Dir::read_from(&dir).map_err(|errno| from_errno(errno, &shown))?;
+    for entry in listing {
+        let entry = entry.map_err(|errno| from_errno(errno, &shown))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "." && name != ".." {
+            names.push(name);
+        }
+    }
+    names.sort();
+    for name in names {
+        if found.len() >= max {
+            return Ok(());
+        }
+        let Ok(stat) = rustix::fs::statat(dir.as_fd(), name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+        else {
+            continue;
+        };
+        let path = at.join(&name);
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => found.push(FileStamp {
+                path,
+                len: stat.st_size as u64,
+                modified_ns: stat.st_mtime as i128 * 1_000_000_000 + stat.st_mtime_nsec as i128,
+                inode: stat.st_ino as u64,
+            }),
+            FileType::Directory if depth < FILES_DEPTH => {
+                if let Ok(sub) =
+                    rustix::fs::openat(dir.as_fd(), name.as_str(), DIR_FLAGS, Mode::empty())
+                {
+                    collect_files(sub, path, depth + 1, max, found)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Opens the directory `name` in `dir` without following a link (creating it when `create`).

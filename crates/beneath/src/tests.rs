@@ -336,3 +336,35 @@ fn a_subdirectory_is_created_at_any_depth_and_never_reached_through_a_link() {
         Err(BeneathError::NotFound { .. })
     ));
 }
+
+#[test]
+fn files_lists_regular_files_beneath_and_never_follows_a_link() {
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::write(outer.path().join("secret"), SECRET).unwrap();
+    let root = outer.path().join("root");
+    std::fs::create_dir_all(root.join("out/deep/er")).unwrap();
+    std::fs::write(root.join("out/b.txt"), b"bee").unwrap();
+    std::fs::write(root.join("out/a.csv"), b"a,1").unwrap();
+    std::fs::write(root.join("out/deep/er/c.json"), b"{}").unwrap();
+    std::os::unix::fs::symlink(outer.path().join("secret"), root.join("out/link.txt")).unwrap();
+    std::os::unix::fs::symlink(outer.path(), root.join("out/outer")).unwrap();
+    let dir = BeneathDir::open(&root).unwrap();
+    let found = dir.files("out", 100).unwrap();
+    let paths: Vec<&Path> = found.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(
+        paths,
+        [
+            Path::new("out/a.csv"),
+            Path::new("out/b.txt"),
+            Path::new("out/deep/er/c.json")
+        ]
+    );
+    assert_eq!(found[1].len, 3);
+    assert_eq!(dir.files("out", 2).unwrap().len(), 2, "at most `max`");
+    // A link where the listed directory should be is refused.
+    std::os::unix::fs::symlink(outer.path(), root.join("elsewhere")).unwrap();
+    assert!(matches!(
+        dir.files("elsewhere", 10),
+        Err(BeneathError::Symlink { .. })
+    ));
+}

@@ -150,6 +150,9 @@ pub async fn serve(
         let _ = shutdown_tx.send(true);
     });
     let mut feed = DoorFeed {
+        files_url: format!("{url}files/"),
+        output_modes: staged.capsule.door.output_modes.clone(),
+        notes: observer.clone(),
         store: store.clone(),
         receiver,
         current,
@@ -231,6 +234,12 @@ fn card(staged: &Staged, url: &str, auth: &crate::auth::DoorAuth) -> AgentCard {
 
 /// Hands the door's tasks to the session and records how each ended.
 struct DoorFeed {
+    /// Where the door serves tasks' files: `http://host:port/files/`.
+    files_url: String,
+    /// `door.output_modes`.
+    output_modes: Vec<String>,
+    /// Where warnings for the operator go.
+    notes: Arc<dyn Observer>,
     store: Store,
     receiver: tokio::sync::mpsc::UnboundedReceiver<Queued>,
     current: Arc<Mutex<Option<String>>>,
@@ -296,6 +305,7 @@ impl TaskFeed for DoorFeed {
                             claimed_origin: None,
                             claimed_trust: None,
                             principal: None,
+                            accepts: Vec::new(),
                         };
                         // The store is empty yet: task.md is its first task.
                         let Ok((_, stop)) =
@@ -358,6 +368,24 @@ impl TaskFeed for DoorFeed {
                 };
                 self.store
                     .artifact_text(task_id, "response", "response", &chunk, true);
+                let offered = crate::outputs::offer(
+                    &report.outputs,
+                    &self.output_modes,
+                    &self.store.accepts(task_id),
+                    &format!("{}{task_id}/", self.files_url),
+                );
+                for artifact in offered.artifacts {
+                    self.store.add_artifact(task_id, artifact);
+                }
+                self.store.serve_files(task_id, offered.served);
+                for (note, hint) in offered.notes {
+                    let warning = murmur_manifest::Diagnostic::new(
+                        murmur_manifest::diagnostic::code::W_A2A_010,
+                        format!("task {task_id}: {note}"),
+                    )
+                    .hint(hint);
+                    self.notes.warning(&warning);
+                }
                 // The status message repeats the answer, to a bound: the artifact has more.
                 let shown = crate::tasks::status_text(answer);
                 self.store
@@ -426,6 +454,10 @@ impl Observer for DoorObserver {
 
     fn note(&self, text: &str) {
         self.inner.note(text);
+    }
+
+    fn warning(&self, warning: &murmur_manifest::Diagnostic) {
+        self.inner.warning(warning);
     }
 
     fn tool_result(&self, call_id: &str, tool: &str, text: &str, is_error: bool) {

@@ -58,6 +58,7 @@ pub mod auth;
 pub mod control;
 pub mod control_client;
 mod feed;
+pub mod outputs;
 mod server;
 pub mod tasks;
 

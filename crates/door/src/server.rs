@@ -72,6 +72,7 @@ pub(crate) fn router(door: Arc<Door>) -> Router {
         .route("/.well-known/agent-card.json", get(card))
         .route("/.well-known/agent.json", get(card_v03))
         .route("/", post(rpc_endpoint))
+        .route("/files/{task}/{index}", get(task_file))
         .merge(crate::control::routes(door.control.clone()))
         .with_state(door)
 }
@@ -135,17 +136,86 @@ fn unauthenticated(door: &Door) -> Response {
     response
 }
 
-async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: Body) -> Response {
-    let caller = if door.auth.required() {
-        match door.auth.authenticate(&headers) {
-            Some(principal) => Caller {
-                principal: Some(principal.name.clone()),
-                peer: principal.trust == murmur_manifest::door::PrincipalTrust::Peer,
-            },
-            None => return unauthenticated(&door),
+impl Door {
+    /// Who `headers` say is calling; `None` when the door asks for a credential and they
+    /// present none of its principals'.
+    fn caller(&self, headers: &HeaderMap) -> Option<Caller> {
+        if !self.auth.required() {
+            return Some(Caller::default());
         }
-    } else {
-        Caller::default()
+        let principal = self.auth.authenticate(headers)?;
+        Some(Caller {
+            principal: Some(principal.name.clone()),
+            peer: principal.trust == murmur_manifest::door::PrincipalTrust::Peer,
+        })
+    }
+}
+
+/// `GET /files/<task>/<n>`: file `n` a completed task gives back by URL (see
+/// [`crate::outputs`]), to the principal the task belongs to; anyone else, and any task or
+/// index there is not, gets 404.
+async fn task_file(
+    State(door): State<Arc<Door>>,
+    axum::extract::Path((task, index)): axum::extract::Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(caller) = door.caller(&headers) else {
+        return unauthenticated(&door);
+    };
+    let not_found = || {
+        json(
+            StatusCode::NOT_FOUND,
+            &serde_json::json!({"error": "no such file of a task of yours"}),
+        )
+    };
+    let Some(index) = decimal(&index).and_then(|n| usize::try_from(n).ok()) else {
+        return not_found();
+    };
+    if !is_safe_id(&task) {
+        return not_found();
+    }
+    let Some(file) = door.store.served_file(&task, caller.principal(), index) else {
+        return not_found();
+    };
+    let name = file.name();
+    let read = tokio::task::spawn_blocking(move || file.read(crate::outputs::SERVED_LIMIT)).await;
+    let Ok(Ok(bytes)) = read else {
+        return json(
+            StatusCode::GONE,
+            &serde_json::json!({"error": "the file can no longer be read from the session's workdir"}),
+        );
+    };
+    let media_type = crate::outputs::media_type_of(&name);
+    // The name as a quoted string of safe characters only.
+    let shown: String = name
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut response = (StatusCode::OK, bytes).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Ok(disposition) = HeaderValue::from_str(&format!("attachment; filename=\"{shown}\"")) {
+        headers.insert(header::CONTENT_DISPOSITION, disposition);
+    }
+    response
+}
+
+async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: Body) -> Response {
+    let Some(caller) = door.caller(&headers) else {
+        return unauthenticated(&door);
     };
     let bytes = match axum::body::to_bytes(body, door.body_limit).await {
         Ok(bytes) => bytes,
@@ -407,6 +477,11 @@ impl Door {
             claimed_origin: claim("x-murmur-task-origin").filter(|_| !caller.peer),
             claimed_trust: claimed_trust.clone().filter(|_| inherited.is_none()),
             principal: caller.principal.clone(),
+            accepts: params
+                .configuration
+                .as_ref()
+                .map(|config| config.accepted_output_modes.clone())
+                .unwrap_or_default(),
         };
         let task_id = new_id("tsk_", 24);
         let (_, stop) = self

@@ -92,6 +92,8 @@ pub struct Origin {
     /// The `door.auth` principal that created the task; `None` when the door asks for no
     /// credential, and for the task of `task.md`.
     pub principal: Option<String>,
+    /// The media types the client said it accepts (`acceptedOutputModes`); empty: any.
+    pub accepts: Vec<String>,
 }
 
 /// Why a store operation was refused.
@@ -125,6 +127,8 @@ struct Entry {
     origin: Origin,
     /// Text streamed so far per artifact id (to know whether the next chunk appends).
     streamed: HashMap<String, bool>,
+    /// The files the door serves for this task by URL (`/files/<task id>/<n>`).
+    files: Vec<murmur_runtime::session::workdir::OutputFile>,
 }
 
 /// Every task the door has seen this session.
@@ -231,6 +235,7 @@ impl TaskStore {
                 stop: stop.clone(),
                 origin,
                 streamed: HashMap::new(),
+                files: Vec::new(),
             },
         );
         inner.order.insert(seq, task_id.to_string());
@@ -444,6 +449,60 @@ impl TaskStore {
         push(entry, StreamEvent::ArtifactUpdate(update));
     }
 
+    /// Adds a whole artifact (one event, its last chunk) and the files the task's URLs serve,
+    /// unless the task has ended.
+    pub fn add_artifact(&self, id: &str, artifact: Artifact) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        if entry.task.status.state.is_terminal() {
+            return;
+        }
+        entry.kept_bytes += parts_bytes(&artifact.parts);
+        entry.task.artifacts.push(artifact.clone());
+        let update = TaskArtifactUpdate {
+            task_id: entry.task.id.clone(),
+            context_id: entry.task.context_id.clone(),
+            artifact,
+            append: false,
+            last_chunk: true,
+            metadata: None,
+        };
+        push(entry, StreamEvent::ArtifactUpdate(update));
+    }
+
+    /// Keeps `files` as what `/files/<id>/<n>` serves.
+    pub fn serve_files(&self, id: &str, files: Vec<murmur_runtime::session::workdir::OutputFile>) {
+        if let Some(entry) = self.lock().tasks.get_mut(id) {
+            entry.files = files;
+        }
+    }
+
+    /// File `index` of task `id`, when the task is `principal`'s.
+    pub fn served_file(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+        index: usize,
+    ) -> Option<murmur_runtime::session::workdir::OutputFile> {
+        let inner = self.lock();
+        let entry = inner.tasks.get(id)?;
+        if entry.origin.principal.as_deref() != principal {
+            return None;
+        }
+        entry.files.get(index).cloned()
+    }
+
+    /// What the client of task `id` accepts (`acceptedOutputModes`; empty: any).
+    pub fn accepts(&self, id: &str) -> Vec<String> {
+        self.lock()
+            .tasks
+            .get(id)
+            .map(|entry| entry.origin.accepts.clone())
+            .unwrap_or_default()
+    }
+
     /// Moves the task to `input-required` with `prompt` and returns where the reply arrives.
     pub fn request_input(&self, id: &str, prompt: &str) -> Option<oneshot::Receiver<Message>> {
         let (sender, receiver) = oneshot::channel();
@@ -594,11 +653,15 @@ fn event_bytes(event: &StreamEvent) -> usize {
 }
 
 fn parts_bytes(parts: &[Part]) -> usize {
+    use murmur_a2a::model::{FileContent, PartContent};
     parts
         .iter()
         .map(|part| match &part.content {
-            murmur_a2a::model::PartContent::Text(text) => text.len(),
-            _ => 0,
+            PartContent::Text(text) => text.len(),
+            PartContent::File(FileContent::Bytes(bytes)) => bytes.len(),
+            PartContent::File(FileContent::Uri(uri)) => uri.len(),
+            // Only what a client can make large: the door's own data parts are bounded.
+            PartContent::Data(_) => 0,
         })
         .sum()
 }
@@ -648,6 +711,7 @@ mod tests {
             claimed_origin: None,
             claimed_trust: None,
             principal: None,
+            accepts: Vec::new(),
         }
     }
 

@@ -102,6 +102,16 @@ impl Observer for Terminal {
         }
     }
 
+    fn warning(&self, warning: &murmur_manifest::Diagnostic) {
+        if self
+            .mid_line
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            println!();
+        }
+        render::diagnostics_human(std::slice::from_ref(warning));
+    }
+
     fn note(&self, text: &str) {
         if self.quiet {
             return;

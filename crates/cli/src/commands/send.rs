@@ -6,6 +6,8 @@
 //!   or asks for input; the answer text goes to stdout, the task's id and state to stderr.
 //! - `--stream` uses `SendStreamingMessage`: the answer text is printed as it arrives (thinking
 //!   and tool results on stderr), status changes on stderr.
+//! - Files and data the task gives back are named on stderr (`[file] report.csv (text/csv, 8
+//!   bytes)`, `[file] big.bin (application/octet-stream): URL`, `[data] result: {…}`).
 //! - `--task ID` continues a task (the reply a task in `input-required` waits for);
 //!   `--context ID` starts a task in an existing conversation.
 //! - `--json`: the final task as the agent sent it, or with `--stream` one JSON line per event.
@@ -294,8 +296,39 @@ fn finished(task: &Task, url: &str, args: &SendArgs) -> Exit {
         } else if !text.is_empty() {
             println!("{text}");
         }
+        for line in outputs(task) {
+            eprintln!("{line}");
+        }
     }
     state_exit(task, url, args)
+}
+
+/// A line for each file or data part the task's artifacts carry: `[file] NAME (TYPE, N bytes)`
+/// inline, `[file] NAME (TYPE): URL` by reference, `[data] NAME: JSON`.
+fn outputs(task: &Task) -> Vec<String> {
+    let mut lines = Vec::new();
+    for artifact in &task.artifacts {
+        for part in &artifact.parts {
+            let name = part
+                .filename
+                .clone()
+                .or_else(|| artifact.name.clone())
+                .unwrap_or_else(|| artifact.artifact_id.clone());
+            let media_type = part.media_type.as_deref().unwrap_or("unknown type");
+            match &part.content {
+                PartContent::File(murmur_a2a::FileContent::Bytes(bytes)) => lines.push(format!(
+                    "[file] {name} ({media_type}, {} bytes)",
+                    bytes.len()
+                )),
+                PartContent::File(murmur_a2a::FileContent::Uri(uri)) => {
+                    lines.push(format!("[file] {name} ({media_type}): {uri}"))
+                }
+                PartContent::Data(value) => lines.push(format!("[data] {name}: {value}")),
+                PartContent::Text(_) => {}
+            }
+        }
+    }
+    lines
 }
 
 fn state_exit(task: &Task, url: &str, args: &SendArgs) -> Exit {

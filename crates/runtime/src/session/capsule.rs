@@ -694,6 +694,7 @@ pub async fn run(
             result_text: None,
             reopen_count: 0,
             error,
+            outputs: Vec::new(),
         }],
         totals,
         duration_ms,

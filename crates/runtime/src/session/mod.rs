@@ -206,6 +206,10 @@ pub struct TaskReport {
     /// How often an `on-task-end` hook reopened it.
     pub reopen_count: u32,
     pub error: Option<Failure>,
+    /// The files under `out/` (other than `result.txt`) the task made or changed, when it
+    /// finished: at most [`workdir::OUTPUTS_LISTED`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<workdir::OutputFile>,
 }
 
 /// How the session went.
@@ -236,6 +240,8 @@ pub trait Observer: Send + Sync {
     fn chunk(&self, _kind: ChunkKind, _text: &str) {}
     /// A step worth showing a person: a task starting, a tool being called.
     fn note(&self, _text: &str) {}
+    /// Something the operator should act on, shown whatever else is quiet.
+    fn warning(&self, _warning: &murmur_manifest::Diagnostic) {}
     /// A turn of the agent loop is about to call the driver.
     fn turn_started(&self, _turn: u32) {}
     /// A tool call's result, as the model sees it (inside its untrusted-content fence).

@@ -370,6 +370,7 @@ impl<'a> SessionContext<'a> {
             (None, None) => (new_id("tsk_", 24), new_id("ctx_", 24)),
         };
         let (mut run, task_event) = self.open_task(input, &task_id, &context_id)?;
+        let out_before = self.workdir.out_snapshot();
         let (prior, mut unreadable) = match self.prior_history(&context_id) {
             Ok(prior) => (prior, None),
             Err(failure) => (Vec::new(), Some(failure)),
@@ -509,6 +510,11 @@ impl<'a> SessionContext<'a> {
                 result_text: final_text.filter(|_| exit_status == ExitStatus::Ok),
                 reopen_count,
                 error,
+                outputs: if exit_status == ExitStatus::Ok {
+                    self.workdir.outputs_since(&out_before)
+                } else {
+                    Vec::new()
+                },
             },
             stop,
         ))

@@ -113,10 +113,77 @@ impl Workdir {
         Ok(self.result())
     }
 
+    /// What `out/` holds now (its regular files, no link followed), to tell later what a task
+    /// made or changed ([`Workdir::outputs_since`]).
+    pub fn out_snapshot(&self) -> OutSnapshot {
+        OutSnapshot(
+            self.dir
+                .files("out", OUT_FILES_SEEN)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|stamp| (stamp.path.clone(), stamp))
+                .collect(),
+        )
+    }
+
+    /// The files under `out/` other than `result.txt` that are new since `before`, or changed
+    /// (size, time or inode), in name order, at most [`OUTPUTS_LISTED`].
+    pub fn outputs_since(&self, before: &OutSnapshot) -> Vec<OutputFile> {
+        self.dir
+            .files("out", OUT_FILES_SEEN)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|stamp| stamp.path != Path::new(RESULT))
+            .filter(|stamp| before.0.get(&stamp.path) != Some(stamp))
+            .take(OUTPUTS_LISTED)
+            .map(|stamp| OutputFile {
+                path: stamp.path,
+                size: stamp.len,
+                dir: self.dir.clone(),
+            })
+            .collect()
+    }
+
     /// Writes `MURMUR.md`: who the agent is, its tools, its limits.
     pub fn write_murmur_md(&self, staged: &Staged) -> Result<(), BeneathError> {
         self.dir
             .write_whole("MURMUR.md", murmur_md(staged).as_bytes())
+    }
+}
+
+/// The most files under `out/` a task's report lists ([`Workdir::outputs_since`]).
+pub const OUTPUTS_LISTED: usize = 32;
+/// The most files under `out/` a snapshot looks at.
+const OUT_FILES_SEEN: usize = 10_000;
+
+/// What `out/` held when a task began ([`Workdir::out_snapshot`]).
+#[derive(Debug, Default)]
+pub struct OutSnapshot(std::collections::HashMap<PathBuf, murmur_beneath::FileStamp>);
+
+/// A file a task made or changed under `out/`, readable beneath the workdir (no link followed).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OutputFile {
+    /// Relative to the workdir: `out/…`.
+    pub path: PathBuf,
+    pub size: u64,
+    #[serde(skip)]
+    dir: Arc<BeneathDir>,
+}
+
+impl OutputFile {
+    /// The path below `out/`: `report.csv`, `charts/a.png`.
+    pub fn name(&self) -> String {
+        self.path
+            .strip_prefix("out")
+            .unwrap_or(&self.path)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Its bytes now, at most `limit` of them (a file changed into a link or a FIFO since is
+    /// refused, as every read beneath the workdir).
+    pub fn read(&self, limit: u64) -> Result<Vec<u8>, BeneathError> {
+        self.dir.read(&self.path, limit)
     }
 }
 

@@ -190,6 +190,7 @@ impl SessionContext<'_> {
             result_text: None,
             reopen_count: 0,
             error: None,
+            outputs: Vec::new(),
         });
         Ok(ran)
     }
