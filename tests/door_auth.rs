@@ -669,3 +669,204 @@ fn files_a_task_writes_under_out_come_back_as_file_and_data_parts() {
         "out/third.csv (text/csv) is not given back: the client does not accept that type",
     );
 }
+
+/// Waits until `server` has recorded `count` requests (at most 15 s) and returns them.
+fn recorded(
+    server: &murmur_testkit::RecordingServer,
+    count: usize,
+    served: &Served,
+) -> Vec<murmur_testkit::RecordedRequest> {
+    let started = std::time::Instant::now();
+    loop {
+        let requests = server.requests();
+        if requests.len() >= count {
+            return requests;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "{} of {count} notifications arrived: {requests:#?}\n{}",
+            requests.len(),
+            served.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn header<'a>(request: &'a murmur_testkit::RecordedRequest, name: &str) -> &'a str {
+    request
+        .headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_tasks_webhook_hears_its_status_changes_with_its_token_and_retries() {
+    // The webhook is down for its first request: the door tries again.
+    let hook = murmur_testkit::RecordingServer::start_failing("", 1);
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"First.\" }\n  - reply: { text: \"Second.\" }\n",
+        &format!(
+            "capabilities:\n  network: {{ allow: [ \"{}\" ] }}",
+            hook.url()
+        ),
+    );
+    let served = capsule.serve();
+    let (_, card) = served.get("/.well-known/agent-card.json", &[("A2A-Version", "1.0")]);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
+
+    let with_hook = send(
+        "notify me",
+        json!({"configuration": {"taskPushNotificationConfig": {
+            "url": format!("{}/hook", hook.url()), "token": "tok-1",
+            "authentication": {"scheme": "Bearer", "credentials": "hook-cred"}}}}),
+    );
+    let done = rpc(&served, &with_hook, AS_OPS);
+    let task_id = done["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    // `working` (refused once, then again), then the ended task.
+    let requests = recorded(&hook, 3, &served);
+    let bodies: Vec<Value> = requests
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(
+        bodies[0], bodies[1],
+        "the refused notification was tried again"
+    );
+    assert_eq!(
+        bodies[1]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert_eq!(bodies[1]["statusUpdate"]["taskId"], task_id.as_str());
+    assert_eq!(bodies[2]["task"]["id"], task_id.as_str());
+    assert_eq!(bodies[2]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_v1("StreamResponse", &bodies[2]);
+    for request in &requests {
+        assert_eq!(request.method, "POST");
+        assert_eq!(request.path, "/hook");
+        assert_eq!(header(request, "x-a2a-notification-token"), "tok-1");
+        assert_eq!(header(request, "authorization"), "Bearer hook-cred");
+        assert_eq!(header(request, "content-type"), "application/a2a+json");
+    }
+
+    // The config methods, on ops's task: create (id chosen), get, list, delete.
+    let create = call(
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task_id, "url": format!("{}/other", hook.url())}),
+    );
+    let created = rpc(&served, &create, AS_OPS);
+    assert_eq!(created["result"]["taskId"], task_id.as_str(), "{created:#}");
+    let config_id = created["result"]["id"].as_str().unwrap().to_string();
+    assert_ne!(config_id, "");
+    let listed = rpc(
+        &served,
+        &call(
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": task_id}),
+        ),
+        AS_OPS,
+    );
+    assert_eq!(
+        listed["result"]["configs"].as_array().unwrap().len(),
+        2,
+        "{listed:#}"
+    );
+    let got = rpc(
+        &served,
+        &call(
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": task_id, "id": config_id}),
+        ),
+        AS_OPS,
+    );
+    assert_eq!(got["result"]["url"], format!("{}/other", hook.url()));
+    // To another principal the task and its configs do not exist.
+    for method in [
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    ] {
+        let theirs = rpc(
+            &served,
+            &call(method, json!({"taskId": task_id, "id": config_id})),
+            AS_CI,
+        );
+        assert_eq!(theirs["error"]["code"], -32001, "{method}: {theirs:#}");
+    }
+    let deleted = rpc(
+        &served,
+        &call(
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": task_id, "id": config_id}),
+        ),
+        AS_OPS,
+    );
+    assert_eq!(deleted["result"], json!({}), "{deleted:#}");
+    let again = rpc(
+        &served,
+        &call(
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": task_id, "id": config_id}),
+        ),
+        AS_OPS,
+    );
+    assert_eq!(again["result"], json!({}), "deleting twice is no error");
+    let gone = rpc(
+        &served,
+        &call(
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": task_id, "id": config_id}),
+        ),
+        AS_OPS,
+    );
+    assert_eq!(gone["error"]["code"], -32001);
+
+    // Where the capsule may not reach, nothing is registered or sent.
+    for url in [
+        "http://127.0.0.1:1/hook".to_string(),
+        format!("http://localhost:{}/hook", hook.addr().port()),
+        "http://169.254.169.254/latest/meta-data".to_string(),
+        "file:///etc/passwd".to_string(),
+    ] {
+        let refused = rpc(
+            &served,
+            &call(
+                "CreateTaskPushNotificationConfig",
+                json!({"taskId": task_id, "url": url}),
+            ),
+            AS_OPS,
+        );
+        assert_eq!(refused["error"]["code"], -32602, "{url}: {refused:#}");
+        assert_eq!(
+            refused["error"]["data"][0]["fieldViolations"][0]["field"], "url",
+            "{refused:#}"
+        );
+    }
+    let refused_send = send(
+        "notify elsewhere",
+        json!({"configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:1/"}}}),
+    );
+    let refused = rpc(&served, &refused_send, AS_OPS);
+    assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
+
+    // In A2A 0.3 the webhook gets the task itself.
+    let v03 = json!({"jsonrpc": "2.0", "id": 9, "method": "message/send", "params": {
+        "message": {"kind": "message", "messageId": "m-9", "role": "user",
+                    "parts": [{"kind": "text", "text": "and in 0.3"}]},
+        "configuration": {"pushNotificationConfig": {"url": format!("{}/v03", hook.url()), "token": "tok-3"}}}});
+    let done = rpc(&served, &v03, AS_OPS);
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done:#}");
+    let requests = recorded(&hook, 5, &served);
+    let last: Value = serde_json::from_slice(&requests[4].body).unwrap();
+    assert_eq!(last["kind"], "task");
+    assert_eq!(last["status"]["state"], "completed");
+    assert_v03("Task", &last);
+    assert_eq!(header(&requests[4], "x-a2a-notification-token"), "tok-3");
+    assert_eq!(header(&requests[4], "content-type"), "application/json");
+    assert_eq!(requests.len(), 5, "the deleted webhook heard nothing");
+}

@@ -437,10 +437,9 @@ pub struct SendMessageConfiguration {
     /// Wait for a terminal or interrupted state before answering. v0.3 `blocking`, v1.0
     /// `!returnImmediately`; both default to waiting, so this defaults to `true`.
     pub blocking: bool,
-    /// The request carried a push notification config (v1.0 `taskPushNotificationConfig`, v0.3
-    /// `pushNotificationConfig`). Its contents are not modelled: an agent without push
-    /// notifications answers [`crate::RpcError::push_notification_not_supported`].
-    pub push_notification_requested: bool,
+    /// Where to post the task's updates (v1.0 `taskPushNotificationConfig`, v0.3
+    /// `pushNotificationConfig`).
+    pub push_notification: Option<PushNotificationConfig>,
 }
 
 impl Default for SendMessageConfiguration {
@@ -449,7 +448,7 @@ impl Default for SendMessageConfiguration {
             accepted_output_modes: Vec::new(),
             history_length: None,
             blocking: true,
-            push_notification_requested: false,
+            push_notification: None,
         }
     }
 }
@@ -468,6 +467,50 @@ impl SendMessageParams {
             .as_ref()
             .and_then(|config| config.history_length)
     }
+}
+
+/// Where and how an agent posts a task's updates: a webhook.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PushNotificationConfig {
+    /// Unique within its task; the agent chooses one when the client gives none.
+    pub id: Option<String>,
+    pub url: String,
+    /// Sent with every notification (`X-A2A-Notification-Token`), for the receiver to check.
+    pub token: Option<String>,
+    /// How the agent authenticates to the webhook (`Authorization: <scheme> <credentials>`).
+    pub authentication: Option<PushAuthentication>,
+}
+
+/// v1.0 `AuthenticationInfo` (`scheme`), v0.3 `PushNotificationAuthenticationInfo` (the first
+/// of `schemes`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PushAuthentication {
+    pub scheme: String,
+    pub credentials: Option<String>,
+}
+
+/// A push notification config bound to its task: the params of `CreateTaskPushNotificationConfig`
+/// / `tasks/pushNotificationConfig/set`, and what every push config method answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskPushNotificationConfig {
+    pub task_id: String,
+    pub config: PushNotificationConfig,
+}
+
+/// Params of the push config methods that name one task's config (get, delete): v1.0
+/// `taskId` and `id`, v0.3 `id` (the task's) and `pushNotificationConfigId`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushConfigRef {
+    pub task_id: String,
+    /// Required to delete; to get, absent (v0.3) means the task's only or first config.
+    pub config_id: Option<String>,
+}
+
+/// The configs of one task: what `ListTaskPushNotificationConfigs` /
+/// `tasks/pushNotificationConfig/list` answers (v0.3 a bare array).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PushConfigList {
+    pub configs: Vec<TaskPushNotificationConfig>,
 }
 
 /// Parameters of `GetTask` / `tasks/get`.

@@ -332,9 +332,14 @@ pub enum Call {
     SubscribeToTask(SubscribeParams),
     ListTasks(ListTasksParams),
     GetExtendedAgentCard,
-    /// One of the push notification config methods; its params are not read. An agent without
-    /// push notifications answers [`RpcError::push_notification_not_supported`].
-    PushNotificationConfig(Method),
+    /// `CreateTaskPushNotificationConfig` / `tasks/pushNotificationConfig/set`.
+    CreatePushConfig(TaskPushNotificationConfig),
+    /// `GetTaskPushNotificationConfig` / `tasks/pushNotificationConfig/get`.
+    GetPushConfig(PushConfigRef),
+    /// `ListTaskPushNotificationConfigs` / `tasks/pushNotificationConfig/list`.
+    ListPushConfigs(PushConfigRef),
+    /// `DeleteTaskPushNotificationConfig` / `tasks/pushNotificationConfig/delete`.
+    DeletePushConfig(PushConfigRef),
 }
 
 impl Request {
@@ -348,7 +353,10 @@ impl Request {
             Method::SubscribeToTask => Call::SubscribeToTask(subscribe_params(self)?),
             Method::ListTasks => Call::ListTasks(list_tasks_params(self)?),
             Method::GetExtendedAgentCard => Call::GetExtendedAgentCard,
-            method => Call::PushNotificationConfig(method),
+            Method::CreatePushNotificationConfig => Call::CreatePushConfig(read(self)?),
+            Method::GetPushNotificationConfig => Call::GetPushConfig(read(self)?),
+            Method::ListPushNotificationConfigs => Call::ListPushConfigs(read(self)?),
+            Method::DeletePushNotificationConfig => Call::DeletePushConfig(read(self)?),
         })
     }
 }

@@ -463,7 +463,7 @@ proptest! {
                 accepted_output_modes: modes,
                 history_length,
                 blocking,
-                push_notification_requested: false,
+                push_notification: None,
             }),
             metadata,
         };

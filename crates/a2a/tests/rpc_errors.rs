@@ -274,12 +274,23 @@ fn every_method_name_of_both_versions_is_recognised_and_decides_the_version() {
 }
 
 #[test]
-fn push_notification_methods_are_recognised_so_they_can_be_refused_properly() {
+fn push_notification_methods_are_read_with_their_params() {
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/get","params":{"id":"t"}}"#;
     let request = rpc::parse_request(body).unwrap();
     assert_eq!(
         request.call().unwrap(),
-        Call::PushNotificationConfig(Method::GetPushNotificationConfig)
+        Call::GetPushConfig(PushConfigRef {
+            task_id: "t".into(),
+            config_id: None
+        })
+    );
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"DeleteTaskPushNotificationConfig","params":{"taskId":"t","id":"c"}}"#;
+    assert_eq!(
+        rpc::parse_request(body).unwrap().call().unwrap(),
+        Call::DeletePushConfig(PushConfigRef {
+            task_id: "t".into(),
+            config_id: Some("c".into())
+        })
     );
     let response = rpc::error(&request.id, &RpcError::push_notification_not_supported());
     assert_eq!(response["error"]["code"], -32003);

@@ -323,7 +323,7 @@ fn client_requests_validate_in_both_versions() {
             accepted_output_modes: vec!["text/plain".into()],
             history_length: Some(5),
             blocking: false,
-            push_notification_requested: false,
+            push_notification: None,
         }),
         metadata: metadata(json!({"k": "v"})),
     };

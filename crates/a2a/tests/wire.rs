@@ -385,13 +385,72 @@ fn blocking_defaults_to_waiting_in_both_versions() {
 }
 
 #[test]
-fn a_push_notification_config_in_a_send_is_noticed() {
+fn a_push_notification_config_reads_and_writes_in_each_version() {
     let params = json!({
         "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        "configuration": {"taskPushNotificationConfig": {"url": "https://client.example/hook"}}
+        "configuration": {"taskPushNotificationConfig": {
+            "url": "https://client.example/hook", "token": "tok",
+            "authentication": {"scheme": "Bearer", "credentials": "cred"}}}
     });
     let read = SendMessageParams::from_wire(Version::V1_0, &params).unwrap();
-    assert!(read.configuration.unwrap().push_notification_requested);
+    let push = read
+        .configuration
+        .clone()
+        .unwrap()
+        .push_notification
+        .unwrap();
+    assert_eq!(push.url, "https://client.example/hook");
+    assert_eq!(push.token.as_deref(), Some("tok"));
+    let auth = push.authentication.clone().unwrap();
+    assert_eq!(
+        (auth.scheme.as_str(), auth.credentials.as_deref()),
+        ("Bearer", Some("cred"))
+    );
+    // The same config in 0.3: `schemes`, and the task binding nests it.
+    let v03 = read.to_wire(Version::V0_3);
+    assert_eq!(
+        v03["configuration"]["pushNotificationConfig"]["authentication"],
+        json!({"schemes": ["Bearer"], "credentials": "cred"})
+    );
+    assert_eq!(
+        SendMessageParams::from_wire(Version::V0_3, &v03).unwrap(),
+        read
+    );
+    let bound = TaskPushNotificationConfig {
+        task_id: "t1".into(),
+        config: PushNotificationConfig {
+            id: Some("c1".into()),
+            ..push
+        },
+    };
+    let v1 = bound.to_wire(Version::V1_0);
+    assert_eq!(v1["taskId"], "t1");
+    assert_eq!(v1["id"], "c1");
+    common::assert_v1("TaskPushNotificationConfig", &v1);
+    let v03 = bound.to_wire(Version::V0_3);
+    assert_eq!(v03["pushNotificationConfig"]["id"], "c1");
+    common::assert_v03("TaskPushNotificationConfig", &v03);
+    for version in Version::ALL {
+        let back = TaskPushNotificationConfig::from_wire(version, &bound.to_wire(version)).unwrap();
+        assert_eq!(back, bound);
+    }
+    // A config without its url is refused, naming the field.
+    let missing = TaskPushNotificationConfig::from_wire(Version::V1_0, &json!({"taskId": "t"}));
+    assert_eq!(missing.unwrap_err().field, "url");
+    let list = PushConfigList {
+        configs: vec![bound.clone()],
+    };
+    common::assert_v1(
+        "ListTaskPushNotificationConfigsResponse",
+        &list.to_wire(Version::V1_0),
+    );
+    assert!(list.to_wire(Version::V0_3).is_array());
+    for version in Version::ALL {
+        assert_eq!(
+            PushConfigList::from_wire(version, &list.to_wire(version)).unwrap(),
+            list
+        );
+    }
 }
 
 #[test]

@@ -375,7 +375,7 @@ fn collect_files(
                 path,
                 len: stat.st_size as u64,
                 modified_ns: stat.st_mtime as i128 * 1_000_000_000 + stat.st_mtime_nsec as i128,
-                inode: stat.st_ino as u64,
+                inode: stat.st_ino,
             }),
             FileType::Directory if depth < FILES_DEPTH => {
                 if let Ok(sub) =

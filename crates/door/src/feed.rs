@@ -122,6 +122,9 @@ pub async fn serve(
         body_limit: door_config.body_limit,
         auth: door_config.auth.clone(),
         input_modes: staged.capsule.door.input_modes.clone(),
+        webhooks: crate::push::WebhookPolicy::new(
+            staged.capsule.capabilities.network.allow.clone(),
+        ),
     });
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -141,6 +144,10 @@ pub async fn serve(
         inner: observer,
         new_turn: Default::default(),
     });
+    store.push_with(crate::push::Pusher::start(
+        crate::push::WebhookPolicy::new(staged.capsule.capabilities.network.allow.clone()),
+        observer.clone(),
+    ));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let stopping = store.clone();
     tokio::spawn(async move {
@@ -213,6 +220,7 @@ fn card(staged: &Staged, url: &str, auth: &crate::auth::DoorAuth) -> AgentCard {
     let mut card = AgentCard::new(&capsule.name, &description, &capsule.version, url);
     card.capabilities = AgentCapabilities {
         streaming: true,
+        push_notifications: true,
         ..AgentCapabilities::default()
     };
     card.default_input_modes = capsule.door.input_modes.clone();

@@ -59,6 +59,7 @@ pub mod control;
 pub mod control_client;
 mod feed;
 pub mod outputs;
+pub mod push;
 mod server;
 pub mod tasks;
 

@@ -48,6 +48,8 @@ pub(crate) struct Door {
     pub auth: Arc<crate::auth::DoorAuth>,
     /// `door.input_modes`: the media types a message's parts may carry.
     pub input_modes: Vec<String>,
+    /// Where a webhook may point.
+    pub webhooks: crate::push::WebhookPolicy,
 }
 
 /// Who is calling: the principal whose credential the request presented, with what its tasks
@@ -137,6 +139,39 @@ fn unauthenticated(door: &Door) -> Response {
 }
 
 impl Door {
+    /// The webhook a send's configuration registers, checked ([`crate::push`]): -32602 naming
+    /// its `url` when the door will not post there.
+    async fn send_webhook(
+        &self,
+        params: &SendMessageParams,
+        version: Version,
+    ) -> Result<Option<crate::push::Webhook>, RpcError> {
+        let Some(config) = params
+            .configuration
+            .as_ref()
+            .and_then(|config| config.push_notification.clone())
+        else {
+            return Ok(None);
+        };
+        let field = match version {
+            Version::V1_0 => "configuration.taskPushNotificationConfig.url",
+            Version::V0_3 => "configuration.pushNotificationConfig.url",
+        };
+        if let Some(config_id) = &config.id
+            && !is_safe_id(config_id)
+        {
+            return Err(RpcError::invalid_params(
+                field.replace("url", "id"),
+                SAFE_ID_RULE,
+            ));
+        }
+        self.webhooks
+            .check(&config.url)
+            .await
+            .map_err(|why| RpcError::invalid_params(field, why))?;
+        Ok(Some(crate::push::Webhook { config, version }))
+    }
+
     /// Who `headers` say is calling; `None` when the door asks for a credential and they
     /// present none of its principals'.
     fn caller(&self, headers: &HeaderMap) -> Option<Caller> {
@@ -266,7 +301,11 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
         Call::SendMessage(params) => {
             let history_length = params.history_length();
             let blocking = params.blocking();
-            let task_id = match door.accept(params, &headers, &method_name, &caller) {
+            let webhook = match door.send_webhook(&params, version).await {
+                Ok(webhook) => webhook,
+                Err(error) => return answer(Err(error)),
+            };
+            let task_id = match door.accept(params, &headers, &method_name, &caller, webhook) {
                 Ok(task_id) => task_id,
                 Err(error) => return answer(Err(error)),
             };
@@ -281,7 +320,11 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
             )
         }
         Call::SendStreamingMessage(params) => {
-            match door.accept(params, &headers, &method_name, &caller) {
+            let webhook = match door.send_webhook(&params, version).await {
+                Ok(webhook) => webhook,
+                Err(error) => return answer(Err(error)),
+            };
+            match door.accept(params, &headers, &method_name, &caller, webhook) {
                 Ok(task_id) => sse(stream(door.store.clone(), task_id, id, version, None)),
                 Err(error) => answer(Err(error)),
             }
@@ -330,7 +373,116 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
             &door.store.list(&params, caller.principal()),
         ))),
         Call::GetExtendedAgentCard => answer(Err(RpcError::extended_agent_card_not_configured())),
-        Call::PushNotificationConfig(_) => answer(Err(RpcError::push_notification_not_supported())),
+        Call::CreatePushConfig(params) => {
+            if !door.store.visible(&params.task_id, caller.principal()) {
+                return answer(Err(RpcError::task_not_found(&params.task_id)));
+            }
+            let url_field = match version {
+                Version::V1_0 => "url",
+                Version::V0_3 => "pushNotificationConfig.url",
+            };
+            if let Err(why) = door.webhooks.check(&params.config.url).await {
+                return answer(Err(RpcError::invalid_params(url_field, why)));
+            }
+            let webhook = crate::push::Webhook {
+                config: params.config,
+                version,
+            };
+            answer(match door.store.add_webhook(&params.task_id, webhook) {
+                Ok(config) => Ok(rpc::success(
+                    &id,
+                    version,
+                    &murmur_a2a::TaskPushNotificationConfig {
+                        task_id: params.task_id,
+                        config,
+                    },
+                )),
+                Err(crate::tasks::WebhookRefused::NotFound) => {
+                    Err(RpcError::task_not_found(&params.task_id))
+                }
+                Err(crate::tasks::WebhookRefused::Full) => {
+                    Err(RpcError::unsupported_operation(format!(
+                        "task {} has {} webhooks, the most a task may have; delete one first",
+                        params.task_id,
+                        crate::push::CONFIGS_PER_TASK
+                    )))
+                }
+            })
+        }
+        Call::GetPushConfig(params)
+        | Call::ListPushConfigs(params)
+        | Call::DeletePushConfig(params)
+            if !door.store.visible(&params.task_id, caller.principal()) =>
+        {
+            answer(Err(RpcError::task_not_found(&params.task_id)))
+        }
+        Call::GetPushConfig(params) => {
+            let hooks = door.store.webhooks(&params.task_id).unwrap_or_default();
+            let found = hooks.into_iter().find(|hook| {
+                params
+                    .config_id
+                    .as_ref()
+                    .is_none_or(|wanted| hook.config.id.as_ref() == Some(wanted))
+            });
+            answer(
+                found
+                    .map(|hook| {
+                        rpc::success(
+                            &id,
+                            version,
+                            &murmur_a2a::TaskPushNotificationConfig {
+                                task_id: params.task_id.clone(),
+                                config: hook.config,
+                            },
+                        )
+                    })
+                    .ok_or_else(|| {
+                        RpcError::task_not_found(&format!(
+                            "{} (push notification config {})",
+                            params.task_id,
+                            params.config_id.as_deref().unwrap_or("any")
+                        ))
+                    }),
+            )
+        }
+        Call::ListPushConfigs(params) => {
+            let configs = door
+                .store
+                .webhooks(&params.task_id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|hook| murmur_a2a::TaskPushNotificationConfig {
+                    task_id: params.task_id.clone(),
+                    config: hook.config,
+                })
+                .collect();
+            answer(Ok(rpc::success(
+                &id,
+                version,
+                &murmur_a2a::PushConfigList { configs },
+            )))
+        }
+        Call::DeletePushConfig(params) => {
+            let Some(config_id) = &params.config_id else {
+                let field = match version {
+                    Version::V1_0 => "id",
+                    Version::V0_3 => "pushNotificationConfigId",
+                };
+                return answer(Err(RpcError::invalid_params(
+                    field,
+                    "the id of the config to delete is required",
+                )));
+            };
+            // Deleting what is not there is no error: deletion is idempotent.
+            door.store.remove_webhook(&params.task_id, config_id);
+            let empty = match version {
+                Version::V1_0 => serde_json::json!({}),
+                Version::V0_3 => Value::Null,
+            };
+            answer(Ok(
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": empty}),
+            ))
+        }
     }
 }
 
@@ -376,7 +528,21 @@ fn check_client_ids(call: &Call) -> Result<(), RpcError> {
                 ));
             }
         }
-        Call::GetExtendedAgentCard | Call::PushNotificationConfig(_) => {}
+        Call::CreatePushConfig(params) => {
+            id("taskId", &params.task_id)?;
+            if let Some(config_id) = &params.config.id {
+                id("id", config_id)?;
+            }
+        }
+        Call::GetPushConfig(params)
+        | Call::ListPushConfigs(params)
+        | Call::DeletePushConfig(params) => {
+            id("taskId", &params.task_id)?;
+            if let Some(config_id) = &params.config_id {
+                id("id", config_id)?;
+            }
+        }
+        Call::GetExtendedAgentCard => {}
     }
     Ok(())
 }
@@ -411,6 +577,7 @@ impl Door {
         headers: &HeaderMap,
         method: &str,
         caller: &Caller,
+        webhook: Option<crate::push::Webhook>,
     ) -> Result<String, RpcError> {
         check_content_types(&params, &self.input_modes)?;
         let message = params.message;
@@ -488,6 +655,10 @@ impl Door {
             .store
             .create(&task_id, &context_id, message, origin.clone())
             .map_err(|_| full())?;
+        // Before the session can take the task: no status change goes unposted.
+        if let Some(webhook) = webhook {
+            let _ = self.store.add_webhook(&task_id, webhook);
+        }
         let queued = Queued {
             task_id: task_id.clone(),
             context_id,

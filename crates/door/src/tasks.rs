@@ -129,12 +129,24 @@ struct Entry {
     streamed: HashMap<String, bool>,
     /// The files the door serves for this task by URL (`/files/<task id>/<n>`).
     files: Vec<murmur_runtime::session::workdir::OutputFile>,
+    /// Where its status changes are posted ([`crate::push`]), each with its id.
+    webhooks: Vec<crate::push::Webhook>,
 }
 
 /// Every task the door has seen this session.
 #[derive(Default)]
 pub struct TaskStore {
     inner: Mutex<Inner>,
+    /// Posts status changes to tasks' webhooks; none: nothing is posted.
+    pusher: std::sync::OnceLock<crate::push::Pusher>,
+}
+
+/// A webhook refused by the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookRefused {
+    NotFound,
+    /// The task has [`crate::push::CONFIGS_PER_TASK`] webhooks.
+    Full,
 }
 
 #[derive(Default)]
@@ -186,6 +198,67 @@ fn now() -> String {
 }
 
 impl TaskStore {
+    /// Posts every later status change of a task with webhooks through `pusher`.
+    pub fn push_with(&self, pusher: crate::push::Pusher) {
+        let _ = self.pusher.set(pusher);
+    }
+
+    /// Adds (or, with the id of one it has, replaces) a webhook of task `id`; the config as
+    /// kept, its id chosen (`push-<n>`) when it had none.
+    pub fn add_webhook(
+        &self,
+        id: &str,
+        mut webhook: crate::push::Webhook,
+    ) -> Result<murmur_a2a::PushNotificationConfig, WebhookRefused> {
+        let mut inner = self.lock();
+        let entry = inner.tasks.get_mut(id).ok_or(WebhookRefused::NotFound)?;
+        let hooks = &mut entry.webhooks;
+        if let Some(config_id) = &webhook.config.id
+            && let Some(at) = hooks
+                .iter()
+                .position(|w| w.config.id.as_ref() == Some(config_id))
+        {
+            hooks[at] = webhook.clone();
+            return Ok(webhook.config);
+        }
+        if hooks.len() >= crate::push::CONFIGS_PER_TASK {
+            return Err(WebhookRefused::Full);
+        }
+        if webhook.config.id.is_none() {
+            let mut n = hooks.len();
+            while hooks
+                .iter()
+                .any(|w| w.config.id.as_deref() == Some(format!("push-{n}").as_str()))
+            {
+                n += 1;
+            }
+            webhook.config.id = Some(format!("push-{n}"));
+        }
+        hooks.push(webhook.clone());
+        Ok(webhook.config)
+    }
+
+    /// Task `id`'s webhooks, in the order they were added (`None`: no such task).
+    pub fn webhooks(&self, id: &str) -> Option<Vec<crate::push::Webhook>> {
+        self.lock()
+            .tasks
+            .get(id)
+            .map(|entry| entry.webhooks.clone())
+    }
+
+    /// Removes webhook `config_id` of task `id`; whether it had one.
+    pub fn remove_webhook(&self, id: &str, config_id: &str) -> bool {
+        let mut inner = self.lock();
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return false;
+        };
+        let before = entry.webhooks.len();
+        entry
+            .webhooks
+            .retain(|w| w.config.id.as_deref() != Some(config_id));
+        entry.webhooks.len() != before
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner
             .lock()
@@ -236,6 +309,7 @@ impl TaskStore {
                 origin,
                 streamed: HashMap::new(),
                 files: Vec::new(),
+                webhooks: Vec::new(),
             },
         );
         inner.order.insert(seq, task_id.to_string());
@@ -365,6 +439,15 @@ impl TaskStore {
         entry.task.status = status.clone();
         let update =
             TaskStatusUpdate::new(entry.task.id.clone(), entry.task.context_id.clone(), status);
+        if let Some(pusher) = self.pusher.get() {
+            for webhook in &entry.webhooks {
+                pusher.send(crate::push::Delivery {
+                    webhook: webhook.clone(),
+                    task_id: entry.task.id.clone(),
+                    payload: notification(&entry.task, &update, webhook.version),
+                });
+            }
+        }
         push(entry, StreamEvent::StatusUpdate(update));
         if state.is_terminal() {
             inner.ended(id);
@@ -642,6 +725,28 @@ fn push(entry: &mut Entry, event: StreamEvent) {
         }
     }
     entry.changed.send_replace(number);
+}
+
+/// What a webhook is posted for a status change: A2A 1.0 a `StreamResponse` (the status
+/// update; the whole task, without its history, once it has ended), 0.3 the task without its
+/// history.
+fn notification(
+    task: &Task,
+    update: &TaskStatusUpdate,
+    version: murmur_a2a::Version,
+) -> serde_json::Value {
+    use murmur_a2a::Wire;
+    let without_history = || Task {
+        history: Vec::new(),
+        ..task.clone()
+    };
+    match version {
+        murmur_a2a::Version::V1_0 if !update.status.state.is_terminal() => {
+            StreamEvent::StatusUpdate(update.clone()).to_wire(version)
+        }
+        murmur_a2a::Version::V1_0 => StreamEvent::Task(without_history()).to_wire(version),
+        murmur_a2a::Version::V0_3 => without_history().to_wire(version),
+    }
 }
 
 /// The chunk text an event carries.

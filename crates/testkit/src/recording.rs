@@ -27,6 +27,8 @@ struct Recorded {
     body: String,
     /// Serve the files under this directory instead of `body` (404 for anything else).
     root: Option<std::path::PathBuf>,
+    /// Answer the first this many requests `503 Service Unavailable` (they are recorded too).
+    fail_first: usize,
 }
 
 /// A server on 127.0.0.1 with an OS-assigned port. Stops when dropped.
@@ -42,6 +44,16 @@ impl RecordingServer {
     pub fn start(body: &str) -> RecordingServer {
         RecordingServer::start_with(Recorded {
             body: body.to_string(),
+            ..Recorded::default()
+        })
+    }
+
+    /// Starts a server answering the first `fail_first` requests `503 Service Unavailable`,
+    /// then `200 OK` with `body`: a webhook that is down for a while.
+    pub fn start_failing(body: &str, fail_first: usize) -> RecordingServer {
+        RecordingServer::start_with(Recorded {
+            body: body.to_string(),
+            fail_first,
             ..Recorded::default()
         })
     }
@@ -151,11 +163,17 @@ async fn record(
             .collect(),
         body: body.to_vec(),
     };
-    recorded
-        .requests
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner())
-        .push(request);
+    let seen = {
+        let mut requests = recorded
+            .requests
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        requests.push(request);
+        requests.len()
+    };
+    if seen <= recorded.fail_first {
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down").into_response();
+    }
     let Some(root) = &recorded.root else {
         return recorded.body.clone().into_response();
     };

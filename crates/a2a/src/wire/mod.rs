@@ -911,8 +911,7 @@ fn message_param(obj: &Obj) -> Result<Message, FieldError> {
 
 impl Wire for SendMessageParams {
     /// v1.0 `SendMessageRequest` / v0.3 `MessageSendParams`. `blocking` is written as v1.0
-    /// `returnImmediately` (its negation) or v0.3 `blocking`. A push notification config is not
-    /// modelled and so not written.
+    /// `returnImmediately` (its negation) or v0.3 `blocking`.
     fn to_wire(&self, version: Version) -> Value {
         let mut out = Out::new();
         out.put("message", message_to(&self.message, version));
@@ -926,6 +925,17 @@ impl Wire for SendMessageParams {
                 Version::V1_0 => inner.put("returnImmediately", !config.blocking),
                 Version::V0_3 => inner.put("blocking", config.blocking),
             };
+            if let Some(push) = &config.push_notification {
+                match version {
+                    Version::V1_0 => inner.put(
+                        "taskPushNotificationConfig",
+                        push_config_to(push, "", version),
+                    ),
+                    Version::V0_3 => {
+                        inner.put("pushNotificationConfig", push_config_to(push, "", version))
+                    }
+                };
+            }
             out.put("configuration", inner.done());
         }
         out.meta("metadata", self.metadata.as_ref());
@@ -948,14 +958,15 @@ impl Wire for SendMessageParams {
                     Version::V1_0 => "taskPushNotificationConfig",
                     Version::V0_3 => "pushNotificationConfig",
                 };
-                if let Some(push_config) = config.get(push) {
-                    Obj::of(push_config, &config.at(push), version)?;
-                }
+                let push_notification = match config.object(push)? {
+                    Some(push) => Some(push_config_from(&push)?),
+                    None => None,
+                };
                 Some(SendMessageConfiguration {
                     accepted_output_modes: config.strings("acceptedOutputModes")?,
                     history_length: config.opt_count("historyLength")?,
                     blocking,
-                    push_notification_requested: config.get(push).is_some(),
+                    push_notification,
                 })
             }
         };
@@ -964,6 +975,146 @@ impl Wire for SendMessageParams {
             configuration,
             metadata: obj.metadata("metadata")?,
         })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push notification configs
+
+/// A config as `version` writes it: v1.0 the flat `TaskPushNotificationConfig` (with `taskId`
+/// unless `task_id` is empty), v0.3 `PushNotificationConfig`.
+fn push_config_to(config: &PushNotificationConfig, task_id: &str, version: Version) -> Value {
+    let mut out = Out::new();
+    out.opt("id", config.id.as_ref());
+    if version == Version::V1_0 && !task_id.is_empty() {
+        out.put("taskId", task_id);
+    }
+    out.put("url", config.url.clone())
+        .opt("token", config.token.as_ref());
+    if let Some(auth) = &config.authentication {
+        let mut inner = Out::new();
+        match version {
+            Version::V1_0 => inner.put("scheme", auth.scheme.clone()),
+            Version::V0_3 => inner.put("schemes", vec![auth.scheme.clone()]),
+        };
+        inner.opt("credentials", auth.credentials.as_ref());
+        out.put("authentication", inner.done());
+    }
+    out.done()
+}
+
+/// Strict: a non-empty `url`; v1.0 `authentication.scheme` or v0.3 `authentication.schemes`
+/// (at least one; the first is used).
+fn push_config_from(obj: &Obj) -> Result<PushNotificationConfig, FieldError> {
+    let authentication = match obj.object("authentication")? {
+        None => None,
+        Some(auth) => {
+            let scheme = match obj.version() {
+                Version::V1_0 => auth.string("scheme", Mode::Strict)?,
+                Version::V0_3 => auth.strings("schemes")?.into_iter().next().ok_or_else(|| {
+                    FieldError::new(auth.at("schemes"), "at least one scheme is required")
+                })?,
+            };
+            Some(PushAuthentication {
+                scheme,
+                credentials: auth.opt_string("credentials")?,
+            })
+        }
+    };
+    Ok(PushNotificationConfig {
+        id: obj.opt_string("id")?.filter(|id| !id.is_empty()),
+        url: obj.string("url", Mode::Strict)?,
+        token: obj.opt_string("token")?.filter(|token| !token.is_empty()),
+        authentication,
+    })
+}
+
+impl Wire for TaskPushNotificationConfig {
+    /// v1.0: the flat `TaskPushNotificationConfig`; v0.3: `{taskId, pushNotificationConfig}`.
+    fn to_wire(&self, version: Version) -> Value {
+        match version {
+            Version::V1_0 => push_config_to(&self.config, &self.task_id, version),
+            Version::V0_3 => Out::new()
+                .put("taskId", self.task_id.clone())
+                .put(
+                    "pushNotificationConfig",
+                    push_config_to(&self.config, "", version),
+                )
+                .done(),
+        }
+    }
+
+    /// Strict: a task id and a config with its `url`.
+    fn from_wire(version: Version, value: &Value) -> Result<Self, FieldError> {
+        let obj = params_obj(value, version)?;
+        Ok(match version {
+            Version::V1_0 => TaskPushNotificationConfig {
+                task_id: obj.string("taskId", Mode::Strict)?,
+                config: push_config_from(&obj)?,
+            },
+            Version::V0_3 => TaskPushNotificationConfig {
+                task_id: obj.string("taskId", Mode::Strict)?,
+                config: push_config_from(&obj.required_object("pushNotificationConfig")?)?,
+            },
+        })
+    }
+}
+
+impl Wire for PushConfigRef {
+    fn to_wire(&self, version: Version) -> Value {
+        let mut out = Out::new();
+        match version {
+            Version::V1_0 => out
+                .put("taskId", self.task_id.clone())
+                .opt("id", self.config_id.as_ref()),
+            Version::V0_3 => out
+                .put("id", self.task_id.clone())
+                .opt("pushNotificationConfigId", self.config_id.as_ref()),
+        };
+        out.done()
+    }
+
+    /// Strict: the task's id (v1.0 `taskId`, v0.3 `id`); the config's id when given (v1.0
+    /// `id`, v0.3 `pushNotificationConfigId`).
+    fn from_wire(version: Version, value: &Value) -> Result<Self, FieldError> {
+        let obj = params_obj(value, version)?;
+        let (task, config) = match version {
+            Version::V1_0 => ("taskId", "id"),
+            Version::V0_3 => ("id", "pushNotificationConfigId"),
+        };
+        Ok(PushConfigRef {
+            task_id: obj.string(task, Mode::Strict)?,
+            config_id: obj.opt_string(config)?.filter(|id| !id.is_empty()),
+        })
+    }
+}
+
+impl Wire for PushConfigList {
+    /// v1.0 `{configs, nextPageToken}` (one page: the token is empty); v0.3 the bare array.
+    fn to_wire(&self, version: Version) -> Value {
+        let configs: Vec<Value> = self.configs.iter().map(|c| c.to_wire(version)).collect();
+        match version {
+            Version::V1_0 => Out::new()
+                .put("configs", configs)
+                .put("nextPageToken", "")
+                .done(),
+            Version::V0_3 => Value::Array(configs),
+        }
+    }
+
+    fn from_wire(version: Version, value: &Value) -> Result<Self, FieldError> {
+        let items = match (version, value) {
+            (Version::V0_3, Value::Array(items)) => items.clone(),
+            _ => Obj::of(value, "", version)?
+                .array("configs")?
+                .cloned()
+                .unwrap_or_default(),
+        };
+        let configs = items
+            .iter()
+            .map(|item| TaskPushNotificationConfig::from_wire(version, item))
+            .collect::<Result<_, _>>()?;
+        Ok(PushConfigList { configs })
     }
 }
 
