@@ -17,6 +17,10 @@
 //! task asked about, in state `TASK_STATE_COMPLETED`. Any failure is counted, shown, and makes
 //! the bench exit with status 1.
 //!
+//! The capsule's door has a `door.auth` principal and every request presents its bearer token
+//! (the door compares it in constant time before reading the body): the numbers are with
+//! authentication on. `MUR_DOOR_AUTH=off` serves and loads it without, for comparison.
+//!
 //! `mur` is the binary cargo built for this bench (`CARGO_BIN_EXE_mur`: under `cargo bench`,
 //! the release one). Without `--bench` (`cargo test --benches`), everything runs briefly.
 //! `MUR_DOOR_CLIENTS` and `MUR_DOOR_SECS` change the fixed-duration run's workers and length,
@@ -40,6 +44,13 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
 const KEY: &str = "sk-emulator-door-bench";
+/// The bearer token of the door's one principal.
+const DOOR_TOKEN: &str = "door-bench-token-0123456789abcdef";
+
+/// Whether the door asks for a credential (`MUR_DOOR_AUTH=off`: not).
+fn with_auth() -> bool {
+    std::env::var("MUR_DOOR_AUTH").map_or(true, |v| v != "off")
+}
 const CLIENTS: usize = 64;
 /// Tasks created before the load, and before the second memory reading.
 const TASKS: usize = 100;
@@ -76,11 +87,16 @@ inference:
   model: test-model
   driver: {{ artifact: driver-anthropic }}
 lifecycle: {{ task_acceptance: queue }}
-"#,
+{auth}"#,
         driver = root.join("artifacts/driver-anthropic").display(),
         endpoint = emulator.url(),
         read_file = root.join("artifacts/read-file").display(),
         probe = root.join("tests/fixtures/probe").display(),
+        auth = if with_auth() {
+            "door:\n  auth:\n    - { principal: bench, bearer: \"${DOOR_TOKEN}\" }\n"
+        } else {
+            ""
+        },
     );
     std::fs::write(dir.join("murmur.yaml"), text).unwrap();
 }
@@ -110,6 +126,7 @@ impl Server {
         let mut child = command
             .env("MURMUR_HOME", shared_home())
             .env("EMU_KEY", KEY)
+            .env("DOOR_TOKEN", DOOR_TOKEN)
             .args(["run", "--serve", "--port", "0", "--json"])
             .arg(dir)
             .arg("--workdir")
@@ -259,11 +276,13 @@ impl Conn {
             .ready()
             .await
             .map_err(|e| format!("connection: {e}"))?;
-        let request = hyper::Request::post("/")
+        let mut request = hyper::Request::post("/")
             .header("host", &self.addr)
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .unwrap();
+            .header("content-type", "application/json");
+        if with_auth() {
+            request = request.header("authorization", format!("Bearer {DOOR_TOKEN}"));
+        }
+        let request = request.body(Full::new(Bytes::from(body))).unwrap();
         let response = self
             .sender
             .send_request(request)
@@ -700,9 +719,14 @@ fn main() {
     let failures = criterion_failures + load.failures;
     println!();
     println!(
-        "door: `mur run --serve` ({}), loopback, {} CPUs",
+        "door: `mur run --serve` ({}), loopback, {} CPUs, authentication {}",
         bin.display(),
-        cpus()
+        cpus(),
+        if with_auth() {
+            "on (one bearer principal)"
+        } else {
+            "off"
+        }
     );
     println!(
         "GetTask, {} workers each with one kept-alive HTTP/1.1 connection, {} tasks, {:.1} s after {:.1} s warm-up:",
