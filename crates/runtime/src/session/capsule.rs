@@ -104,6 +104,9 @@ pub struct StagedCapsule {
     /// The capsule's hooks, in manifest order: only `on-shell` is dispatched to them.
     pub hooks: Arc<[StagedHook]>,
     pub components: Vec<ComponentRef>,
+    /// The capsule's `peers:`, each with its credential's value: what its tools'
+    /// `murmur:message/send` calls present.
+    pub peers: Arc<[crate::grants::message::PeerCredential]>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
 }
@@ -284,7 +287,12 @@ pub fn stage(
         });
     }
     components.extend(resolved.into_components());
+    let lookups = super::staging::Lookups {
+        env,
+        config: &|_| None,
+    };
     Ok(StagedCapsule {
+        peers: super::staging::peer_credentials(&capsule, capsule_file, &lookups),
         capsule_file: capsule_file.to_path_buf(),
         capsule_dir,
         component,
@@ -335,13 +343,15 @@ fn component_setup(
     let capsule = &staged.capsule;
     let host_env = config.host_env.clone();
     let grants_with = |artifact_config: Option<&Value>| {
-        component_grants(
+        let mut grants = component_grants(
             capsule,
             site.workdir,
             site.session_id,
             &host_env,
             artifact_config,
-        )
+        );
+        grants.peers = staged.peers.clone();
+        grants
     };
     let allowlist = Arc::new(Allowlist::default());
     for tool in &staged.tools {
