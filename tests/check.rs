@@ -205,6 +205,55 @@ inference:
 "#;
 
 #[test]
+fn a_door_or_peer_credential_set_nowhere_is_a_warning_naming_what_it_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "murmur.yaml",
+        &format!(
+            "{KEYED}capabilities:\n  network: {{ allow: [ \"http://127.0.0.1:9000\" ] }}\ndoor:\n  auth:\n    - {{ principal: ops, bearer: \"${{OPS_TOKEN}}\" }}\npeers:\n  - {{ url: \"http://127.0.0.1:9000\", api_key: \"${{PEER_KEY}}\" }}\n"
+        ),
+    );
+    let check = |extra: &[(&str, &str)]| {
+        let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("MURMUR_HOME", home.path())
+            .env("PRIMARY_KEY", "sk-1")
+            .env("ALT_KEY", "sk-2");
+        for (name, value) in extra {
+            mur = mur.env(name, value);
+        }
+        mur.args(["check", "--json"]).arg(&file).run()
+    };
+    let output = check(&[]);
+    assert_eq!(output.code, 0, "warnings only: {output:#?}");
+    let report: serde_json::Value = serde_json::from_str(&output.stdout).unwrap();
+    let warnings: Vec<&serde_json::Value> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == "W-A2A-012")
+        .collect();
+    assert_eq!(warnings.len(), 2, "{report:#}");
+    let door = warnings[0]["message"].as_str().unwrap();
+    assert!(
+        door.contains("${OPS_TOKEN}") && door.contains("door principal `ops`"),
+        "{door}"
+    );
+    assert!(door.contains("`mur run --serve` will not start"), "{door}");
+    assert!(
+        warnings[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("${PEER_KEY}")
+    );
+    // Set: nothing to say.
+    let output = check(&[("OPS_TOKEN", "t"), ("PEER_KEY", "k")]);
+    let report: serde_json::Value = serde_json::from_str(&output.stdout).unwrap();
+    assert_eq!(report["warnings"], 0, "{report:#}");
+}
+
+#[test]
 fn a_credential_set_nowhere_is_named_with_every_place_looked() {
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();

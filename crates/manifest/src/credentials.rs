@@ -117,7 +117,9 @@ pub fn resolve(
 /// injected at run time and not looked for. The primary driver's credential is `E-MAN-012`; a
 /// driver only alternates use is `W-RUN-003` (the run stages that choice unavailable); a driver
 /// no choice names is not looked at. An MCP server's header credential (`server.headers`) set
-/// nowhere is `E-MAN-012` too: the run cannot reach that server.
+/// nowhere is `E-MAN-012` too: the run cannot reach that server. A `door.auth` or `peers`
+/// credential set nowhere is `W-A2A-012` (a run that does not serve, or sends nothing to that
+/// peer, does not need it).
 pub fn unresolved(
     capsule: &crate::CapsuleManifest,
     manifest_file: &Path,
@@ -163,6 +165,43 @@ pub fn unresolved(
                 .at_path(format!("artifacts[{index}].server.headers.{header}")),
             );
         }
+    }
+    let credentials = capsule
+        .door
+        .auth
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let what = format!("door principal `{}`", p.principal);
+            Some((format!("door.auth[{i}]"), what, p.presented()?))
+        })
+        .chain(capsule.peers.iter().enumerate().filter_map(|(i, p)| {
+            let what = format!("peer `{}`", p.url);
+            Some((format!("peers[{i}]"), what, p.presented()?))
+        }));
+    for (at, what, presented) in credentials {
+        let name = presented.credential();
+        if resolve(name, manifest_file, env, config).is_some() {
+            continue;
+        }
+        let consequence = if at.starts_with("door") {
+            "`mur run --serve` will not start"
+        } else {
+            "a send to that peer will be refused"
+        };
+        found.push(
+            Diagnostic::new(
+                code::W_A2A_012,
+                format!(
+                    "`${{{name}}}` (the credential of {what}) is set nowhere: {nowhere}; {consequence}"
+                ),
+            )
+            .hint(format!(
+                "export {name}, or add `{name}=...` to the .env or `{name}: ...` to the credentials file"
+            ))
+            .in_file(manifest_file)
+            .at_path(format!("{at}.{}", presented.scheme())),
+        );
     }
     let Some(inference) = &capsule.inference else {
         return found;

@@ -350,6 +350,7 @@ codes! {
     E_A2A_009 = "E-A2A-009": "two `door.auth` principals resolve to the same credential value";
     W_A2A_010 = "W-A2A-010": "a file a served task wrote under `out/` is not given back to its client";
     W_A2A_011 = "W-A2A-011": "a push notification to a task's webhook was given up or dropped";
+    W_A2A_012 = "W-A2A-012": "a `door.auth` or `peers` credential is set nowhere a run looks";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";
