@@ -776,14 +776,15 @@ fn a_tasks_webhook_hears_its_status_changes_with_its_token_and_retries() {
         2,
         "{listed:#}"
     );
-    let got = rpc(
-        &served,
-        &call(
-            "GetTaskPushNotificationConfig",
-            json!({"taskId": task_id, "id": config_id}),
-        ),
-        AS_OPS,
-    );
+    // One config of the task, as a principal asks for it.
+    let on_config = |method: &str, who: &[(&str, &str)]| {
+        rpc(
+            &served,
+            &call(method, json!({"taskId": task_id, "id": config_id})),
+            who,
+        )
+    };
+    let got = on_config("GetTaskPushNotificationConfig", AS_OPS);
     assert_eq!(got["result"]["url"], format!("{}/other", hook.url()));
     // To another principal the task and its configs do not exist.
     for method in [
@@ -791,39 +792,14 @@ fn a_tasks_webhook_hears_its_status_changes_with_its_token_and_retries() {
         "ListTaskPushNotificationConfigs",
         "DeleteTaskPushNotificationConfig",
     ] {
-        let theirs = rpc(
-            &served,
-            &call(method, json!({"taskId": task_id, "id": config_id})),
-            AS_CI,
-        );
+        let theirs = on_config(method, AS_CI);
         assert_eq!(theirs["error"]["code"], -32001, "{method}: {theirs:#}");
     }
-    let deleted = rpc(
-        &served,
-        &call(
-            "DeleteTaskPushNotificationConfig",
-            json!({"taskId": task_id, "id": config_id}),
-        ),
-        AS_OPS,
-    );
+    let deleted = on_config("DeleteTaskPushNotificationConfig", AS_OPS);
     assert_eq!(deleted["result"], json!({}), "{deleted:#}");
-    let again = rpc(
-        &served,
-        &call(
-            "DeleteTaskPushNotificationConfig",
-            json!({"taskId": task_id, "id": config_id}),
-        ),
-        AS_OPS,
-    );
+    let again = on_config("DeleteTaskPushNotificationConfig", AS_OPS);
     assert_eq!(again["result"], json!({}), "deleting twice is no error");
-    let gone = rpc(
-        &served,
-        &call(
-            "GetTaskPushNotificationConfig",
-            json!({"taskId": task_id, "id": config_id}),
-        ),
-        AS_OPS,
-    );
+    let gone = on_config("GetTaskPushNotificationConfig", AS_OPS);
     assert_eq!(gone["error"]["code"], -32001);
 
     // Where the capsule may not reach, nothing is registered or sent.

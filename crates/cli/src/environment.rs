@@ -54,6 +54,15 @@ pub fn user_credentials() -> Result<
     murmur_manifest::credentials::load(&credentials_file())
 }
 
+/// The credentials in [`credentials_file`], its warnings printed on stderr; what makes it
+/// unusable, for the caller to report.
+pub fn user_credentials_warned()
+-> Result<murmur_manifest::credentials::Credentials, Box<murmur_manifest::Diagnostic>> {
+    let (credentials, warnings) = user_credentials()?;
+    crate::render::diagnostics_human(&warnings);
+    Ok(credentials)
+}
+
 /// The engine with the user's compile cache, as every `mur` command that loads components uses.
 pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
     Engine::new(EngineConfig {

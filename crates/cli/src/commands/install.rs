@@ -203,15 +203,8 @@ fn pin_mcp_servers(
     if declared.is_empty() && lock.servers.is_empty() {
         return Ok(Vec::new());
     }
-    let credentials = match crate::environment::user_credentials() {
-        Ok((credentials, warnings)) => {
-            render::diagnostics_human(&warnings);
-            credentials
-        }
-        Err(diagnostic) => {
-            return Err(render::coded(args.json, &*diagnostic, Exit::BadInput));
-        }
-    };
+    let credentials = crate::environment::user_credentials_warned()
+        .map_err(|diagnostic| render::coded(args.json, &*diagnostic, Exit::BadInput))?;
     let config_lookup = |name: &str| credentials.get(name);
     let lookups = murmur_runtime::session::staging::Lookups {
         env: &host_env,

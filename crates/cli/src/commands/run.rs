@@ -505,15 +505,8 @@ pub(crate) fn stage_capsule(
     engine: &Engine,
     json: bool,
 ) -> Result<session::Staged, Exit> {
-    let credentials = match crate::environment::user_credentials() {
-        Ok((credentials, warnings)) => {
-            render::diagnostics_human(&warnings);
-            credentials
-        }
-        Err(diagnostic) => {
-            return Err(stage_failed(StageError::Manifest(vec![*diagnostic]), json));
-        }
-    };
+    let credentials = crate::environment::user_credentials_warned()
+        .map_err(|diagnostic| stage_failed(StageError::Manifest(vec![*diagnostic]), json))?;
     let config_lookup = |name: &str| credentials.get(name);
     let lookups = Lookups {
         env: &host_env,

@@ -197,16 +197,8 @@ fn credential_headers(args: &SendArgs, url: &str) -> Result<Vec<(String, String)
     } else {
         return Ok(Vec::new());
     };
-    let credentials = match crate::environment::user_credentials() {
-        Ok((credentials, warnings)) => {
-            render::diagnostics_human(&warnings);
-            credentials
-        }
-        Err(diagnostic) => {
-            render::diagnostics_human(&[*diagnostic]);
-            return Err(Exit::BadInput);
-        }
-    };
+    let credentials = crate::environment::user_credentials_warned()
+        .map_err(|diagnostic| render::coded(args.json, &*diagnostic, Exit::BadInput))?;
     let name = presented.credential();
     let Some((value, _)) = murmur_manifest::credentials::resolve(
         name,
