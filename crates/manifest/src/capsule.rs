@@ -43,7 +43,7 @@ use serde_json::Value;
 use crate::artifact::{Build, Runtime};
 use crate::diagnostic::{Diagnostic, code, serde_error};
 use crate::fields::resolve_path;
-use crate::fields::{check_http_url, check_inside_dir, check_name, check_version};
+use crate::fields::{check_http_url, check_inside_dir, check_name, check_version, null_as_default};
 use crate::load::is_variable_name;
 use crate::network::NetworkRule;
 
@@ -558,15 +558,6 @@ pub struct TraceSettings {
 pub struct Observability {
     /// An OTLP/HTTP endpoint; spans are exported when set.
     pub otel_endpoint: Option<String>,
-}
-
-/// An empty value means the same as an absent key.
-pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// A limit: a whole number above 0 (`E-CAP-002` otherwise).

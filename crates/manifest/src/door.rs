@@ -38,9 +38,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capsule::null_as_default;
 use crate::diagnostic::{Diagnostic, code};
-use crate::fields::check_http_url;
+use crate::fields::{check_http_url, null_as_default};
 use crate::load::is_variable_name;
 use crate::network::NetworkRule;
 

@@ -1,4 +1,5 @@
-//! Rules shared by every manifest and artifact entry: names, versions, URLs, file paths.
+//! Rules shared by every manifest and artifact entry: names, versions, URLs, file paths, and
+//! an empty value read as an absent key.
 
 use std::path::{Path, PathBuf};
 
@@ -83,6 +84,15 @@ pub(crate) fn check_inside_dir(file: &std::path::Path, field: &str) -> Option<Di
 /// `relative` resolved against `dir`, without `.` components.
 pub(crate) fn resolve_path(dir: &Path, relative: &Path) -> PathBuf {
     dir.join(relative).components().collect()
+}
+
+/// An empty value means the same as an absent key.
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    Ok(<Option<T> as serde::Deserialize>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[cfg(test)]
