@@ -769,3 +769,40 @@ fn the_example_capsule_runs_claude_code_against_its_emulator_script() {
     );
     assert_eq!(report["totals"]["tool_calls"], 2);
 }
+
+#[test]
+fn with_no_tools_declared_the_cli_answers_from_the_model_alone() {
+    let emulator = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Nothing to call." }
+      text: "Paris."
+      usage: { input: 40, output: 3 }
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        "name: bare\nversion: \"0.1.0\"\ninference:\n  transport: process\n  command: claude\n  model: claude-sonnet-4-5\n  max_turns: 2\n",
+    )
+    .unwrap();
+    let (output, report) = run(
+        dir.path(),
+        &with_clis(),
+        Some(&emulator),
+        "Capital of France?",
+    );
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    assert_eq!(
+        std::fs::read_to_string(workdir_of(&report).join("out/result.txt")).unwrap(),
+        "Paris."
+    );
+    // The model was offered no tool at all: neither the capsule's (none) nor the CLI's own.
+    let requests = answered(&emulator);
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(offered(&requests[0]), Vec::<String>::new());
+    let events = trace(&report);
+    assert_eq!(of_type(&events, "inference").len(), 1);
+    assert!(of_type(&events, "tool_call").is_empty());
+}
