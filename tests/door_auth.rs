@@ -331,7 +331,7 @@ fn versions_and_media_types_the_door_does_not_speak_get_their_errors() {
 #[test]
 fn mur_send_presents_a_credential_from_the_credential_sources() {
     let capsule = capsule(
-        "turns:\n  - reply: { text: \"First.\" }\n  - reply: { text: \"Second.\" }\n",
+        "turns:\n  - reply: { text: \"First.\" }\n  - reply: { text: \"Second.\" }\n  - reply: { text: \"Third.\" }\n",
         "",
     );
     let served = capsule.serve();
@@ -370,7 +370,8 @@ fn mur_send_presents_a_credential_from_the_credential_sources() {
     std::fs::write(
         caller.path().join("murmur.yaml"),
         format!(
-            "name: caller\nversion: \"0.1.0\"\ncapabilities:\n  network: {{ allow: [ \"{url}\" ] }}\npeers:\n  - {{ url: \"{url}\", api_key: \"${{TEAM_KEY}}\", header: X-Team-Key }}\n"
+            "name: caller\nversion: \"0.1.0\"\nartifacts:\n  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {probe} }}\ncapabilities:\n  network: {{ allow: [ \"{url}\" ] }}\npeers:\n  - {{ url: \"{url}\", api_key: \"${{TEAM_KEY}}\", header: X-Team-Key }}\n",
+            probe = repo_root().join("tests/fixtures/probe").display()
         ),
     )
     .unwrap();
@@ -382,6 +383,22 @@ fn mur_send_presents_a_credential_from_the_credential_sources() {
     assert!(keyed.stdout.contains("Second."), "{keyed:#?}");
     assert!(!keyed.stdout.contains(CI) && !keyed.stderr.contains(CI));
 
+    // A tool called with `mur tool invoke --capsule` presents the same credential on its sends.
+    let invoked = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .args(["tool", "invoke", "--json"])
+        .arg(repo_root().join("tests/fixtures/probe"))
+        .arg("--input")
+        .arg(json!({"action": "send", "peer": url, "text": "hi"}).to_string())
+        .arg("--capsule")
+        .arg(caller.path().join("murmur.yaml"))
+        .arg("--workdir")
+        .arg(caller.path().join("work"))
+        .run();
+    assert_eq!(invoked.code, 0, "{invoked:#?}");
+    let result = invoked.json()["result"]["data"].to_string();
+    assert!(result.contains("completed"), "{invoked:#?}");
+
     // A credential set nowhere is named, and nothing is sent.
     let unset = mur()
         .args([&url, "--text", "hi", "--credential", "NOWHERE_SET"])
@@ -389,7 +406,7 @@ fn mur_send_presents_a_credential_from_the_credential_sources() {
     assert_eq!(unset.code, 2, "{unset:#?}");
     assert!(unset.stderr.contains("error[E-RUN-012]"), "{unset:#?}");
     assert!(unset.stderr.contains("NOWHERE_SET"), "{unset:#?}");
-    assert_eq!(capsule.emulator.requests().len(), 2);
+    assert_eq!(capsule.emulator.requests().len(), 3);
 }
 
 #[test]

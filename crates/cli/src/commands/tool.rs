@@ -261,7 +261,7 @@ fn grants_for(
     workdir: &Path,
 ) -> Grants {
     let mut grants = match capsule {
-        Some((capsule, _)) => {
+        Some((capsule, capsule_file)) => {
             let entry = capsule
                 .artifacts
                 .iter()
@@ -273,8 +273,21 @@ fn grants_for(
                 &capsule.capabilities.env.allow,
                 &host_env,
             );
-            // As in a session: what the artifact's entry grants it, within the capsule's.
+            // As in a session: what the artifact's entry grants it, within the capsule's, and
+            // the credentials its sends to the capsule's peers present.
             grants.narrow(entry.map(|entry| capsule.grants_of(entry)).as_ref(), None);
+            let credentials = crate::environment::user_credentials()
+                .map(|(credentials, _)| credentials)
+                .unwrap_or_default();
+            let config = |name: &str| credentials.get(name);
+            grants.peers = murmur_runtime::session::staging::peer_credentials(
+                capsule,
+                capsule_file,
+                &murmur_runtime::session::staging::Lookups {
+                    env: &host_env,
+                    config: &config,
+                },
+            );
             grants
         }
         None => {

@@ -493,7 +493,7 @@ pub fn stage_with(
 
 /// The capsule's `peers:` with their credentials looked up where staging looks. One set nowhere
 /// is kept as `None`: a run that never sends to that peer does not need it.
-pub(crate) fn peer_credentials(
+pub fn peer_credentials(
     capsule: &CapsuleManifest,
     capsule_file: &Path,
     lookups: &Lookups<'_>,
