@@ -236,6 +236,45 @@ fn input_that_is_not_json_is_refused_before_any_call() {
 }
 
 #[test]
+fn input_the_input_schema_does_not_describe_is_refused_as_a_session_would() {
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::write(workdir.path().join("notes.md"), "kept").unwrap();
+    for (input, said) in [
+        (json!({}), "\"path\" is a required property"),
+        (json!({"path": 7}), "/path"),
+        (json!({"path": "notes.md", "limit": -1}), "/limit"),
+        (json!({"path": "notes.md", "mode": "x"}), "mode"),
+    ] {
+        let output = invoke("read-file", &input, workdir.path());
+        assert_eq!(output.code, 2, "{input}: {output:#?}");
+        let error = &output.json()["error"];
+        assert_eq!(error["code"], "E-RUN-009", "{input}: {output:#?}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains("input_schema of `read-file`") && message.contains(said),
+            "{input}: {message}"
+        );
+        assert!(
+            output.json().get("result").is_none(),
+            "nothing was called: {output:#?}"
+        );
+    }
+    // No input is `{}`: refused too, since `path` is required.
+    let none = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["tool", "invoke", "--json"])
+        .arg(artifact("read-file"))
+        .arg("--workdir")
+        .arg(workdir.path())
+        .run();
+    assert_eq!(none.json()["error"]["code"], "E-RUN-009", "{none:#?}");
+    passed(&invoke(
+        "read-file",
+        &json!({"path": "notes.md"}),
+        workdir.path(),
+    ));
+}
+
+#[test]
 fn a_missing_component_without_a_build_is_named() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -1,6 +1,9 @@
 //! `mur tool invoke <artifact-dir> --input JSON [--workdir DIR] [--capsule FILE] [--json]`: call a
 //! tool or driver component once, the way a session would, and print its tool-result.
 //!
+//! A tool's input is checked against its manifest's `input_schema` first, as a session checks
+//! the model's (`E-RUN-009` naming every mismatch, nothing called; no input counts as `{}`).
+//!
 //! The call runs under the grants of `--capsule` (its `capabilities` and the artifact entry's
 //! `config`), or under none but the workdir. The component is built from source first when it is
 //! missing or older than its sources. The tool-result is printed as JSON on stdout, with what the
@@ -72,6 +75,9 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     };
+    if let Err(exit) = check_schema(&artifact, &input, args.json) {
+        return exit;
+    }
     let capsule = match &args.capsule {
         Some(path) => match load_capsule(path, args.json) {
             Some(capsule) => Some((capsule, path.clone())),
@@ -187,6 +193,35 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             }
             Exit::Stopped
         }
+    }
+}
+
+/// Refuses an input a session would refuse: not what the tool's `input_schema` describes
+/// (`E-RUN-009`), or a schema that is not JSON Schema (`E-MAN-018`).
+fn check_schema(artifact: &LocalArtifact, input: &ToolInput, json: bool) -> Result<(), Exit> {
+    let Some(schema) = artifact
+        .manifest
+        .input_schema
+        .as_ref()
+        .filter(|_| artifact.manifest.runtime == Runtime::Tool)
+    else {
+        return Ok(());
+    };
+    let name = &artifact.manifest.name;
+    let validator = murmur_runtime::grants::tool_registry::compile_input_schema(name, schema)
+        .map_err(|diagnostic| render::coded(json, &*diagnostic, Exit::BadInput))?;
+    let value = match &input.data {
+        Some(text) => serde_json::from_str(text).unwrap_or(serde_json::Value::Null),
+        None => json!({}),
+    };
+    match murmur_runtime::grants::tool_registry::schema_refusal(name, &validator, &value) {
+        None => Ok(()),
+        Some(refusal) => Err(bad_input(
+            json,
+            "E-RUN-009",
+            &refusal,
+            "pass an input the tool's input_schema describes: a session refuses this one the same way",
+        )),
     }
 }
 
