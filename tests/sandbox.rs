@@ -296,6 +296,30 @@ fn an_ordinary_trap_is_reported_as_a_trap() {
 }
 
 #[test]
+fn a_trap_reports_what_the_component_last_said_whatever_blank_lines_follow() {
+    let workdir = tempfile::tempdir().unwrap();
+    let dying = "Error: the input had no rows\n    at main (tool.js:12:9)\n\n\n\n\n\n\n";
+    let output = invoke(
+        json!({"action": "trap", "stderr": dying}),
+        None,
+        workdir.path(),
+    );
+    assert_eq!(output.code, 3, "{output:#?}");
+    let error = &output.json()["error"];
+    assert_eq!(error["code"], "E-RUN-005");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("Error: the input had no rows | "),
+        "{message}"
+    );
+    assert!(message.contains("at main (tool.js:12:9)"), "{message}");
+    assert!(
+        !error["hint"].as_str().unwrap().contains("mur tool invoke"),
+        "the hint does not send the author back to what they ran: {error}"
+    );
+}
+
+#[test]
 fn a_declared_read_only_path_is_readable_but_not_writable() {
     let dir = tempfile::tempdir().unwrap();
     let docs = dir.path().join("docs");

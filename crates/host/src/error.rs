@@ -104,8 +104,9 @@ impl Coded for RuntimeError {
                     .to_string()
             }
             RuntimeError::Trap { .. } => {
-                "the component failed on its own: read its message above; run it with \
-                 `mur tool invoke` to reproduce"
+                "the component failed on its own (a panic, an uncaught exception, a result its \
+                 language's bindings could not return): the end of its stderr, quoted above, \
+                 is its own account; fix the component"
                     .to_string()
             }
             RuntimeError::DataPath { .. } => {

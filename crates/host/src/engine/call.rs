@@ -77,14 +77,65 @@ fn classify_failure(
         };
     }
     let mut message = error_chain(error);
-    let stderr = state.stderr.text();
-    let last_lines: Vec<&str> = stderr.lines().rev().take(5).collect();
-    if !last_lines.is_empty() {
+    if let Some(said) = stderr_tail(&state.stderr.text()) {
         message.push_str("; its stderr ends with: ");
-        message.push_str(&last_lines.into_iter().rev().collect::<Vec<_>>().join(" | "));
+        message.push_str(&said);
     }
     RuntimeError::Trap {
         component: component.to_string(),
         message,
+    }
+}
+
+/// The most lines, and characters, of a trapped component's stderr its report keeps.
+const STDERR_TAIL_LINES: usize = 12;
+const STDERR_TAIL_CHARS: usize = 2_000;
+
+/// What a trapped component last wrote on stderr, one line after another (`a | b`): its last
+/// [`STDERR_TAIL_LINES`] lines that are not blank, at most [`STDERR_TAIL_CHARS`] characters
+/// (the end kept). Where a language runtime says why it died (an uncaught exception, a panic).
+fn stderr_tail(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    let kept = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
+    if kept.is_empty() {
+        return None;
+    }
+    let joined = kept.join(" | ");
+    let count = joined.chars().count();
+    Some(if count > STDERR_TAIL_CHARS {
+        let cut: String = joined.chars().skip(count - STDERR_TAIL_CHARS).collect();
+        format!("…{cut}")
+    } else {
+        joined
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trapped_components_stderr_keeps_its_last_lines_that_say_something() {
+        assert_eq!(stderr_tail(""), None);
+        assert_eq!(stderr_tail("\n  \n\n"), None);
+        let dying = "starting\nError: boom\n    at run (tool.js:3)\n\n\n\n\n\n\n";
+        assert_eq!(
+            stderr_tail(dying).as_deref(),
+            Some("starting | Error: boom |     at run (tool.js:3)")
+        );
+        let long: String = (0..40).map(|n| format!("line {n}\n")).collect();
+        let tail = stderr_tail(&long).unwrap();
+        assert!(
+            tail.starts_with("line 28 | ") && tail.ends_with("line 39"),
+            "{tail}"
+        );
+        let wide = "x".repeat(5_000);
+        let tail = stderr_tail(&wide).unwrap();
+        assert_eq!(tail.chars().count(), STDERR_TAIL_CHARS + 1);
+        assert!(tail.starts_with('…'));
     }
 }
