@@ -275,6 +275,41 @@ fn input_the_input_schema_does_not_describe_is_refused_as_a_session_would() {
 }
 
 #[test]
+fn request_input_is_answered_by_reply_and_says_how_without_one() {
+    let workdir = tempfile::tempdir().unwrap();
+    let ask = json!({"action": "request_input", "prompt": "Which file?"});
+    let answered = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["tool", "invoke", "--json"])
+        .arg(artifact("probe"))
+        .arg("--input")
+        .arg(ask.to_string())
+        .args(["--reply", "notes.md", "--workdir"])
+        .arg(workdir.path())
+        .run();
+    let printed = passed(&answered);
+    assert!(
+        printed["output"]
+            .as_str()
+            .unwrap()
+            .contains("\"reply\":\"notes.md\""),
+        "{printed:#}"
+    );
+    assert_eq!(
+        printed["inputs"],
+        json!([{"prompt": "Which file?", "reply": "notes.md"}])
+    );
+    // Without --reply the call fails as outside an A2A task, saying how to answer it here.
+    let unanswered = invoke("probe", &ask, workdir.path());
+    assert_eq!(unanswered.code, 3, "{unanswered:#?}");
+    let error = &unanswered.json()["error"];
+    assert_eq!(error["code"], "E-RUN-005");
+    assert!(
+        error["message"].as_str().unwrap().contains("--reply TEXT"),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_missing_component_without_a_build_is_named() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

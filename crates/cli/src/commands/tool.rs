@@ -4,6 +4,8 @@
 //! A tool's input is checked against its manifest's `input_schema` first, as a session checks
 //! the model's (`E-RUN-009` naming every mismatch, nothing called; no input counts as `{}`).
 //!
+//! `--reply TEXT` (repeated) answers the tool's `request-input` calls in order.
+//!
 //! The call runs under the grants of `--capsule` (its `capabilities` and the artifact entry's
 //! `config`), or under none but the workdir. The component is built from source first when it is
 //! missing or older than its sources. The tool-result is printed as JSON on stdout, with what the
@@ -43,9 +45,50 @@ pub struct InvokeArgs {
     /// A capsule manifest whose capabilities (and this artifact's `config`) the call runs under.
     #[arg(long)]
     capsule: Option<PathBuf>,
+    /// Answer the tool's `request-input` calls, in order, with these texts (repeat the flag
+    /// for each); a call past the last one fails as it would outside an A2A task.
+    #[arg(long = "reply", value_name = "TEXT")]
+    replies: Vec<String>,
     /// Print failures as JSON on stdout too.
     #[arg(long)]
     json: bool,
+}
+
+/// Answers `request-input` from `--reply`, in order, and keeps what was asked and answered.
+struct Replies {
+    left: std::sync::Mutex<std::collections::VecDeque<String>>,
+    asked: std::sync::Mutex<Vec<serde_json::Value>>,
+    quiet: bool,
+}
+
+impl murmur_runtime::grants::task::InputBroker for Replies {
+    fn request(
+        &self,
+        prompt: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>> {
+        let reply = self
+            .left
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .pop_front();
+        if !self.quiet {
+            match &reply {
+                Some(reply) => eprintln!("request-input: {prompt}\n  reply: {reply}"),
+                None => eprintln!("request-input: {prompt}\n  (no --reply left)"),
+            }
+        }
+        self.asked
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push(json!({"prompt": prompt, "reply": reply}));
+        Box::pin(async move {
+            reply.ok_or_else(|| {
+                "the tool asked for more input than --reply gave (each --reply answers one \
+                 request-input, in order)"
+                    .to_string()
+            })
+        })
+    }
 }
 
 pub fn invoke(args: InvokeArgs) -> Exit {
@@ -99,7 +142,15 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     };
-    let grants = grants_for(&artifact, capsule.as_ref(), &workdir);
+    let mut grants = grants_for(&artifact, capsule.as_ref(), &workdir);
+    let replies = Arc::new(Replies {
+        left: std::sync::Mutex::new(args.replies.iter().cloned().collect()),
+        asked: Default::default(),
+        quiet: args.json,
+    });
+    if !args.replies.is_empty() {
+        grants.input = Some(replies.clone());
+    }
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -166,6 +217,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
         "workdir": workdir,
         "refusals": report.refusals,
         "sends": report.sends,
+        "inputs": *replies.asked.lock().unwrap_or_else(|poison| poison.into_inner()),
         "duration_ms": report.duration.as_millis() as u64,
         "stdout": report.stdout,
         "stderr": report.stderr,

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::bindings::murmur::task::task::Host;
 
 /// The message a component's call fails with when it asks for input outside an A2A task.
-pub const NO_TASK: &str =
-    "murmur:task/task.request-input is only available while the capsule runs an A2A task";
+pub const NO_TASK: &str = "murmur:task/task.request-input is only available while the capsule runs \
+     an A2A task (to test a tool that asks, give `mur tool invoke` its answers with --reply TEXT)";
 
 /// Answers `request-input` for the task in progress.
 pub trait InputBroker: Send + Sync {
