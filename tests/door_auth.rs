@@ -863,3 +863,45 @@ fn a_tasks_webhook_hears_its_status_changes_with_its_token_and_retries() {
     assert_eq!(header(&requests[4], "content-type"), "application/json");
     assert_eq!(requests.len(), 5, "the deleted webhook heard nothing");
 }
+
+#[test]
+fn a_reply_to_a_task_waiting_for_input_may_register_its_webhook() {
+    let hook = murmur_testkit::RecordingServer::start("");
+    let capsule = capsule(
+        "turns:\n  - reply: { tool_calls: [ { id: ask, name: probe, input: { action: request_input, prompt: \"Which one?\" } } ] }\n  - reply: { text: \"Done with it.\" }\n",
+        &format!(
+            "capabilities:\n  network: {{ allow: [ \"{}\" ] }}",
+            hook.url()
+        ),
+    );
+    let served = capsule.serve();
+    let waiting = rpc(&served, &send("start", json!({})), AS_OPS);
+    let task = &waiting["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{waiting:#}"
+    );
+    let task_id = task["id"].as_str().unwrap().to_string();
+    let mut reply = send(
+        "the second",
+        json!({"configuration": {"taskPushNotificationConfig": {"url": format!("{}/late", hook.url())}}}),
+    );
+    reply["params"]["message"]["taskId"] = json!(task_id);
+    let done = rpc(&served, &reply, AS_OPS);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done:#}"
+    );
+    // From the reply on: working again, then the ended task.
+    let requests = recorded(&hook, 2, &served);
+    let bodies: Vec<Value> = requests
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(
+        bodies[0]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert_eq!(bodies[1]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(bodies[1]["task"]["id"], task_id.as_str());
+}

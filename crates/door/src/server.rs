@@ -585,6 +585,10 @@ impl Door {
             if !self.store.visible(&task_id, caller.principal()) {
                 return Err(RpcError::task_not_found(&task_id));
             }
+            // A reply may register a webhook for the rest of its task.
+            if let Some(webhook) = webhook {
+                let _ = self.store.add_webhook(&task_id, webhook);
+            }
             return match self.store.deliver_input(&task_id, message) {
                 Ok(()) => Ok(task_id),
                 Err(Refused::NotFound) => Err(RpcError::task_not_found(&task_id)),
