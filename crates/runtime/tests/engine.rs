@@ -235,3 +235,41 @@ fn the_probe_tool_loads_as_a_tool_and_not_as_a_driver() {
         Ok(_) => panic!("a component importing tool-only interfaces loaded as a driver"),
     }
 }
+
+/// What the issue's authors met as "wrong type": the reason names the world, the import, the
+/// export in it and the mismatch.
+#[test]
+fn an_import_of_the_wrong_shape_is_named_with_its_world() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    // `request-input` takes a string and returns one; this one takes a number.
+    let wrong = importing(
+        "murmur:task/task@0.1.0",
+        r#"(export "request-input" (func (param "prompt" u32) (result string)))"#,
+    );
+    let reason = match engine.load_component_bytes("t", &wrong, RunWorld::Tool) {
+        Err(RuntimeError::Load { reason, .. }) => reason,
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("loaded"),
+    };
+    assert!(
+        reason.contains("`tool`-world")
+            && reason.contains("murmur:task/task@0.1.0")
+            && reason.contains("request-input")
+            && reason.contains("expected `string` found `u32`"),
+        "{reason}"
+    );
+    // An interface the tool world does not grant at all is named too.
+    let shell = importing(
+        "murmur:shell/execute@0.1.0",
+        r#"(export "run" (func (param "command" string)))"#,
+    );
+    let reason = match engine.load_component_bytes("t", &shell, RunWorld::Tool) {
+        Err(RuntimeError::Load { reason, .. }) => reason,
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("loaded"),
+    };
+    assert!(
+        reason.contains("`tool`-world") && reason.contains("murmur:shell/execute@0.1.0"),
+        "{reason}"
+    );
+}
