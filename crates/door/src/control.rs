@@ -308,9 +308,9 @@ fn from_loopback(peer: &SocketAddr) -> Result<(), Denied> {
 /// The body's `value`: 413 over the door's limit, 422 when the body is not a JSON object with
 /// a `value`.
 async fn value_of(door: &ControlPlane, body: Body) -> Result<Value, Denied> {
-    let bytes = axum::body::to_bytes(body, door.body_limit)
+    let bytes = crate::server::read_body(body, door.body_limit)
         .await
-        .map_err(|_| {
+        .ok_or_else(|| {
             Denied::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too_large",

@@ -9,8 +9,9 @@
 //! - **One endpoint.** JSON-RPC at `/`. A method is answered in the version its name belongs to
 //!   (`SendMessage` 1.0, `message/send` 0.3). Malformed JSON, an unknown method, bad params,
 //!   an unknown task, a task that cannot be canceled: each gets its JSON-RPC or A2A error
-//!   code, and the door keeps serving. A body over the limit is refused before it is read
-//!   whole (413, with a JSON-RPC error).
+//!   code, and the door keeps serving. A body over the limit is refused (413, with a
+//!   JSON-RPC error) without being kept: the door reads on and drops it, up to 16 MiB, so a
+//!   client still sending gets the answer rather than a cut connection.
 //! - **Tasks.** A message without a task id starts a task (`submitted`, then `working` when the
 //!   session takes it) as `lifecycle.task_acceptance` allows: `none` refuses every message,
 //!   `single` takes one task, `queue` takes them all and runs them one after another. A message
