@@ -308,7 +308,7 @@ fn from_loopback(peer: &SocketAddr) -> Result<(), Denied> {
 /// The body's `value`: 413 over the door's limit, 422 when the body is not a JSON object with
 /// a `value`.
 async fn value_of(door: &ControlPlane, body: Body) -> Result<Value, Denied> {
-    let bytes = crate::server::read_body(body, door.body_limit)
+    let bytes = crate::body::read_body(body, door.body_limit)
         .await
         .ok_or_else(|| {
             Denied::new(

@@ -56,6 +56,7 @@
 //!   when it starts and removes when it stops.
 
 pub mod auth;
+mod body;
 pub mod control;
 pub mod control_client;
 mod feed;

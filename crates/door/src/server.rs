@@ -125,34 +125,6 @@ async fn card_v03(State(door): State<Arc<Door>>) -> Response {
     json(StatusCode::OK, &door.card.to_wire(Version::V0_3))
 }
 
-/// How much of a body over the limit is read on (and dropped) before the door answers.
-const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
-
-/// The whole body, when it is at most `limit` bytes; `None` when it is over (or broke off). A
-/// body over the limit is not kept, but read on and dropped up to [`DRAIN_LIMIT`] bytes, so
-/// that a client still sending it gets the refusal rather than a connection cut mid-write.
-pub(crate) async fn read_body(body: Body, limit: usize) -> Option<Bytes> {
-    use futures_util::StreamExt;
-    let mut stream = body.into_data_stream();
-    let mut kept = Vec::new();
-    let mut seen = 0usize;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.ok()?;
-        seen += chunk.len();
-        if seen > limit {
-            while seen <= DRAIN_LIMIT {
-                match stream.next().await {
-                    Some(Ok(chunk)) => seen += chunk.len(),
-                    _ => break,
-                }
-            }
-            return None;
-        }
-        kept.extend_from_slice(&chunk);
-    }
-    Some(Bytes::from(kept))
-}
-
 /// A 401: the request presented none of the door's credentials. Nothing of the request was
 /// read but its headers.
 fn unauthenticated(door: &Door) -> Response {
@@ -280,7 +252,7 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
     let Some(caller) = door.caller(&headers) else {
         return unauthenticated(&door);
     };
-    let bytes = match read_body(body, door.body_limit).await {
+    let bytes = match crate::body::read_body(body, door.body_limit).await {
         Some(bytes) => bytes,
         None => {
             let error = RpcError::invalid_request(format!(
