@@ -149,11 +149,15 @@ pub async fn serve(
         observer.clone(),
     ));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let stopping = store.clone();
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let canceling = (store.clone(), stopping.clone());
     tokio::spawn(async move {
         shutdown.await;
-        // Told to stop: nothing that has not ended will be served any more.
-        stopping.cancel_unfinished();
+        // Told to stop: nothing that has not ended will be served any more. The flag is up
+        // before the first cancel, so the task a cancel ends is not followed by a queued one
+        // the cancels have not reached yet.
+        canceling.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        canceling.0.cancel_unfinished();
         let _ = shutdown_tx.send(true);
     });
     let mut feed = DoorFeed {
@@ -168,6 +172,7 @@ pub async fn serve(
         task_md: config.tasks.first().cloned(),
         served: 0,
         input_timeout: Duration::from_secs(lifecycle.input_timeout_secs.max(1)),
+        stopping,
         shutdown: shutdown_rx,
     };
     let mut session_config = SessionConfig {
@@ -256,6 +261,9 @@ struct DoorFeed {
     task_md: Option<TaskInput>,
     served: u32,
     input_timeout: Duration,
+    /// Up from the moment the capsule is told to stop, before its tasks are canceled.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// True once every task that had not ended is canceled.
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -299,6 +307,11 @@ impl TaskFeed for DoorFeed {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>> {
         Box::pin(async move {
             *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                // Stopping: no task starts, and the session ends once every cancel is made.
+                self.until_shutdown().await;
+                return None;
+            }
             let next = match self.acceptance {
                 TaskAcceptance::None => match (self.served, self.task_md.take()) {
                     (0, Some(mut input)) => {
@@ -338,6 +351,10 @@ impl TaskFeed for DoorFeed {
                         _ = shutdown.wait_for(|stop| *stop) => None,
                     };
                     let queued = queued?;
+                    if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                        self.until_shutdown().await;
+                        return None;
+                    }
                     // Canceled while it waited: skip it.
                     let canceled = self
                         .store
