@@ -13,6 +13,7 @@ mod door_auth;
 mod driver_choices;
 mod escape;
 mod first_party_hooks;
+mod guest_languages;
 mod hooks;
 mod house;
 mod mcp;

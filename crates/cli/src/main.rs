@@ -78,6 +78,8 @@ enum Command {
         #[command(subcommand)]
         command: commands::trace::TraceCommand,
     },
+    /// Start a new tool, driver or hook from a template (manifest, sources, build, test input).
+    New(commands::new::NewArgs),
     /// Work with tool artifacts.
     Tool {
         #[command(subcommand)]
@@ -112,6 +114,7 @@ fn main() -> ExitCode {
         Command::Send(args) => commands::send::run(args),
         Command::Control { command } => commands::control::run(command),
         Command::Trace { command } => commands::trace::run(command),
+        Command::New(args) => commands::new::run(args),
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),

@@ -5,6 +5,11 @@ wasmtime::component::bindgen!({
     world: "murmur:worlds/tool",
     imports: { default: async | trappable },
     exports: { default: async },
+    // The world's WASI imports are Wasmtime's own, linked once for every component.
+    with: {
+        "wasi": wasmtime_wasi::p2::bindings,
+        "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+    },
 });
 
 pub(crate) use exports::murmur::tool::run::{Status, ToolInput, ToolResult};
@@ -18,6 +23,10 @@ pub mod hook {
         world: "murmur:worlds/hook",
         imports: { default: async | trappable },
         exports: { default: async },
+        with: {
+            "wasi": wasmtime_wasi::p2::bindings,
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+        },
     });
 }
 

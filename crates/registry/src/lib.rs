@@ -12,6 +12,7 @@
 //! - [`install`]: a capsule's registry artifacts installed into its project store, verified
 //!   against the registry and `murmur.lock`, all or nothing; and found again, unchanged, at run
 //!   time.
+//! - [`template`]: a new artifact's sources, from this repository's templates (`mur new`).
 //!
 //! `murmur.lock` itself is `murmur_manifest::lock`.
 
@@ -19,6 +20,7 @@ pub mod archive;
 pub mod index;
 pub mod install;
 pub mod source;
+pub mod template;
 
 pub use source::{BuildError, LocalArtifact};
 

@@ -774,6 +774,7 @@ fn call_row(body: &EventBody, redundant: bool) -> Option<(&str, CallRow)> {
             input_path,
             output_bytes,
             duration_ms,
+            summary,
             error,
             ..
         } => Some((
@@ -790,7 +791,12 @@ fn call_row(body: &EventBody, redundant: bool) -> Option<(&str, CallRow)> {
                 output_bytes: *output_bytes,
                 duration_ms: *duration_ms,
                 redundant,
-                detail: error.as_ref().map(error_detail),
+                // Why a call failed: the runtime's error, else the tool's own summary.
+                detail: error.as_ref().map(error_detail).or_else(|| {
+                    (*status != CallStatus::Passed)
+                        .then(|| summary.clone())
+                        .flatten()
+                }),
             },
         )),
         EventBody::Shell {
@@ -1786,6 +1792,7 @@ mod tests {
                     input_path: call.input_path.map(str::to_string),
                     output_bytes: 12,
                     duration_ms: 3,
+                    summary: None,
                     error: None,
                     refusals: Vec::new(),
                 },

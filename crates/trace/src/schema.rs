@@ -245,6 +245,10 @@ pub enum EventBody {
         input_path: Option<String>,
         output_bytes: u64,
         duration_ms: u64,
+        /// The tool's own summary line, as it returned it (cut to 500 characters): for a call
+        /// that ended `failed` or `error`, its own account of why.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        summary: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
         /// Requests a grant refused during the call.

@@ -3,6 +3,7 @@ pub mod check;
 pub mod control;
 pub mod install;
 pub mod mcp;
+pub mod new;
 pub mod publish;
 pub mod run;
 pub mod send;

@@ -15,6 +15,18 @@ wit_bindgen::generate!({
     pub_export_macro: true,
     export_macro_name: "export_hook",
     default_bindings_module: "murmur_guest::hook::bindings",
+    // The worlds' WASI imports are the `wasip2` crate's bindings (the same WASI version).
+    with: {
+        "wasi:io/error@0.2.12": wasip2::io::error,
+        "wasi:io/poll@0.2.12": wasip2::io::poll,
+        "wasi:io/streams@0.2.12": wasip2::io::streams,
+        "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
+        "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+        "wasi:random/random@0.2.12": wasip2::random::random,
+        "wasi:cli/environment@0.2.12": wasip2::cli::environment,
+        "wasi:http/types@0.2.12": wasip2::http::types,
+        "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
+    },
     additional_derives: [serde::Serialize, PartialEq],
     additional_type_attributes: {
         "murmur:conversation/types@0.1.0/role": [#[serde(rename_all = "kebab-case")]],

@@ -207,6 +207,7 @@ impl ToolRegistryGrant {
                 input_path: call.input_path.clone(),
                 output_bytes: call.output_bytes,
                 duration_ms: call.duration_ms,
+                summary: None,
                 error: call.error.clone(),
                 refusals: call.refusals.clone(),
             };

@@ -498,6 +498,7 @@ impl McpTool {
                 input_path: murmur_trace::schema::input_path(input),
                 output_bytes: text.len() as u64,
                 duration_ms: started.elapsed().as_millis() as u64,
+                summary: None,
                 error,
                 refusals: Vec::new(),
             },

@@ -181,6 +181,7 @@ impl ToolCallSite<'_> {
             input_path: murmur_trace::schema::input_path(self.input),
             output_bytes: text.len() as u64,
             duration_ms: started.elapsed().as_millis() as u64,
+            summary: None,
             error: Some(ErrorRef {
                 code: code.to_string(),
                 message: text,
@@ -221,6 +222,12 @@ impl ToolCallSite<'_> {
             .iter()
             .map(|send| send.event(self.sender.task_id.clone()))
             .collect();
+        let summary = report
+            .outcome
+            .as_ref()
+            .ok()
+            .and_then(|output| output.result.summary.as_deref())
+            .map(|line| line.chars().take(500).collect::<String>());
         let (text, status, is_error, state_effect, resource_id, error) = match report.outcome {
             Ok(output) => {
                 let status = output.result.status;
@@ -275,6 +282,7 @@ impl ToolCallSite<'_> {
                 input_path: murmur_trace::schema::input_path(self.input),
                 output_bytes: text.len() as u64,
                 duration_ms: report.duration.as_millis() as u64,
+                summary,
                 error,
                 refusals,
             },

@@ -1,0 +1,221 @@
+//! Tools in Python and JavaScript, made by `mur new` from its templates and built by the real
+//! componentize-py (pinned in `tests/python/componentize/`, installed by `scripts/python-env`)
+//! and componentize-js (pinned in `tests/node/package-lock.json`, installed by
+//! `scripts/node-env`): each is invoked alone, then both run in one session with a Rust driver
+//! against the provider emulator. Inside the workdir they read and write; outside it they are
+//! refused; what they throw reaches the model and the trace with its message.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::Value;
+
+const KEY: &str = "sk-emulator-guest-languages";
+
+/// `PATH` with the pinned componentize-py and componentize-js first.
+fn builders_path() -> String {
+    let root = repo_root();
+    let python = root.join("target/componentize-python-venv/bin");
+    let node = root.join("target/node-clis/node_modules/.bin");
+    assert!(
+        python.join("componentize-py").exists() && node.join("componentize-js").exists(),
+        "componentize-py or componentize-js is not installed: run ./scripts/setup"
+    );
+    format!(
+        "{}:{}:{}",
+        python.display(),
+        node.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn mur() -> Mur {
+    Mur::new(env!("CARGO_BIN_EXE_mur")).env("PATH", builders_path())
+}
+
+/// The two tools, made and built once for every test of this file: `notes-py` (Python) and
+/// `notes-js` (JavaScript), each the `mur new tool` template unchanged.
+fn tools() -> &'static (PathBuf, PathBuf) {
+    static TOOLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("guest-languages-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let made = |name: &str, lang: &str| {
+            let out = mur()
+                .args(["new", "tool", name, "--lang", lang, "--dir"])
+                .arg(dir.join(name))
+                .run();
+            assert_eq!(out.code, 0, "{out:?}");
+            assert!(out.stdout.contains("mur tool invoke"), "{}", out.stdout);
+            let out = mur().args(["build", "--no-pack"]).arg(dir.join(name)).run();
+            assert_eq!(out.code, 0, "{out:?}");
+            dir.join(name)
+        };
+        (made("notes-py", "python"), made("notes-js", "js"))
+    })
+}
+
+fn invoke(tool: &Path, workdir: &Path, input: &str) -> (MurOutput, Value) {
+    let out = mur()
+        .args(["tool", "invoke"])
+        .arg(tool)
+        .arg("--workdir")
+        .arg(workdir)
+        .args(["--input", "-"])
+        .stdin(input.as_bytes().to_vec())
+        .run();
+    let report = out.json();
+    (out, report)
+}
+
+#[test]
+fn a_python_and_a_javascript_tool_from_the_templates_read_and_write_the_workdir_only() {
+    let (python, js) = tools();
+    for tool in [python, js] {
+        let temp = tempfile::tempdir().unwrap();
+        let workdir = temp.path().join("work");
+        std::fs::create_dir(&workdir).unwrap();
+        std::fs::write(temp.path().join("secret.txt"), "outside the workdir").unwrap();
+
+        // The template's own test input writes a note.
+        let input = std::fs::read_to_string(tool.join("input.json")).unwrap();
+        let (out, report) = invoke(tool, &workdir, &input);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert_eq!(report["result"]["status"], "passed", "{report:#}");
+        assert_eq!(report["state_effect"], "mutate", "{report:#}");
+        assert_eq!(
+            std::fs::read_to_string(workdir.join("notes.md")).unwrap(),
+            "Hello from a Murmur tool."
+        );
+
+        let (out, report) = invoke(tool, &workdir, r#"{"path": "notes.md"}"#);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert_eq!(report["output"], "Hello from a Murmur tool.", "{report:#}");
+        assert_eq!(report["resource_id"], "file:notes.md");
+
+        // Out of the workdir: refused by the runtime, the refusal the tool's own error, with
+        // its message; nothing of the file comes back.
+        let (out, report) = invoke(tool, &workdir, r#"{"path": "../secret.txt"}"#);
+        assert_eq!(out.code, 1, "{out:?}");
+        assert_eq!(report["result"]["status"], "error", "{report:#}");
+        let summary = report["result"]["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("../secret.txt") && summary.contains("ermitted"),
+            "{summary}"
+        );
+        assert!(
+            !out.stdout.contains("outside the workdir"),
+            "{}",
+            out.stdout
+        );
+        let (out, _) = invoke(
+            tool,
+            &workdir,
+            r#"{"path": "../secret.txt", "write": "overwritten"}"#,
+        );
+        assert_eq!(out.code, 1, "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(temp.path().join("secret.txt")).unwrap(),
+            "outside the workdir"
+        );
+    }
+}
+
+#[test]
+fn python_and_javascript_tools_run_in_one_session_with_a_rust_driver() {
+    let (python, js) = tools();
+    let emulator = Emulator::builder(
+        Script::from_yaml(
+            r#"
+turns:
+  - reply:
+      tool_calls: [ { id: call_1, name: notes-py, input: { path: plan.md, write: "ship it" } } ]
+  - reply:
+      tool_calls: [ { id: call_2, name: notes-js, input: { path: plan.md } } ]
+  - reply:
+      tool_calls:
+        - { id: call_3, name: notes-py, input: { path: ../secret.txt } }
+        - { id: call_4, name: notes-js, input: { path: ../secret.txt } }
+  - reply: { text: "The plan says: ship it." }
+"#,
+        )
+        .unwrap(),
+    )
+    .api_key(KEY)
+    .start()
+    .unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    std::fs::write(
+        temp.path().join("murmur.yaml"),
+        format!(
+            r#"name: polyglot
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: notes-py, version: "0.1.0", runtime: tool, path: {python} }}
+  - {{ name: notes-js, version: "0.1.0", runtime: tool, path: {js} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+  max_turns: 6
+"#,
+            driver = root.join("artifacts/driver-anthropic").display(),
+            endpoint = emulator.url(),
+            python = python.display(),
+            js = js.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(temp.path().join("work")).unwrap();
+    std::fs::write(temp.path().join("secret.txt"), "outside the workdir").unwrap();
+    let out = mur()
+        .env("EMU_KEY", KEY)
+        .arg("run")
+        .arg(temp.path())
+        .arg("--workdir")
+        .arg(temp.path().join("work"))
+        .args(["--task", "Write the plan, read it back.", "--json"])
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let report = out.json();
+    let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let calls: Vec<&Value> = trace
+        .iter()
+        .filter(|e| e["event_type"] == "tool_call")
+        .collect();
+    assert_eq!(calls.len(), 4, "{calls:#?}");
+    assert_eq!(calls[0]["status"], "passed", "{:#}", calls[0]);
+    assert_eq!(calls[1]["status"], "passed", "{:#}", calls[1]);
+    // Each thrown error, with its own message, in the trace.
+    for refused in &calls[2..] {
+        assert_eq!(refused["status"], "error", "{refused:#}");
+    }
+    let summary = |call: &Value| call["summary"].as_str().unwrap_or_default().to_string();
+    assert!(
+        summary(calls[2]).starts_with("PermissionError:"),
+        "{:#}",
+        calls[2]
+    );
+    assert_eq!(summary(calls[3]), "Error: ../secret.txt: not-permitted");
+    // What the model was told: the note read back by the JavaScript tool, and each thrown
+    // error's own message.
+    let last = emulator.requests().last().unwrap().body.to_string();
+    assert!(last.contains("ship it"), "{last}");
+    assert!(last.contains("PermissionError"), "{last}");
+    assert!(last.contains("../secret.txt: not-permitted"), "{last}");
+    assert!(!last.contains("outside the workdir"), "{last}");
+}
