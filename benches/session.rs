@@ -91,6 +91,7 @@ fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
     let engine = Engine::new(EngineConfig {
         cache_dir: None,
         pooling: true,
+        ..EngineConfig::default()
     })
     .unwrap();
     let staged = Arc::new(session::stage(file, &engine, &|_| None).expect("staging"));
@@ -154,6 +155,7 @@ fn hooks(c: &mut Criterion) {
         Engine::new(EngineConfig {
             cache_dir: None,
             pooling: true,
+            ..EngineConfig::default()
         })
         .unwrap(),
     );

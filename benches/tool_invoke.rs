@@ -35,6 +35,7 @@ fn warm_invocation(c: &mut Criterion) {
     let engine = Engine::new(EngineConfig {
         cache_dir: None,
         pooling: true,
+        ..EngineConfig::default()
     })
     .unwrap();
     let read_file = load(&engine, "artifacts/read-file");

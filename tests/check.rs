@@ -493,3 +493,141 @@ capabilities:
         "{message}"
     );
 }
+
+/// The component file is read (not compiled): missing, not WebAssembly, a core module, or a
+/// component of another world is said, pointing at `component:`, and a good one passes. A
+/// capsule's local artifact is checked the same way, against its own file.
+#[test]
+fn a_component_that_is_missing_not_a_component_or_of_another_world_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = |build: &str| {
+        format!(
+            "name: checked\nversion: \"0.1.0\"\nruntime: tool\ndescription: d\ncomponent: tool.wasm\ninput_schema: {{ type: object }}\n{build}"
+        )
+    };
+    let artifact = dir.path().join("checked");
+    write(&artifact, "murmur.yaml", &manifest(""));
+    let component = artifact.join("tool.wasm");
+    let said = |expect_code: i32, expect: &[&str]| {
+        let output = check(&artifact, false);
+        assert_eq!(output.code, expect_code, "{output:#?}");
+        for text in expect {
+            assert!(output.stderr.contains(text), "{text}: {}", output.stderr);
+        }
+        output
+    };
+    let output = said(
+        1,
+        &[
+            "error[E-MAN-023]",
+            "tool.wasm does not exist",
+            "declares no `build:`",
+        ],
+    );
+    assert!(
+        output.stderr.contains("murmur.yaml:5:"),
+        "{}",
+        output.stderr
+    );
+    write(
+        &artifact,
+        "murmur.yaml",
+        &manifest("build: { command: [make] }\n"),
+    );
+    said(0, &["warning[W-MAN-030]", "not built yet"]);
+    std::fs::write(&component, "not wasm").unwrap();
+    said(1, &["error[E-MAN-031]", "is not WebAssembly"]);
+    std::fs::write(&component, b"\0asm\x01\0\0\0").unwrap();
+    said(
+        1,
+        &[
+            "error[E-MAN-031]",
+            "core WebAssembly module, not a component",
+        ],
+    );
+    // A hook's component declared as a tool.
+    let hook = repo_root().join("tests/fixtures/hook-noop/component.wasm");
+    std::fs::copy(&hook, &component).unwrap();
+    said(
+        1,
+        &[
+            "does not export `murmur:tool/run@0.1.0`",
+            "murmur:hook/lifecycle@0.1.0",
+        ],
+    );
+    let probe = repo_root().join("tests/fixtures/probe/component.wasm");
+    std::fs::copy(&probe, &component).unwrap();
+    let output = said(0, &[]);
+    assert!(output.stdout.trim_end().ends_with(": ok"), "{output:#?}");
+
+    // In a capsule: reported against the artifact's own manifest.
+    std::fs::write(&component, b"\0asm\x01\0\0\0").unwrap();
+    let capsule = write(
+        dir.path(),
+        "murmur.yaml",
+        "name: c\nversion: \"0.1.0\"\nartifacts:\n  - { name: checked, version: \"0.1.0\", runtime: tool, path: checked }\n",
+    );
+    let output = check(&capsule, true);
+    assert_eq!(output.code, 1, "{output:#?}");
+    let report = output.json();
+    let found = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "E-MAN-031")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert!(
+        found["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("checked/murmur.yaml"),
+        "{found:#}"
+    );
+    assert_eq!(found["line"], 5);
+}
+
+/// Another Murmur runtime's artifact manifest spellings load, each with a warning saying what
+/// it was read as.
+#[test]
+fn another_runtimes_artifact_spellings_load_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifact = dir.path().join("echo");
+    write(
+        &artifact,
+        "murmur.yaml",
+        "name: echo\nversion: 0.1.0\nruntime: wasm\nrequires_files: [echo-tool.wasm]\ninput: '{\"type\": \"object\"}'\n",
+    );
+    std::fs::copy(
+        repo_root().join("tests/fixtures/probe/component.wasm"),
+        artifact.join("echo-tool.wasm"),
+    )
+    .unwrap();
+    let output = check(&artifact, true);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    let warnings: Vec<&str> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        warnings.iter().filter(|c| **c == "W-MAN-032").count(),
+        4,
+        "runtime, requires_files, input, JSON text: {report:#}"
+    );
+    assert_eq!(report["errors"], 0, "{report:#}");
+    // And it runs as the tool it is.
+    let invoked = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["tool", "invoke", "--json"])
+        .arg(&artifact)
+        .args([
+            "--input",
+            r#"{"action": "result", "status": "passed", "data": "echoed"}"#,
+        ])
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .run();
+    assert_eq!(invoked.code, 0, "{invoked:#?}");
+    assert_eq!(invoked.json()["output"], "echoed");
+}

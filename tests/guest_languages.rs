@@ -52,8 +52,22 @@ fn tools() -> &'static (PathBuf, PathBuf) {
                 .run();
             assert_eq!(out.code, 0, "{out:?}");
             assert!(out.stdout.contains("mur tool invoke"), "{}", out.stdout);
-            let out = mur().args(["build", "--no-pack"]).arg(dir.join(name)).run();
+            let out = mur()
+                .args(["build", "--no-pack", "--json"])
+                .arg(dir.join(name))
+                .run();
             assert_eq!(out.code, 0, "{out:?}");
+            // Compiled for this machine at build time, with progress, not at the first call
+            // (`hit` when an earlier run compiled the same bytes).
+            let cache = out.json()["built"][0]["cache"].clone();
+            match cache.as_str() {
+                Some("compiled") => assert!(
+                    out.stderr.contains(&format!("compiling `{name}`")),
+                    "{out:?}"
+                ),
+                Some("hit") => {}
+                _ => panic!("{out:?}"),
+            }
             dir.join(name)
         };
         (made("notes-py", "python"), made("notes-js", "js"))
@@ -87,6 +101,7 @@ fn a_python_and_a_javascript_tool_from_the_templates_read_and_write_the_workdir_
         let (out, report) = invoke(tool, &workdir, &input);
         assert_eq!(out.code, 0, "{out:?}");
         assert_eq!(report["result"]["status"], "passed", "{report:#}");
+        assert_eq!(report["component"]["cache"], "hit", "{report:#}");
         assert_eq!(report["state_effect"], "mutate", "{report:#}");
         assert_eq!(
             std::fs::read_to_string(workdir.join("notes.md")).unwrap(),
@@ -218,4 +233,49 @@ inference:
     assert!(last.contains("PermissionError"), "{last}");
     assert!(last.contains("../secret.txt: not-permitted"), "{last}");
     assert!(!last.contains("outside the workdir"), "{last}");
+}
+
+/// A JavaScript driver from the template is the capsule's model with no gateway at all: it
+/// needs no network, so it declares none, and the session runs on it; `mur tool invoke` calls
+/// it alone with the template's test input.
+#[test]
+fn a_javascript_driver_without_a_gateway_is_a_capsules_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = dir.path().join("echo-js");
+    let out = mur()
+        .args(["new", "driver", "echo-js", "--lang", "js", "--dir"])
+        .arg(&driver)
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = mur().args(["build", "--no-pack"]).arg(&driver).run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let input = std::fs::read_to_string(driver.join("input.json")).unwrap();
+    let (out, report) = invoke(&driver, &dir.path().join("alone"), &input);
+    assert_eq!(out.code, 0, "{out:?}");
+    let response: Value = serde_json::from_str(report["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        response["content"][0]["text"],
+        "(echo-1) you said: Hello, driver."
+    );
+
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        format!(
+            "name: echoing\nversion: \"0.1.0\"\nartifacts:\n  - {{ name: echo-js, version: \"0.1.0\", runtime: driver, path: {} }}\ninference:\n  model: echo-1\n  driver: {{ artifact: echo-js }}\n",
+            driver.display()
+        ),
+    )
+    .unwrap();
+    let out = mur()
+        .arg("run")
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .args(["--task", "Say it back.", "--json"])
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let report = out.json();
+    let result =
+        std::fs::read_to_string(report["tasks"][0]["result_path"].as_str().unwrap()).unwrap();
+    assert_eq!(result.trim(), "(echo-1) you said: Say it back.");
 }

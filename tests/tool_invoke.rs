@@ -374,6 +374,120 @@ fn a_second_process_loads_the_compiled_component_from_the_cache() {
     assert_eq!(entries, 1);
 }
 
+/// The compile cache says when it compiles, keeps itself under its bound (least recently used
+/// out, never the entry just stored), and `mur cache list|prune` show and trim it, touching
+/// nothing that is not an entry.
+#[test]
+fn the_compile_cache_is_bounded_listed_and_pruned() {
+    let home = tempfile::tempdir().unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let mur = |max_mb: Option<&str>| {
+        let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur")).env("MURMUR_HOME", home.path());
+        if let Some(max) = max_mb {
+            mur = mur.env("MURMUR_CACHE_MAX_MB", max);
+        }
+        mur
+    };
+    let invoke = |tool: &str, max_mb: Option<&str>| {
+        let input = if tool == "write-file" {
+            r#"{"path": "x", "content": "y"}"#
+        } else {
+            r#"{"path": "x"}"#
+        };
+        mur(max_mb)
+            .args(["tool", "invoke", "--json"])
+            .arg(artifact(tool))
+            .args(["--input", input])
+            .arg("--workdir")
+            .arg(workdir.path())
+            .run()
+    };
+    let list = || {
+        let out = mur(None).args(["cache", "list", "--json"]).run();
+        assert_eq!(out.code, 0, "{out:?}");
+        out.json()
+    };
+    let first = invoke("read-file", None);
+    assert!(
+        first.stderr.contains("compiling `read-file`")
+            && first.stderr.contains("compiled `read-file` in"),
+        "{}",
+        first.stderr
+    );
+    let again = invoke("read-file", None);
+    assert!(!again.stderr.contains("compiling"), "{}", again.stderr);
+    invoke("write-file", None);
+    let listed = list();
+    assert_eq!(listed["entries"].as_array().unwrap().len(), 2, "{listed:#}");
+    assert_eq!(listed["limit_bytes"], 1u64 << 30);
+    assert!(
+        listed["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["current"] == true)
+    );
+    let total: u64 = listed["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(listed["total_bytes"], total);
+
+    // A bound of 0: storing one entry evicts every other, never the one just stored.
+    let probe = mur(Some("0"))
+        .args(["tool", "invoke", "--json"])
+        .arg(artifact("probe"))
+        .args(["--input", r#"{"action": "env"}"#])
+        .arg("--workdir")
+        .arg(workdir.path())
+        .run();
+    assert_eq!(probe.code, 0, "{probe:?}");
+    let listed = list();
+    let entries = listed["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{listed:#}");
+    assert_eq!(
+        entries[0]["component_sha256"],
+        probe.json()["component"]["sha256"]
+    );
+
+    // An entry another mur compiled is stale: listed so, pruned first; other files stay.
+    let dir = home.path().join("cache/components");
+    std::fs::write(
+        dir.join(format!("{}-ffffffffffffffff.cwasm", "ab".repeat(32))),
+        "old",
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let listed = list();
+    assert!(
+        listed["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["current"] == false),
+        "{listed:#}"
+    );
+    let human = mur(None).args(["cache", "list"]).run();
+    assert!(human.stdout.contains("stale"), "{}", human.stdout);
+    let pruned = mur(None).args(["cache", "prune", "--json"]).run();
+    assert_eq!(pruned.code, 0, "{pruned:?}");
+    let pruned = pruned.json();
+    assert_eq!(pruned["removed"].as_array().unwrap().len(), 1, "{pruned:#}");
+    assert_eq!(pruned["removed"][0]["current"], false);
+    assert_eq!(list()["entries"].as_array().unwrap().len(), 1);
+    let all = mur(None).args(["cache", "prune", "--all"]).run();
+    assert!(all.stdout.contains("removed 1 entry"), "{}", all.stdout);
+    assert!(list()["entries"].as_array().unwrap().is_empty());
+    assert!(dir.join("notes.txt").exists());
+
+    // A bound that is not a number is refused, naming the variable.
+    let bad = invoke("read-file", Some("lots"));
+    assert_eq!(bad.code, 3, "{bad:?}");
+    assert!(bad.stderr.contains("MURMUR_CACHE_MAX_MB"), "{}", bad.stderr);
+}
+
 #[test]
 fn an_artifact_that_is_not_a_tool_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -395,4 +509,83 @@ fn an_artifact_that_is_not_a_tool_is_refused_by_name() {
             .unwrap()
             .contains("`watcher` is a hook")
     );
+}
+
+/// A driver invoked with `--capsule` is called as a session of that capsule would call it: to
+/// its gateway (told by `MURMUR_INFERENCE_ENDPOINT`), the credential attached outside the
+/// sandbox, the model of its choice; without `--capsule` it has no network at all.
+#[test]
+fn a_driver_reaches_its_capsules_gateway_with_the_credential_only_under_capsule() {
+    use murmur_testkit::emulator::{Emulator, Script};
+    const KEY: &str = "sk-emulator-invoke-driver";
+    let emulator = Emulator::builder(
+        Script::from_yaml("turns:\n  - reply: { text: \"Hello from the gateway.\" }\n").unwrap(),
+    )
+    .api_key(KEY)
+    .start()
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        format!(
+            r#"name: invoker
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+inference:
+  model: claude-test
+  driver: {{ artifact: driver-anthropic }}
+"#,
+            driver = artifact("driver-anthropic").display(),
+            endpoint = emulator.url(),
+        ),
+    )
+    .unwrap();
+    let request = json!({
+        "model": "",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi."}]}],
+        "tools": [],
+        "prompt_cache_key": "invoke",
+    });
+    let call = |capsule: bool| {
+        let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("EMU_KEY", KEY)
+            .args(["tool", "invoke", "--json"])
+            .arg(artifact("driver-anthropic"))
+            .arg("--input")
+            .arg(request.to_string())
+            .arg("--workdir")
+            .arg(dir.path().join("work"));
+        if capsule {
+            mur = mur.arg("--capsule").arg(dir.path());
+        }
+        mur.run()
+    };
+    let answered = passed(&call(true));
+    let response: Value = serde_json::from_str(answered["output"].as_str().unwrap()).unwrap();
+    assert_eq!(response["content"][0]["text"], "Hello from the gateway.");
+    let requests = emulator.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let header = |name: &str| {
+        requests[0]
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("x-api-key").as_deref(), Some(KEY));
+    // The request names no model: the driver took its choice's.
+    assert_eq!(requests[0].body["model"], "claude-test");
+    // No key in anything the driver could see or print.
+    assert!(!answered.to_string().contains(KEY));
+
+    // Without the capsule there is no gateway: nothing is sent.
+    let alone = call(false);
+    assert_ne!(alone.code, 0, "{alone:?}");
+    assert_eq!(emulator.requests().len(), 1);
 }

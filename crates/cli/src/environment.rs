@@ -63,10 +63,46 @@ pub fn user_credentials_warned()
     Ok(credentials)
 }
 
-/// The engine with the user's compile cache, as every `mur` command that loads components uses.
+/// The engine with the user's compile cache, as every `mur` command that loads components uses:
+/// under `$MURMUR_HOME/cache/components`, bounded by `MURMUR_CACHE_MAX_MB` (MiB; default 1024),
+/// each compile the cache cannot answer told on stderr as it starts and ends.
 pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
+    use murmur_runtime::engine::{CompileEvent, CompileProgress};
+    let limit = match std::env::var("MURMUR_CACHE_MAX_MB") {
+        Err(_) => None,
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(mib) => Some(mib.saturating_mul(1 << 20)),
+            Err(_) => {
+                return Err(murmur_runtime::RuntimeError::Io {
+                    context: "reading MURMUR_CACHE_MAX_MB".to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!(
+                            "`{text}` is not a whole number of MiB (the compile cache's bound, e.g. 1024)"
+                        ),
+                    ),
+                });
+            }
+        },
+    };
+    let told = |event: CompileEvent<'_>| match event {
+        CompileEvent::Started { name, bytes } => eprintln!(
+            "compiling `{name}` ({:.1} MB) for this machine; it is kept in the cache for later runs…",
+            bytes as f64 / 1e6
+        ),
+        CompileEvent::Finished { name, elapsed } => {
+            eprintln!("compiled `{name}` in {:.1} s", elapsed.as_secs_f64())
+        }
+    };
     Engine::new(EngineConfig {
-        cache_dir: Some(murmur_home().join("cache").join("components")),
+        cache_dir: Some(cache_dir()),
+        cache_limit: limit,
+        on_compile: CompileProgress(Some(std::sync::Arc::new(told))),
         pooling: false,
     })
+}
+
+/// Where compiled components are kept.
+pub fn cache_dir() -> PathBuf {
+    murmur_home().join("cache").join("components")
 }

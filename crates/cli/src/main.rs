@@ -52,6 +52,9 @@ enum Command {
         /// Build only; pack nothing.
         #[arg(long)]
         no_pack: bool,
+        /// Do not compile the built components into the compile cache (the first run will).
+        #[arg(long)]
+        no_compile: bool,
         /// Print what was built as JSON.
         #[arg(long)]
         json: bool,
@@ -78,6 +81,9 @@ enum Command {
         #[command(subcommand)]
         command: commands::trace::TraceCommand,
     },
+    /// The compiled-component cache: list it, prune it.
+    #[command(subcommand)]
+    Cache(commands::cache::CacheCommand),
     /// Start a new tool, driver or hook from a template (manifest, sources, build, test input).
     New(commands::new::NewArgs),
     /// Work with tool artifacts.
@@ -102,10 +108,12 @@ fn main() -> ExitCode {
             paths,
             out,
             no_pack,
+            no_compile,
             json,
         } => commands::build::run(
             paths,
             (!no_pack).then(|| out.unwrap_or_else(|| PathBuf::from("dist"))),
+            !no_compile,
             json,
         ),
         Command::Publish(args) => commands::publish::run(args),
@@ -115,6 +123,7 @@ fn main() -> ExitCode {
         Command::Control { command } => commands::control::run(command),
         Command::Trace { command } => commands::trace::run(command),
         Command::New(args) => commands::new::run(args),
+        Command::Cache(command) => commands::cache::run(command),
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),

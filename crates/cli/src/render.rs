@@ -65,6 +65,8 @@ pub fn coded_human(error: &dyn Coded) {
 pub fn plural(count: usize, word: &str) -> String {
     if count == 1 {
         format!("{count} {word}")
+    } else if let Some(stem) = word.strip_suffix('y') {
+        format!("{count} {stem}ies")
     } else {
         format!("{count} {word}s")
     }

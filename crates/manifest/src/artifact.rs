@@ -20,6 +20,10 @@
 //!   beside the manifest (`E-MAN-023`).
 //!
 //! A field that belongs to another runtime (an `input_schema` on a driver) is `W-MAN-026`.
+//!
+//! Another Murmur runtime's spellings that mean the same thing (`runtime: wasm`,
+//! `requires_files`, `input:`, an `input_schema` written as JSON text) are read as this one's,
+//! each with a `W-MAN-032` ([`read_reference_spellings`]).
 
 use std::path::{Path, PathBuf};
 
@@ -358,6 +362,91 @@ impl UpstreamAuth {
         }
         found
     }
+}
+
+/// Reads the spellings of another Murmur runtime's artifact manifests that mean what this
+/// runtime's do, rewriting `value` (the top level of an artifact manifest) in place, each with
+/// a `W-MAN-032` saying what it was read as:
+///
+/// - `runtime: wasm` (that runtime's former name for a tool) is `runtime: tool`;
+/// - `requires_files: [...]` (the files it packs beside the manifest) is dropped: here an
+///   archive holds the manifest and its component (or skill). Its one `.wasm` file, when the
+///   manifest names no `component:`, is the component;
+/// - `input:` is `input_schema:`, and an `input_schema` written as JSON text is that JSON.
+///
+/// Anything else is left for the loader to judge.
+pub(crate) fn read_reference_spellings(value: &mut Value) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let Some(map) = value.as_object_mut() else {
+        return found;
+    };
+    if map.get("runtime").and_then(Value::as_str) == Some("wasm") {
+        map.insert("runtime".into(), Value::String("tool".into()));
+        found.push(
+            Diagnostic::new(
+                code::W_MAN_032,
+                "`runtime: wasm` is another runtime's name for a tool; read as `runtime: tool`",
+            )
+            .hint("write `runtime: tool`")
+            .at_path("runtime"),
+        );
+    }
+    if let Some(files) = map.remove("requires_files") {
+        let listed: Vec<String> = files
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let wasm: Vec<&String> = listed.iter().filter(|f| f.ends_with(".wasm")).collect();
+        let component =
+            (!map.contains_key("component") && wasm.len() == 1).then(|| wasm[0].clone());
+        let message = match &component {
+            Some(file) => format!(
+                "`requires_files` is another runtime's list of files packed with the artifact; its component `{file}` is read as `component: {file}`, the rest is not packed"
+            ),
+            None => "`requires_files` is another runtime's list of files packed with the artifact; here the archive holds this manifest and its `component:` (or `skill:`), so it is ignored".to_string(),
+        };
+        if let Some(file) = component {
+            map.insert("component".into(), Value::String(file));
+        }
+        found.push(
+            Diagnostic::new(code::W_MAN_032, message)
+                .hint("name the component with `component:` and remove `requires_files`")
+                .at_path("requires_files"),
+        );
+    }
+    if !map.contains_key("input_schema")
+        && let Some(input) = map.remove("input")
+    {
+        map.insert("input_schema".into(), input);
+        found.push(
+            Diagnostic::new(
+                code::W_MAN_032,
+                "`input:` is another runtime's name for `input_schema:`; read as `input_schema:`",
+            )
+            .hint("rename `input:` to `input_schema:`")
+            .at_path("input"),
+        );
+    }
+    if let Some(Value::String(text)) = map.get("input_schema")
+        && let Ok(schema @ Value::Object(_)) = serde_json::from_str::<Value>(text)
+    {
+        map.insert("input_schema".into(), schema);
+        found.push(
+            Diagnostic::new(
+                code::W_MAN_032,
+                "`input_schema` is written as JSON text; read as the mapping it holds",
+            )
+            .hint("write `input_schema:` as a YAML mapping")
+            .at_path("input_schema"),
+        );
+    }
+    found
 }
 
 #[cfg(test)]

@@ -267,6 +267,9 @@ codes! {
     E_MAN_027 = "E-MAN-027": "the manifest file is larger than the loader reads (1 MiB)";
     W_MAN_029 = "W-MAN-029": "an `inference` field the transport in force does not use (`command` under `transport: http`; `driver`, `max_tokens`, `max_session_tokens`, `compaction` under `transport: process`)";
     E_MAN_028 = "E-MAN-028": "a `runtime: mcp` entry does not say how to reach its server: exactly one of `server.command` and `server.url`, and no `path`";
+    W_MAN_030 = "W-MAN-030": "an artifact's component is not built yet (its `build:` makes it)";
+    E_MAN_031 = "E-MAN-031": "an artifact's component file is not a WebAssembly component, or does not export its world's entry point";
+    W_MAN_032 = "W-MAN-032": "another Murmur runtime's spelling in an artifact manifest, read as this one's (`runtime: wasm`, `requires_files`, `input`, an `input_schema` written as JSON text)";
 
     E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";
     E_CAP_002 = "E-CAP-002": "a limit is zero or negative";

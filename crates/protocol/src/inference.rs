@@ -181,26 +181,60 @@ pub fn joined_text(blocks: &[Block], separator: &str) -> String {
         .join(separator)
 }
 
-/// A tool offered to the model.
+/// A tool offered to the model. On the wire its schema is written twice, as `input_schema`
+/// and as `parameters` (the name drivers written for other Murmur runtimes read); reading takes
+/// `input_schema`, else `parameters`, else `{"type": "object"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ToolSpecWire", into = "ToolSpecWire")]
 pub struct ToolSpec {
     /// Its name.
     pub name: String,
     /// What it does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The JSON Schema of its input.
-    #[serde(default = "object_schema", deserialize_with = "schema")]
     pub input_schema: Value,
+}
+
+/// [`ToolSpec`] as written and read.
+#[derive(Serialize, Deserialize)]
+struct ToolSpecWire {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(default)]
+    input_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parameters: Option<Value>,
+}
+
+impl From<ToolSpecWire> for ToolSpec {
+    fn from(wire: ToolSpecWire) -> ToolSpec {
+        let schema = [wire.input_schema, wire.parameters]
+            .into_iter()
+            .flatten()
+            .find(|schema| !schema.is_null())
+            .unwrap_or_else(object_schema);
+        ToolSpec {
+            name: wire.name,
+            description: wire.description,
+            input_schema: schema,
+        }
+    }
+}
+
+impl From<ToolSpec> for ToolSpecWire {
+    fn from(spec: ToolSpec) -> ToolSpecWire {
+        ToolSpecWire {
+            name: spec.name,
+            description: spec.description,
+            parameters: Some(spec.input_schema.clone()),
+            input_schema: Some(spec.input_schema),
+        }
+    }
 }
 
 fn object_schema() -> Value {
     json!({"type": "object"})
-}
-
-fn schema<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-    let v = Value::deserialize(d)?;
-    Ok(if v.is_null() { object_schema() } else { v })
 }
 
 fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -381,6 +415,30 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(r.tools[0].input_schema, json!({"type": "object"}));
+    }
+
+    /// A tool's schema is written as both `input_schema` and `parameters`, and read from
+    /// either: drivers made for another runtime find it under the name they know.
+    #[test]
+    fn a_tool_schema_travels_under_both_names() {
+        let spec = ToolSpec {
+            name: "t".into(),
+            description: None,
+            input_schema: json!({"type": "object", "required": ["path"]}),
+        };
+        let written = serde_json::to_value(&spec).unwrap();
+        assert_eq!(written["input_schema"], written["parameters"]);
+        assert_eq!(written["parameters"]["required"][0], "path");
+        assert!(written.get("description").is_none());
+        let read: ToolSpec =
+            serde_json::from_value(json!({"name": "t", "parameters": {"type": "string"}})).unwrap();
+        assert_eq!(read.input_schema, json!({"type": "string"}));
+        let both: ToolSpec = serde_json::from_value(
+            json!({"name": "t", "input_schema": {"type": "object"}, "parameters": {"type": "string"}}),
+        )
+        .unwrap();
+        assert_eq!(both.input_schema, json!({"type": "object"}));
+        assert_eq!(serde_json::from_value::<ToolSpec>(written).unwrap(), spec);
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //!   directory, so an unchanged checkout starts without running any build.
 //! - The component file is replaced atomically: a reader never sees half a file, and concurrent
 //!   builders each leave a whole one.
-//! - The build's own output (cargo's progress and diagnostics) goes to this process's stderr, so
-//!   long work shows progress; a failure names the artifact and the command's exit status.
+//! - The build's own output (cargo's progress and diagnostics, a command's stdout and stderr)
+//!   goes to this process's stderr, so long work shows progress and this process's stdout holds
+//!   only what it prints itself; a failure names the artifact and the command's exit status.
 //! - An artifact without `build:` whose component is missing is an error naming the file.
 //! - A capsule component (`world capsule`) is opened from its capsule manifest when that names
 //!   a `component:` or a `build:`: it is then an artifact of `runtime: capsule`.
@@ -321,7 +322,9 @@ fn run_command(artifact: &LocalArtifact, command: &[String]) -> Result<(), Build
     let status = Command::new(program)
         .args(args)
         .current_dir(&artifact.dir)
-        .stdout(Stdio::inherit())
+        // Its progress is ours to show on stderr; stdout is kept for what `mur` prints
+        // (`--json` there is parsed by scripts).
+        .stdout(std::io::stderr())
         .stderr(Stdio::inherit())
         .status()
         .map_err(|error| failed(format!("`{program}` could not be started: {error}")))?;
@@ -378,6 +381,132 @@ fn newest_source(dir: &Path, component: &Path) -> Option<SystemTime> {
     newest
 }
 
+/// The interface an artifact of `runtime` must export: its world's entry point.
+fn world_export(runtime: murmur_manifest::Runtime) -> Option<(&'static str, &'static str)> {
+    use murmur_manifest::Runtime;
+    match runtime {
+        Runtime::Tool => Some(("tool", "murmur:tool/run@0.1.0")),
+        Runtime::Driver => Some(("driver", "murmur:tool/run@0.1.0")),
+        Runtime::Hook => Some(("hook", "murmur:hook/lifecycle@0.1.0")),
+        Runtime::Capsule => Some(("capsule", "murmur:capsule/run@0.1.0")),
+        _ => None,
+    }
+}
+
+/// What `mur check` says of an artifact's component file, without compiling it:
+///
+/// - missing: `E-MAN-023` when the manifest declares no `build:`, else `W-MAN-030` (the next
+///   build makes it);
+/// - present: `E-MAN-031` unless it is a WebAssembly component (a core module, or bytes that do
+///   not parse as one, are named) that exports its world's interface (`murmur:tool/run@0.1.0`
+///   for a tool or driver, `murmur:hook/lifecycle@0.1.0` for a hook, `murmur:capsule/run@0.1.0`
+///   for a capsule component), its exports listed when it does not.
+///
+/// Each diagnostic points at `component:` in `manifest_file`. Skills and MCP servers have no
+/// component and get none.
+pub fn check_component(
+    manifest: &ArtifactManifest,
+    dir: &Path,
+    manifest_file: &Path,
+) -> Vec<murmur_manifest::Diagnostic> {
+    let Some((world, export)) = world_export(manifest.runtime) else {
+        return Vec::new();
+    };
+    let path = manifest.component_path(dir);
+    let mut found = component_problems(manifest, &path, world, export);
+    for diagnostic in &mut found {
+        diagnostic.path = Some("component".to_string());
+    }
+    murmur_manifest::place_in_file(&mut found, manifest_file);
+    found
+}
+
+fn component_problems(
+    manifest: &ArtifactManifest,
+    path: &Path,
+    world: &str,
+    export: &str,
+) -> Vec<murmur_manifest::Diagnostic> {
+    use murmur_manifest::Diagnostic;
+    use murmur_manifest::diagnostic::code;
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return vec![if manifest.build.is_some() {
+                Diagnostic::new(
+                    code::W_MAN_030,
+                    format!("the component {} is not built yet", path.display()),
+                )
+                .hint("`mur build --no-pack DIR` builds it (so does the first run or invoke)")
+            } else {
+                Diagnostic::new(
+                    code::E_MAN_023,
+                    format!(
+                        "the component {} does not exist, and the manifest declares no `build:`",
+                        path.display()
+                    ),
+                )
+                .hint("put the component there, fix `component:`, or declare a `build:` that makes it")
+            }];
+        }
+        Err(error) => {
+            return vec![
+                Diagnostic::new(
+                    code::E_MAN_023,
+                    format!("the component {} cannot be read: {error}", path.display()),
+                )
+                .hint("make it a readable file"),
+            ];
+        }
+    };
+    let not_ours = |why: String| {
+        vec![Diagnostic::new(code::E_MAN_031, format!("{} {why}", path.display())).hint(format!(
+            "build it as a component of the `{world}` world of wit/worlds.wit (for Rust: target wasm32-wasip2; see docs/tools.md)"
+        ))]
+    };
+    if !bytes.starts_with(b"\0asm") {
+        return not_ours(
+            "is not WebAssembly (it does not begin with the `\\0asm` magic)".to_string(),
+        );
+    }
+    let mut exports = Vec::new();
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(&bytes) {
+        match payload {
+            Ok(wasmparser::Payload::Version { encoding, .. }) => {
+                depth += 1;
+                if depth == 1 && encoding == wasmparser::Encoding::Module {
+                    return not_ours("is a core WebAssembly module, not a component".to_string());
+                }
+            }
+            Ok(wasmparser::Payload::End(_)) => depth = depth.saturating_sub(1),
+            Ok(wasmparser::Payload::ComponentExportSection(section)) if depth == 1 => {
+                for export in section.into_iter().flatten() {
+                    exports.push(export.name.name.to_string());
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                return not_ours(format!(
+                    "is not a WebAssembly component: {}",
+                    error.message()
+                ));
+            }
+        }
+    }
+    if exports.iter().any(|name| name == export) {
+        return Vec::new();
+    }
+    let listed = if exports.is_empty() {
+        "nothing".to_string()
+    } else {
+        exports.join(", ")
+    };
+    not_ours(format!(
+        "does not export `{export}`, the entry point of the `{world}` world (it exports {listed})"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,5 +540,27 @@ mod tests {
             .modified()
             .unwrap();
         assert_eq!(newest_source(dir.path(), &component), Some(source_time));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any bytes at `component:`, WebAssembly-looking or not, are judged without a panic.
+        #[test]
+        fn any_component_bytes_are_judged_without_panic(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+            magic in proptest::prelude::any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut bytes = if magic { b"\0asm\x0d\0\x01\0".to_vec() } else { Vec::new() };
+            bytes.extend(body);
+            std::fs::write(dir.path().join("c.wasm"), &bytes).unwrap();
+            let manifest_file = dir.path().join("murmur.yaml");
+            std::fs::write(&manifest_file, "name: t\nversion: 0.1.0\nruntime: tool\ncomponent: c.wasm\n").unwrap();
+            let loaded = murmur_manifest::load_artifact(&manifest_file, &|_: &str| None);
+            let manifest = loaded.manifest.unwrap();
+            let found = check_component(&manifest, dir.path(), &manifest_file);
+            proptest::prop_assert_eq!(found.len(), 1);
+            proptest::prop_assert_eq!(found[0].code, murmur_manifest::diagnostic::code::E_MAN_031);
+        }
     }
 }

@@ -60,6 +60,7 @@ fn engine() -> Engine {
     Engine::new(EngineConfig {
         cache_dir: None,
         pooling: false,
+        ..EngineConfig::default()
     })
     .unwrap()
 }

@@ -38,6 +38,7 @@ async fn the_engine_survives_deadline_memory_limit_and_trap() {
     let engine = Engine::new(EngineConfig {
         cache_dir: None,
         pooling: true,
+        ..EngineConfig::default()
     })
     .unwrap();
     let probe = probe(&engine);

@@ -1,8 +1,10 @@
-//! `mur build [DIR…] [--out DIR] [--no-pack] [--json]`: build artifacts' components from source,
-//! now, whatever their state, then pack each into `<out>/<name>-<version>.tar.gz`
-//! ([`murmur_registry::archive`]: the same inputs give the same bytes; the sha256 printed is the
-//! artifact's identity). Each cargo-built artifact gets a cargo run of its own; progress shows on
-//! stderr.
+//! `mur build [DIR…] [--out DIR] [--no-pack] [--no-compile] [--json]`: build artifacts'
+//! components from source, now, whatever their state, compile each for this machine into the
+//! compile cache (so the first run does not; progress on stderr), then pack each into
+//! `<out>/<name>-<version>.tar.gz` ([`murmur_registry::archive`]: the same inputs give the same
+//! bytes; the sha256 printed is the artifact's identity). Each cargo-built artifact gets a cargo
+//! run of its own; progress shows on stderr. A component the runtime cannot compile fails the
+//! build, named.
 
 use std::path::PathBuf;
 
@@ -10,11 +12,11 @@ use murmur_manifest::Coded;
 use murmur_registry::source::{self, BuildError, LocalArtifact};
 use serde_json::json;
 
-use crate::environment::host_env;
+use crate::environment::{cached_engine, host_env};
 use crate::exit::Exit;
 use crate::render;
 
-pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, json: bool) -> Exit {
+pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, compile: bool, json: bool) -> Exit {
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -35,12 +37,26 @@ pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, json: bool) -> Exit {
     if let Err(error) = source::build_components(&refs) {
         return report_error(&error, json, Exit::Failed);
     }
+    let compiled = if compile {
+        match compile_all(&artifacts, json) {
+            Ok(compiled) => compiled,
+            Err(exit) => return exit,
+        }
+    } else {
+        Vec::new()
+    };
     let mut built: Vec<serde_json::Value> = Vec::new();
     for artifact in &artifacts {
         let component = artifact.component_path();
         let bytes = std::fs::metadata(&component).map(|m| m.len()).unwrap_or(0);
         let mut entry = json!({"name": artifact.manifest.name, "version": artifact.manifest.version,
                "component": component, "bytes": bytes});
+        if let Some((_, status)) = compiled
+            .iter()
+            .find(|(name, _)| *name == artifact.manifest.name)
+        {
+            entry["cache"] = json!(status);
+        }
         if let Some(out) = &out {
             match pack_into(artifact, out) {
                 Ok((path, sha256)) => {
@@ -74,6 +90,35 @@ pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, json: bool) -> Exit {
         }
     }
     Exit::Ok
+}
+
+/// Compiles each built component into the compile cache (skills have none): each artifact's
+/// name and the cache's answer (`hit` when this build changed nothing it had compiled). A
+/// component that cannot be read or compiled is reported, naming it.
+fn compile_all(
+    artifacts: &[LocalArtifact],
+    json: bool,
+) -> Result<Vec<(String, murmur_runtime::engine::CacheStatus)>, Exit> {
+    let engine = cached_engine().map_err(|error| render::coded(json, &error, Exit::Failed))?;
+    let mut compiled = Vec::new();
+    for artifact in artifacts {
+        if artifact.manifest.runtime == murmur_manifest::Runtime::Skill {
+            continue;
+        }
+        let name = &artifact.manifest.name;
+        let bytes = std::fs::read(artifact.component_path()).map_err(|source| {
+            let error = murmur_runtime::RuntimeError::Io {
+                context: format!("reading the component of `{name}`"),
+                source,
+            };
+            render::coded(json, &error, Exit::Failed)
+        })?;
+        let (_, _, status) = engine
+            .compile(name, &bytes)
+            .map_err(|error| render::coded(json, &error, Exit::Failed))?;
+        compiled.push((name.clone(), status));
+    }
+    Ok(compiled)
 }
 
 /// Packs `artifact` into `out`, written whole or not at all: the archive's path and sha256.

@@ -1,8 +1,9 @@
 //! `mur check [PATH] [--json]`: load a manifest and print every diagnostic. A capsule's local
 //! artifacts (`path:` entries) are checked too, each reported against its own file, and so is
 //! each driver credential a run would need (`${NAME}` looked for in the environment, the
-//! `.env` beside the manifest and `$MURMUR_HOME/credentials.yaml`). Exit 1 when any error was
-//! found.
+//! `.env` beside the manifest and `$MURMUR_HOME/credentials.yaml`). Each artifact's component
+//! file is read (not compiled): missing, not a component, or not exporting its world's entry
+//! point is said ([`source::check_component`]). Exit 1 when any error was found.
 //!
 //! For a capsule, `--json` also lists under `grants` what each artifact will hold once its
 //! entry narrowed the capsule's capabilities: `{name, runtime, filesystem: {scope, path,
@@ -11,6 +12,7 @@
 use std::path::PathBuf;
 
 use murmur_manifest::{Manifest, credentials};
+use murmur_registry::source;
 use serde_json::json;
 
 use crate::environment::host_env;
@@ -29,8 +31,17 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
     let mut grants = Vec::new();
     let kind = match &loaded.manifest {
         Some(Manifest::Capsule(capsule)) => {
-            for (_, artifact) in murmur_manifest::check_local_artifacts(capsule, &file, &host_env) {
+            let capsule_dir = file.parent().unwrap_or(std::path::Path::new("."));
+            let local = murmur_manifest::check_local_artifacts(capsule, &file, &host_env);
+            for (name, artifact) in local {
                 diagnostics.extend(artifact.diagnostics);
+                let entry = capsule.artifacts.iter().find(|entry| entry.name == name);
+                if let (Some(own), Some(path)) =
+                    (&artifact.manifest, entry.and_then(|e| e.path.as_ref()))
+                {
+                    let (dir, own_file) = murmur_manifest::local_paths(path, capsule_dir);
+                    diagnostics.extend(source::check_component(own, &dir, &own_file));
+                }
             }
             // Every credential a run would look for, where a run looks.
             let credentials = match crate::environment::user_credentials() {
@@ -64,7 +75,11 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
             }
             Some("capsule")
         }
-        Some(Manifest::Artifact(_)) => Some("artifact"),
+        Some(Manifest::Artifact(artifact)) => {
+            let dir = file.parent().unwrap_or(std::path::Path::new("."));
+            diagnostics.extend(source::check_component(artifact, dir, &file));
+            Some("artifact")
+        }
         None => None,
     };
     let (errors, warnings) = render::counts(&diagnostics);

@@ -11,7 +11,6 @@ use murmur_manifest::Coded;
 use murmur_manifest::Runtime;
 use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
-use murmur_runtime::RunWorld;
 use serde_json::json;
 
 use crate::environment::{cached_engine, host_env, murmur_home};
@@ -95,22 +94,20 @@ pub fn run(args: InstallArgs) -> Exit {
         Ok(installed) => installed,
         Err(error) => return failed(args.json, &error),
     };
-    // Compile each installed component into the cache: the first run starts warm.
+    // Compile each installed component into the cache (progress on stderr): the first run
+    // starts warm. One the runtime cannot compile is named now, not at the first run.
     if let Ok(engine) = cached_engine() {
         for artifact in &installed {
             let Ok(local) = murmur_registry::LocalArtifact::open(&artifact.dir, &host_env) else {
                 continue;
             };
-            // Hooks and capsule components are compiled when a session first loads them.
-            let world = match local.manifest.runtime {
-                Runtime::Tool => RunWorld::Tool,
-                Runtime::Driver => RunWorld::Driver,
-                Runtime::Hook | Runtime::Skill | Runtime::Capsule | Runtime::Mcp => continue,
+            if matches!(local.manifest.runtime, Runtime::Skill | Runtime::Mcp) {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(local.component_path()) else {
+                continue;
             };
-            let component = local.component_path();
-            if component.is_file()
-                && let Err(error) = engine.load_component(&artifact.name, &component, world)
-            {
+            if let Err(error) = engine.compile(&artifact.name, &bytes) {
                 return render::failure(
                     args.json,
                     error.code(),

@@ -1,4 +1,5 @@
 pub mod build;
+pub mod cache;
 pub mod check;
 pub mod control;
 pub mod install;

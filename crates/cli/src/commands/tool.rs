@@ -7,7 +7,8 @@
 //! `--reply TEXT` (repeated) answers the tool's `request-input` calls in order.
 //!
 //! The call runs under the grants of `--capsule` (its `capabilities` and the artifact entry's
-//! `config`), or under none but the workdir. The component is built from source first when it is
+//! `config`; for a driver, its entry's gateway with the credential attached outside the sandbox
+//! and `MURMUR_INFERENCE_*` naming its first choice), or under none but the workdir. The component is built from source first when it is
 //! missing or older than its sources. The tool-result is printed as JSON on stdout, with what the
 //! runtime read from it (`output`, `state_effect`, `resource_id`, `continuation_id`) and every
 //! request a grant refused. Text the component streams goes to stderr as it arrives.
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use murmur_manifest::Runtime;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_registry::source::{self, LocalArtifact};
-use murmur_runtime::grants::env::{Identity, component_env};
+use murmur_runtime::grants::env::{Identity, InferenceTarget, component_env};
 use murmur_runtime::grants::message::SendingTask;
 use murmur_runtime::grants::{ChunkKind, Grants};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
@@ -142,7 +143,10 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             );
         }
     };
-    let mut grants = grants_for(&artifact, capsule.as_ref(), &workdir);
+    let mut grants = match grants_for(&artifact, capsule.as_ref(), &workdir) {
+        Ok(grants) => grants,
+        Err(error) => return render::coded(args.json, &error, Exit::BadInput),
+    };
     let replies = Arc::new(Replies {
         left: std::sync::Mutex::new(args.replies.iter().cloned().collect()),
         asked: Default::default(),
@@ -342,39 +346,86 @@ fn prepare_workdir(workdir: Option<&Path>) -> Result<PathBuf, String> {
         .map_err(|error| format!("resolving the workdir {}: {error}", workdir.display()))
 }
 
+/// The grants a session of `capsule` would give `artifact` (a driver: its gateway, its
+/// credential attached outside the sandbox, `MURMUR_INFERENCE_*` naming its choice), or none
+/// but the workdir. A driver's gateway that cannot be used is `E-RUN-012`, as at staging.
 fn grants_for(
     artifact: &LocalArtifact,
     capsule: Option<&(CapsuleManifest, PathBuf)>,
     workdir: &Path,
-) -> Grants {
+) -> Result<Grants, murmur_runtime::session::staging::StageError> {
+    let name = &artifact.manifest.name;
     let mut grants = match capsule {
         Some((capsule, capsule_file)) => {
-            let entry = capsule
-                .artifacts
-                .iter()
-                .find(|entry| entry.name == artifact.manifest.name);
+            let entry = capsule.artifacts.iter().find(|entry| &entry.name == name);
             let mut grants = Grants::of_capsule(capsule, workdir);
+            let inference = capsule.inference.as_ref();
+            let driver_ref = inference.and_then(|inference| inference.driver.as_ref());
+            // A driver's config is the capsule's `inference.driver.config`, as in a session.
+            let config = match artifact.manifest.runtime {
+                Runtime::Driver => driver_ref.and_then(|driver| driver.config.as_ref()),
+                _ => entry.and_then(|entry| entry.config.as_ref()),
+            };
             grants.env = component_env(
                 &Identity::of(capsule, None),
-                entry.and_then(|entry| entry.config.as_ref()),
+                config,
                 &capsule.capabilities.env.allow,
                 &host_env,
             );
-            // As in a session: what the artifact's entry grants it, within the capsule's, and
-            // the credentials its sends to the capsule's peers present.
-            grants.narrow(entry.map(|entry| capsule.grants_of(entry)).as_ref(), None);
             let credentials = crate::environment::user_credentials()
                 .map(|(credentials, _)| credentials)
                 .unwrap_or_default();
             let config = |name: &str| credentials.get(name);
-            grants.peers = murmur_runtime::session::staging::peer_credentials(
-                capsule,
-                capsule_file,
-                &murmur_runtime::session::staging::Lookups {
-                    env: &host_env,
-                    config: &config,
-                },
+            let lookups = murmur_runtime::session::staging::Lookups {
+                env: &host_env,
+                config: &config,
+            };
+            let mut gateway_rule = None;
+            if artifact.manifest.runtime == Runtime::Driver
+                && let Some(entry) = entry
+            {
+                let gateway = murmur_runtime::session::staging::DriverGateway::of(
+                    entry,
+                    artifact,
+                    capsule_file,
+                    &lookups,
+                )?;
+                // The model of the first choice on this driver: the primary's, else an
+                // alternate's.
+                let model = match driver_ref {
+                    Some(driver) if &driver.artifact == name => {
+                        inference.and_then(|inference| inference.model.clone())
+                    }
+                    _ => None,
+                }
+                .or_else(|| {
+                    inference?
+                        .alternates
+                        .iter()
+                        .find(|alternate| &alternate.driver == name)
+                        .map(|alternate| alternate.model.clone())
+                })
+                .unwrap_or_default();
+                grants.env.extend(
+                    InferenceTarget {
+                        endpoint: gateway.endpoint.clone(),
+                        model,
+                        driver: name.clone(),
+                    }
+                    .env(),
+                );
+                grants.credential = gateway.credential;
+                gateway_rule = gateway.network;
+            }
+            // As in a session: what the artifact's entry grants it, within the capsule's (a
+            // driver's gateway ahead of it), and the credentials its sends to the capsule's
+            // peers present.
+            grants.narrow(
+                entry.map(|entry| capsule.grants_of(entry)).as_ref(),
+                gateway_rule,
             );
+            grants.peers =
+                murmur_runtime::session::staging::peer_credentials(capsule, capsule_file, &lookups);
             grants
         }
         None => {
@@ -389,6 +440,17 @@ fn grants_for(
                 &[],
                 &host_env,
             );
+            if artifact.manifest.runtime == Runtime::Driver {
+                // No gateway: no network; the driver is told its own name.
+                grants.env.extend(
+                    InferenceTarget {
+                        endpoint: String::new(),
+                        model: String::new(),
+                        driver: name.clone(),
+                    }
+                    .env(),
+                );
+            }
             grants
         }
     };
@@ -403,7 +465,7 @@ fn grants_for(
         ChunkKind::Text => eprint!("{text}"),
         ChunkKind::Thinking => eprint!("[thinking] {text}"),
     }));
-    grants
+    Ok(grants)
 }
 
 fn bad_input(json: bool, code: &str, message: &str, hint: &str) -> Exit {

@@ -4,8 +4,10 @@
 //!
 //! What it promises:
 //!
-//! - Components are compiled once per content (see [`cache`]) and pre-linked once per load, so a
-//!   call pays only for instantiation, the call itself and teardown.
+//! - Components are compiled once per content (see [`cache`], bounded, least recently used
+//!   out first) and pre-linked once per load, so a call pays only for instantiation, the call
+//!   itself and teardown. A compile the cache cannot answer is told to
+//!   [`EngineConfig::on_compile`] before and after, so a long one is never silent.
 //! - Every linker offers WASI 0.2 (filesystem, clocks, random, cli, and sockets that every store
 //!   denies) and `wasi:http` outgoing requests checked by [`crate::grants::http`]. Beyond that,
 //!   each world links exactly its imports in `wit/worlds.wit` ([`RunWorld`]): a driver gets
@@ -41,8 +43,7 @@ use crate::grants::message::MessageGrant;
 use crate::grants::shell::ShellSlot;
 use crate::grants::task::SharedBroker;
 use crate::grants::tool_registry::ToolRegistryGrant;
-pub use cache::CacheStatus;
-use cache::ComponentCache;
+pub use cache::{CacheEntry, CacheStatus, ComponentCache};
 pub use limits::CallLimits;
 
 /// How often the epoch advances: the resolution of every call deadline.
@@ -53,9 +54,38 @@ pub const TICK: Duration = Duration::from_millis(10);
 pub struct EngineConfig {
     /// Where compiled components are kept between processes. `None` compiles on every load.
     pub cache_dir: Option<PathBuf>,
+    /// The bound of that cache in bytes; `None` is [`cache::DEFAULT_LIMIT_BYTES`].
+    pub cache_limit: Option<u64>,
+    /// Told before and after each compile the cache could not answer, so a long one is never
+    /// silent.
+    pub on_compile: CompileProgress,
     /// Use wasmtime's pooling instance allocator: pays when one process instantiates many times
     /// (sessions, the door, benchmarks); a one-shot call is as fast without it.
     pub pooling: bool,
+}
+
+/// A compile the cache could not answer: its start (the component's size) and its end.
+#[derive(Debug, Clone, Copy)]
+pub enum CompileEvent<'a> {
+    Started { name: &'a str, bytes: u64 },
+    Finished { name: &'a str, elapsed: Duration },
+}
+
+/// What is told of each [`CompileEvent`].
+pub type CompileListener = Arc<dyn Fn(CompileEvent<'_>) + Send + Sync>;
+
+/// Where [`CompileEvent`]s go; none by default.
+#[derive(Clone, Default)]
+pub struct CompileProgress(pub Option<CompileListener>);
+
+impl std::fmt::Debug for CompileProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "CompileProgress(told)"
+        } else {
+            "CompileProgress(none)"
+        })
+    }
 }
 
 /// The process's engine. Cheap to share by reference; create one per process.
@@ -69,6 +99,7 @@ pub struct Engine {
     hook_linkers:
         std::sync::Mutex<std::collections::HashMap<Vec<HookGrant>, Arc<Linker<HostState>>>>,
     cache: Option<ComponentCache>,
+    on_compile: CompileProgress,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -155,7 +186,10 @@ impl Engine {
             component: "<linker>".to_string(),
             reason: error.to_string(),
         })?;
-        let cache = config.cache_dir.map(|dir| ComponentCache::new(dir, &wasm));
+        let limit = config.cache_limit.unwrap_or(cache::DEFAULT_LIMIT_BYTES);
+        let cache = config
+            .cache_dir
+            .map(|dir| ComponentCache::new(dir, &wasm, limit));
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(wasm.clone(), ticker_stop.clone()).map_err(|source| {
             RuntimeError::Io {
@@ -170,6 +204,7 @@ impl Engine {
             capsule_linker,
             hook_linkers: Default::default(),
             cache,
+            on_compile: config.on_compile,
             ticker_stop,
         })
     }
@@ -236,6 +271,18 @@ impl Engine {
             reason,
         };
         let sha256 = murmur_registry::sha256_hex(bytes);
+        let told = self
+            .on_compile
+            .0
+            .as_ref()
+            .filter(|_| self.cache.as_ref().is_none_or(|cache| !cache.has(&sha256)));
+        let started = std::time::Instant::now();
+        if let Some(tell) = told {
+            tell(CompileEvent::Started {
+                name,
+                bytes: bytes.len() as u64,
+            });
+        }
         let (component, cache_status) = match &self.cache {
             Some(cache) => cache
                 .load(&self.wasm, &sha256, bytes)
@@ -246,7 +293,18 @@ impl Engine {
                 CacheStatus::Uncached,
             ),
         };
+        if let Some(tell) = told {
+            tell(CompileEvent::Finished {
+                name,
+                elapsed: started.elapsed(),
+            });
+        }
         Ok((component, sha256, cache_status))
+    }
+
+    /// The compile cache, when one is configured.
+    pub fn cache(&self) -> Option<&ComponentCache> {
+        self.cache.as_ref()
     }
 
     /// The linker of the `hook` world holding exactly `grants` of its host interfaces: an

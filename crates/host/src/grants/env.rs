@@ -46,16 +46,20 @@ pub struct InferenceTarget {
 }
 
 impl InferenceTarget {
-    /// The three `MURMUR_INFERENCE_*` variables.
+    /// The three `MURMUR_INFERENCE_*` variables; no `MURMUR_INFERENCE_ENDPOINT` when there
+    /// is no endpoint (a driver without a gateway).
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![
-            (
+        let endpoint = self.endpoint.trim_end_matches('/');
+        let mut env = Vec::new();
+        if !endpoint.is_empty() {
+            env.push((
                 "MURMUR_INFERENCE_ENDPOINT".to_string(),
-                self.endpoint.trim_end_matches('/').to_string(),
-            ),
-            ("MURMUR_INFERENCE_MODEL".to_string(), self.model.clone()),
-            ("MURMUR_INFERENCE_DRIVER".to_string(), self.driver.clone()),
-        ]
+                endpoint.to_string(),
+            ));
+        }
+        env.push(("MURMUR_INFERENCE_MODEL".to_string(), self.model.clone()));
+        env.push(("MURMUR_INFERENCE_DRIVER".to_string(), self.driver.clone()));
+        env
     }
 }
 

@@ -174,6 +174,11 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
     ));
     found.extend(vars.dotenv_problem.take());
 
+    // An artifact manifest may be written in another Murmur runtime's spellings.
+    let runtime = value.get("runtime").and_then(Value::as_str);
+    if !matches!(want, Want::Capsule) && runtime.is_some_and(|r| r != "capsule" && r != "mcp") {
+        found.extend(crate::artifact::read_reference_spellings(&mut value));
+    }
     let (kind, mismatch) = kind_of(&value, want);
     if let Some(mismatch) = mismatch {
         found.push(mismatch);
@@ -330,6 +335,15 @@ fn finish(
     // In the order of the text, whatever order the checks ran in.
     found.sort_by_key(|d| (d.line, d.column));
     Loaded::new(manifest, found)
+}
+
+/// Gives each of `diagnostics` found outside the loader (about the manifest at `file`) the file,
+/// and from its path the line and column, as the loader places its own.
+pub fn place_in_file(diagnostics: &mut [Diagnostic], file: &Path) {
+    let map = source_map_of(file);
+    for diagnostic in diagnostics {
+        place(diagnostic, file, &map);
+    }
 }
 
 /// Gives `diagnostic` the file and, from its path, the line and column, unless it has them.

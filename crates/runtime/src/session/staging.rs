@@ -173,9 +173,10 @@ pub struct StagedSkill {
 pub struct StagedDriver {
     pub name: String,
     pub component: LoadedComponent,
+    /// The gateway's endpoint; empty for a driver without a gateway.
     pub endpoint: String,
     pub config: Option<Value>,
-    pub(crate) network: murmur_manifest::NetworkRule,
+    pub(crate) network: Option<murmur_manifest::NetworkRule>,
     pub(crate) credential: Option<GatewayCredential>,
     pub credential_source: CredentialSource,
     /// The `control.secrets` name the gateway reads, when the credential is injected.
@@ -839,15 +840,74 @@ fn stage_driver(
     capsule_file: &Path,
     from: &StageCredential<'_>,
 ) -> Result<StagedDriver, StageError> {
+    let gateway = driver_gateway(entry, artifact, capsule_file, from)?;
+    Ok(StagedDriver {
+        name: entry.name.clone(),
+        component,
+        endpoint: gateway.endpoint,
+        config,
+        network: gateway.network,
+        credential: gateway.credential,
+        credential_source: gateway.credential_source,
+        injected_secret: gateway.injected_secret,
+        unresolved_credential: gateway.unresolved_credential,
+    })
+}
+
+/// Where a driver's requests go and how they are authenticated, from its artifact entry's
+/// `gateway:` and its manifest's `upstream_auth`.
+pub struct DriverGateway {
+    /// The gateway's endpoint without a trailing slash; empty for a driver without a gateway.
+    pub endpoint: String,
+    /// The gateway's origin, reachable by the driver; `None` without a gateway.
+    pub network: Option<murmur_manifest::NetworkRule>,
+    pub credential: Option<GatewayCredential>,
+    pub credential_source: CredentialSource,
+    pub injected_secret: Option<String>,
+    pub unresolved_credential: Option<String>,
+}
+
+impl DriverGateway {
+    /// The gateway of the driver `artifact`, declared by its entry in the capsule at
+    /// `capsule_file`, its credential resolved with `lookups` (the environment, the user's
+    /// credentials file): what `mur tool invoke --capsule` calls a driver with. A driver
+    /// without `gateway:` reaches no network and holds no credential.
+    pub fn of(
+        entry: &ArtifactEntry,
+        artifact: &LocalArtifact,
+        capsule_file: &Path,
+        lookups: &Lookups<'_>,
+    ) -> Result<DriverGateway, StageError> {
+        let secrets = SecretStore::default();
+        driver_gateway(
+            entry,
+            artifact,
+            capsule_file,
+            &StageCredential {
+                lookups,
+                secrets: &secrets,
+                injectable: &[],
+            },
+        )
+    }
+}
+
+fn driver_gateway(
+    entry: &ArtifactEntry,
+    artifact: &LocalArtifact,
+    capsule_file: &Path,
+    from: &StageCredential<'_>,
+) -> Result<DriverGateway, StageError> {
     let Some(gateway) = &entry.gateway else {
-        return Err(StageError::invalid(
-            "E-RUN-012",
-            format!(
-                "driver `{}` has no `gateway:`: the runtime does not know where its requests go",
-                entry.name
-            ),
-            "add `gateway: { endpoint: https://…, api_key: \"${YOUR_KEY}\" }` to its artifact entry",
-        ));
+        // A model of its own (a test double, a rule engine): no network, no credential.
+        return Ok(DriverGateway {
+            endpoint: String::new(),
+            network: None,
+            credential: None,
+            credential_source: CredentialSource::Keyless,
+            injected_secret: None,
+            unresolved_credential: None,
+        });
     };
     let network = gateway_rule(&gateway.endpoint).map_err(|reason| {
         StageError::invalid(
@@ -923,12 +983,9 @@ fn stage_driver(
             "check the driver's `upstream_auth` and the key",
         )
     })?;
-    Ok(StagedDriver {
-        name: entry.name.clone(),
-        component,
+    Ok(DriverGateway {
         endpoint: gateway.endpoint.trim_end_matches('/').to_string(),
-        config,
-        network,
+        network: Some(network),
         credential,
         credential_source,
         injected_secret,

@@ -95,7 +95,7 @@ impl SessionGrants {
                     .env(),
                 );
                 // Its gateway, then what its entry adds within the capsule's allowlist.
-                grants.narrow(planned(&driver.name).as_ref(), Some(driver.network.clone()));
+                grants.narrow(planned(&driver.name).as_ref(), driver.network.clone());
                 grants.credential = driver.credential.clone();
                 grants.chunks = Some(sink.clone());
                 grants
