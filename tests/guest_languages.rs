@@ -1,9 +1,12 @@
-//! Tools in Python and JavaScript, made by `mur new` from its templates and built by the real
-//! componentize-py (pinned in `tests/python/componentize/`, installed by `scripts/python-env`)
-//! and componentize-js (pinned in `tests/node/package-lock.json`, installed by
-//! `scripts/node-env`): each is invoked alone, then both run in one session with a Rust driver
-//! against the provider emulator. Inside the workdir they read and write; outside it they are
-//! refused; what they throw reaches the model and the trace with its message.
+//! Tools, drivers and hooks in Python, JavaScript and Rust, made by `mur new` from its
+//! templates and built by the real componentize-py (pinned in `tests/python/componentize/`,
+//! installed by `scripts/python-env`), componentize-js (pinned in `tests/node/package-lock.json`,
+//! installed by `scripts/node-env`) and cargo (offline, against the crates the workspace has).
+//! The Python and JavaScript tools are invoked alone, then run in one session with a Rust
+//! driver against the provider emulator: inside the workdir they read and write; outside it
+//! they are refused; what they throw reaches the model and the trace with its message. A
+//! JavaScript driver with no gateway is a capsule's model; each language's hook denies in a
+//! session.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -35,6 +38,36 @@ fn mur() -> Mur {
     Mur::new(env!("CARGO_BIN_EXE_mur")).env("PATH", builders_path())
 }
 
+/// `mur new KIND NAME --lang LANG` into `dir`, then `mur build` of it: the artifact's
+/// directory. Compiled for this machine at build time, with progress, not at the first call.
+/// A Rust template builds offline against the crates the workspace already has, in a target
+/// directory of its own under `target/`.
+fn made(dir: &Path, kind: &str, name: &str, lang: &str) -> PathBuf {
+    let out = mur()
+        .args(["new", kind, name, "--lang", lang, "--dir"])
+        .arg(dir.join(name))
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("mur build"), "{}", out.stdout);
+    let out = mur()
+        .env("CARGO_TARGET_DIR", repo_root().join("target/templates"))
+        .env("CARGO_NET_OFFLINE", "true")
+        .args(["build", "--no-pack", "--json"])
+        .arg(dir.join(name))
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    // `hit` when an earlier run compiled the same bytes.
+    match out.json()["built"][0]["cache"].as_str() {
+        Some("compiled") => assert!(
+            out.stderr.contains(&format!("compiling `{name}`")),
+            "{out:?}"
+        ),
+        Some("hit") => {}
+        _ => panic!("{out:?}"),
+    }
+    dir.join(name)
+}
+
 /// The two tools, made and built once for every test of this file: `notes-py` (Python) and
 /// `notes-js` (JavaScript), each the `mur new tool` template unchanged.
 fn tools() -> &'static (PathBuf, PathBuf) {
@@ -45,32 +78,10 @@ fn tools() -> &'static (PathBuf, PathBuf) {
             .tempdir()
             .unwrap()
             .keep();
-        let made = |name: &str, lang: &str| {
-            let out = mur()
-                .args(["new", "tool", name, "--lang", lang, "--dir"])
-                .arg(dir.join(name))
-                .run();
-            assert_eq!(out.code, 0, "{out:?}");
-            assert!(out.stdout.contains("mur tool invoke"), "{}", out.stdout);
-            let out = mur()
-                .args(["build", "--no-pack", "--json"])
-                .arg(dir.join(name))
-                .run();
-            assert_eq!(out.code, 0, "{out:?}");
-            // Compiled for this machine at build time, with progress, not at the first call
-            // (`hit` when an earlier run compiled the same bytes).
-            let cache = out.json()["built"][0]["cache"].clone();
-            match cache.as_str() {
-                Some("compiled") => assert!(
-                    out.stderr.contains(&format!("compiling `{name}`")),
-                    "{out:?}"
-                ),
-                Some("hit") => {}
-                _ => panic!("{out:?}"),
-            }
-            dir.join(name)
-        };
-        (made("notes-py", "python"), made("notes-js", "js"))
+        (
+            made(&dir, "tool", "notes-py", "python"),
+            made(&dir, "tool", "notes-js", "js"),
+        )
     })
 }
 
@@ -241,14 +252,7 @@ inference:
 #[test]
 fn a_javascript_driver_without_a_gateway_is_a_capsules_model() {
     let dir = tempfile::tempdir().unwrap();
-    let driver = dir.path().join("echo-js");
-    let out = mur()
-        .args(["new", "driver", "echo-js", "--lang", "js", "--dir"])
-        .arg(&driver)
-        .run();
-    assert_eq!(out.code, 0, "{out:?}");
-    let out = mur().args(["build", "--no-pack"]).arg(&driver).run();
-    assert_eq!(out.code, 0, "{out:?}");
+    let driver = made(dir.path(), "driver", "echo-js", "js");
     let input = std::fs::read_to_string(driver.join("input.json")).unwrap();
     let (out, report) = invoke(&driver, &dir.path().join("alone"), &input);
     assert_eq!(out.code, 0, "{out:?}");
@@ -278,4 +282,122 @@ fn a_javascript_driver_without_a_gateway_is_a_capsules_model() {
     let result =
         std::fs::read_to_string(report["tasks"][0]["result_path"].as_str().unwrap()).unwrap();
     assert_eq!(result.trim(), "(echo-1) you said: Say it back.");
+}
+
+/// The hook template in each language, built and bound in a session: the model's call naming
+/// a path under `.git/` is denied with the hook's reason, the other call runs.
+#[test]
+fn the_hook_template_denies_in_every_language() {
+    let dir = tempfile::tempdir().unwrap();
+    for lang in ["python", "js", "rust"] {
+        let name = format!("guard-{lang}");
+        let hook = made(dir.path(), "hook", &name, lang);
+        let emulator = Emulator::builder(
+            Script::from_yaml(
+                r#"
+turns:
+  - reply:
+      tool_calls:
+        - { id: c1, name: read-file, input: { path: .git/config } }
+        - { id: c2, name: read-file, input: { path: notes.md } }
+  - reply: { text: "done" }
+"#,
+            )
+            .unwrap(),
+        )
+        .api_key(KEY)
+        .start()
+        .unwrap();
+        let capsule = dir.path().join(format!("capsule-{lang}"));
+        std::fs::create_dir_all(&capsule).unwrap();
+        std::fs::write(
+            capsule.join("murmur.yaml"),
+            format!(
+                r#"name: guarded
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read_file} }}
+  - {{ name: {name}, version: "0.1.0", runtime: hook, path: {hook} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+  max_turns: 4
+"#,
+                driver = repo_root().join("artifacts/driver-anthropic").display(),
+                endpoint = emulator.url(),
+                read_file = repo_root().join("artifacts/read-file").display(),
+                hook = hook.display(),
+            ),
+        )
+        .unwrap();
+        let out = mur()
+            .env("EMU_KEY", KEY)
+            .arg("run")
+            .arg(&capsule)
+            .arg("--workdir")
+            .arg(capsule.join("work"))
+            .args(["--task", "Read the notes.", "--json"])
+            .run();
+        assert_eq!(out.code, 0, "{lang}: {out:?}");
+        let report = out.json();
+        let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let denied: Vec<&Value> = trace
+            .iter()
+            .filter(|e| e["event_type"] == "call_denied")
+            .collect();
+        assert_eq!(denied.len(), 1, "{lang}: {trace:#?}");
+        assert_eq!(denied[0]["hook"], name.as_str());
+        assert_eq!(
+            denied[0]["reason"],
+            "read-file: paths under .git/ are off limits"
+        );
+        let calls: Vec<&Value> = trace
+            .iter()
+            .filter(|e| e["event_type"] == "tool_call")
+            .collect();
+        // The other call ran (the note is not there: `failed`, not denied).
+        assert_eq!(calls.len(), 1, "{lang}: {calls:#?}");
+        assert_eq!(calls[0]["input_path"], "notes.md");
+        assert_eq!(calls[0]["status"], "failed");
+    }
+}
+
+/// The Rust tool and driver templates build (offline, against the crates the workspace has)
+/// and answer their own test input.
+#[test]
+fn the_rust_tool_and_driver_templates_build_and_answer_their_test_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = made(dir.path(), "tool", "notes-rs", "rust");
+    let input = std::fs::read_to_string(tool.join("input.json")).unwrap();
+    let workdir = dir.path().join("work");
+    std::fs::create_dir(&workdir).unwrap();
+    let (out, report) = invoke(&tool, &workdir, &input);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(report["state_effect"], "mutate", "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("notes.md")).unwrap(),
+        "Hello from a Murmur tool."
+    );
+    let (out, report) = invoke(&tool, &workdir, r#"{"path": "../outside.md"}"#);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(report["result"]["status"], "failed", "{report:#}");
+
+    let driver = made(dir.path(), "driver", "echo-rs", "rust");
+    let input = std::fs::read_to_string(driver.join("input.json")).unwrap();
+    let (out, report) = invoke(&driver, &workdir, &input);
+    assert_eq!(out.code, 0, "{out:?}");
+    let response: Value = serde_json::from_str(report["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        response["content"][0]["text"],
+        "(echo-1) you said: Hello, driver."
+    );
 }

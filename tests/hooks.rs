@@ -317,27 +317,42 @@ fn a_hook_missing_a_required_handler_fails_to_load_naming_it() {
     assert!(emulator.requests().is_empty());
 }
 
+/// A hook may import an interface its entry does not grant (toolchains that import their whole
+/// world do): it loads, and each call of what was not granted fails, naming the grant, while
+/// what was granted answers. Nothing reaches the model for it.
 #[test]
-fn a_hook_importing_what_it_was_not_granted_fails_to_load() {
+fn a_hook_calling_what_it_was_not_granted_is_refused_at_the_call() {
     let emulator = emulator(ONE_TOOL_CALL);
     let dir = tempfile::tempdir().unwrap();
     let ungranted = Hook {
         grants: &["runtime/tokens"],
-        ..Hook::probe("greedy", Value::Null)
+        ..Hook::probe(
+            "greedy",
+            json!({"call": {"on-task-start": ["tokens", "inference"]}}),
+        )
     };
-    capsule(dir.path(), &emulator.url(), &[ungranted], "");
-    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .env("EMU_KEY", KEY)
-        .args(["run", "--json", "--task", "go"])
-        .arg(dir.path())
-        .run();
-    assert_eq!(output.code, 3, "{output:#?}");
-    let message = output.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let file = capsule(dir.path(), &emulator.url(), &[ungranted], "");
+    let session = run(&file, &["go"]);
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    // The refused call trapped the handler: the fault names the interface and the grant.
+    let faults = session.events("hook_dispatch_error");
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0]["handler"], "on-task-start");
+    let message = faults[0]["message"].as_str().unwrap();
     assert!(message.contains("murmur:runtime/inference"), "{message}");
-    assert!(message.contains("grants"), "{message}");
+    assert!(
+        message.contains("`runtime/inference`") && message.contains("grants"),
+        "{message}"
+    );
+    // The model was asked only by the agent loop, never for the hook.
+    assert!(
+        session
+            .events("inference")
+            .iter()
+            .all(|e| e["origin"] != "hook:greedy"),
+        "{:?}",
+        session.events("inference")
+    );
 }
 
 #[test]

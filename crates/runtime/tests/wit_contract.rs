@@ -169,6 +169,7 @@ fn each_world_matches_the_seed_table() {
             ]),
             "hook" => set(&[
                 "wasi:cli/environment",
+                "wasi:clocks/wall-clock",
                 "wasi:http/outgoing-handler",
                 "wasi:random/random",
             ]),

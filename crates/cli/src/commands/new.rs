@@ -105,7 +105,7 @@ pub fn run(args: NewArgs) -> Exit {
     println!("next (needs {builder}):");
     println!("  mur build --no-pack {}", dir.display());
     if kind == Kind::Hook {
-        println!("  then declare it in a capsule under `artifacts:` and `hooks:`");
+        println!("  then declare it in a capsule's `artifacts:` with `runtime: hook` and `path:`");
     } else {
         println!(
             "  mur tool invoke {} --input - < {}",

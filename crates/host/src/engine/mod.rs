@@ -307,8 +307,8 @@ impl Engine {
         self.cache.as_ref()
     }
 
-    /// The linker of the `hook` world holding exactly `grants` of its host interfaces: an
-    /// interface not granted is not linked, so a hook importing it fails to load.
+    /// The linker of the `hook` world answering exactly `grants` of its host interfaces: an
+    /// interface not granted is linked with functions that refuse every call, naming the grant.
     pub fn hook_linker(&self, grants: &[HookGrant]) -> wasmtime::Result<Arc<Linker<HostState>>> {
         let mut key: Vec<HookGrant> = grants.to_vec();
         key.sort_by_key(|grant| grant.as_str());
@@ -451,6 +451,46 @@ fn hook_world_linker(
                     HasSelf<HookSlot>,
                 >(&mut linker, get)?
             }
+        }
+    }
+    // An interface not granted is linked all the same, each function refusing when called:
+    // toolchains that import every interface of the world (componentize-py, componentize-js)
+    // load without the grant, and calling what was not granted still fails, naming the grant.
+    for (grant, interface, functions) in [
+        (
+            HookGrant::Inference,
+            "murmur:runtime/inference@0.1.0",
+            &["run-inference"][..],
+        ),
+        (
+            HookGrant::Tokens,
+            "murmur:runtime/tokens@0.1.0",
+            &["count-tokens"][..],
+        ),
+        (
+            HookGrant::TaskIo,
+            "murmur:task-io/read@0.1.0",
+            &["task-input", "task-result"][..],
+        ),
+        (
+            HookGrant::Conversation,
+            "murmur:conversation/read@0.1.0",
+            &["history"][..],
+        ),
+    ] {
+        if grants.contains(&grant) {
+            continue;
+        }
+        let mut instance = linker.instance(interface)?;
+        for function in functions {
+            let refusal = format!(
+                "`{interface}` `{function}` is not granted to this hook: list `{}` in its \
+                 artifact entry's `grants:`",
+                grant.as_str()
+            );
+            instance.func_new(function, move |_, _, _, _| {
+                Err(wasmtime::format_err!("{refusal}"))
+            })?;
         }
     }
     Ok(linker)

@@ -25,8 +25,9 @@
 //!   a full queue blocks or drops per `queue.on_overflow`; the queue drains before
 //!   `session_end` within `queue.drain_seconds`.
 //! - **Host imports.** `runtime/inference`, `runtime/tokens`, `task-io/read` and
-//!   `conversation/read` are linked only when the capsule's entry for the hook lists them in
-//!   `grants:`; a hook importing one it was not granted fails to load.
+//!   `conversation/read` answer only when the capsule's entry for the hook lists them in
+//!   `grants:`; a hook may import one it was not granted (toolchains that import their whole
+//!   world do), and calling it fails the call, naming the grant.
 
 pub mod events;
 mod runner;
@@ -141,9 +142,9 @@ pub fn load_hook(
         let reason = error_chain(&error);
         if reason.contains("murmur:") {
             load_error(format!(
-                "{reason} (a hook may import `runtime/inference`, `runtime/tokens`, \
-                 `task-io/read` and `conversation/read` only when its entry lists them in \
-                 `grants:`)"
+                "{reason} (of the `murmur:` interfaces, a hook may import `runtime/inference`, \
+                 `runtime/tokens`, `task-io/read` and `conversation/read`, each answering as its \
+                 entry's `grants:` allows)"
             ))
         } else {
             load_error(reason)

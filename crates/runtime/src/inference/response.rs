@@ -3,7 +3,9 @@
 //! - A `passed` result's `data` must be a JSON object with a known `stop_reason` and a
 //!   `content` array of neutral blocks; anything else is a malformed answer.
 //! - A `failed`/`error` result is the provider's (or the driver's) failure, with the message
-//!   the driver gave.
+//!   the driver gave. So is a `passed` one whose `stop_reason` is `error` (how drivers written
+//!   for another Murmur runtime report a failure). The message is the summary, else `error`
+//!   when it is a string, else `error.message`.
 //! - `usage` is read member by member: a `usage` that is absent or not an object is no report;
 //!   a member that is not a non-negative integer, or one the runtime does not define, is
 //!   skipped while its well-formed siblings are kept. An omitted number stays absent, never 0.
@@ -38,7 +40,12 @@ pub fn read_answer(output: &ToolOutput) -> Result<Answer, Failure> {
         .output
         .as_deref()
         .and_then(|text| serde_json::from_str(text).ok());
-    if output.result.status != ToolStatus::Passed {
+    let says_error = data
+        .as_ref()
+        .and_then(|d| d.get("stop_reason"))
+        .and_then(Value::as_str)
+        == Some("error");
+    if output.result.status != ToolStatus::Passed || says_error {
         let error = data.as_ref().and_then(|d| d.get("error"));
         let status = error
             .and_then(|e| e.get("status"))
@@ -50,8 +57,7 @@ pub fn read_answer(output: &ToolOutput) -> Result<Answer, Failure> {
             .clone()
             .or_else(|| {
                 error
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
+                    .and_then(|e| e.as_str().or_else(|| e.get("message")?.as_str()))
                     .map(str::to_string)
             })
             .unwrap_or_else(|| "the driver reported an error without a message".to_string());
@@ -107,6 +113,44 @@ pub fn read_usage(usage: Option<&Value>) -> Option<Usage> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn passed(data: Value) -> ToolOutput {
+        ToolOutput {
+            result: crate::tool::ToolResult {
+                status: ToolStatus::Passed,
+                summary: None,
+                data: Some(data.to_string()),
+                data_path: None,
+                truncated: false,
+                metadata: Vec::new(),
+            },
+            output: Some(data.to_string()),
+            state_effect: None,
+            resource_id: None,
+            continuation_id: None,
+        }
+    }
+
+    /// A driver written for another Murmur runtime reports a failure as a passed result with
+    /// `stop_reason: "error"` and `error` as a string: read as the failure it is.
+    #[test]
+    fn an_error_stop_reason_is_a_failure_with_its_message() {
+        let failure = read_answer(&passed(
+            json!({"stop_reason": "error", "error": "upstream 503"}),
+        ))
+        .unwrap_err();
+        assert_eq!(failure.message, "upstream 503");
+        let failure = read_answer(&passed(json!({"stop_reason": "error",
+            "error": {"status": 429, "message": "slow down"}})))
+        .unwrap_err();
+        assert_eq!(
+            (failure.status, failure.message.as_str()),
+            (Some(429), "slow down")
+        );
+        let failure = read_answer(&passed(json!({"stop_reason": "error"}))).unwrap_err();
+        assert!(failure.message.contains("without a message"));
+        assert!(read_answer(&passed(json!({"stop_reason": "end_turn", "content": []}))).is_ok());
+    }
 
     #[test]
     fn usage_rows() {
