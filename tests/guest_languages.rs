@@ -98,6 +98,43 @@ fn invoke(tool: &Path, workdir: &Path, input: &str) -> (MurOutput, Value) {
     (out, report)
 }
 
+/// `mur run --json` of the capsule in `dir` with `task`, its workdir root `dir/work`: the
+/// report and the trace's events.
+fn session(dir: &Path, task: &str) -> (Value, Vec<Value>) {
+    let out = mur()
+        .env("EMU_KEY", KEY)
+        .arg("run")
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"))
+        .args(["--task", task, "--json"])
+        .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    let report = out.json();
+    let trace = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (report, trace)
+}
+
+fn of_type<'a>(trace: &'a [Value], event_type: &str) -> Vec<&'a Value> {
+    trace
+        .iter()
+        .filter(|e| e["event_type"] == event_type)
+        .collect()
+}
+
+/// The artifact entry of the first-party Anthropic driver (Rust) against `emulator`.
+fn anthropic_driver(emulator: &Emulator) -> String {
+    format!(
+        "  - name: driver-anthropic\n    version: \"0.1.0\"\n    runtime: driver\n    path: {}\n    gateway: {{ endpoint: \"{}\", api_key: \"${{EMU_KEY}}\" }}\n",
+        repo_root().join("artifacts/driver-anthropic").display(),
+        emulator.url()
+    )
+}
+
 #[test]
 fn a_python_and_a_javascript_tool_from_the_templates_read_and_write_the_workdir_only() {
     let (python, js) = tools();
@@ -176,53 +213,28 @@ turns:
     .start()
     .unwrap();
     let temp = tempfile::tempdir().unwrap();
-    let root = repo_root();
     std::fs::write(
         temp.path().join("murmur.yaml"),
         format!(
             r#"name: polyglot
 version: "0.1.0"
 artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: notes-py, version: "0.1.0", runtime: tool, path: {python} }}
+{driver}  - {{ name: notes-py, version: "0.1.0", runtime: tool, path: {python} }}
   - {{ name: notes-js, version: "0.1.0", runtime: tool, path: {js} }}
 inference:
   model: test-model
   driver: {{ artifact: driver-anthropic }}
   max_turns: 6
 "#,
-            driver = root.join("artifacts/driver-anthropic").display(),
-            endpoint = emulator.url(),
+            driver = anthropic_driver(&emulator),
             python = python.display(),
             js = js.display(),
         ),
     )
     .unwrap();
-    std::fs::create_dir(temp.path().join("work")).unwrap();
     std::fs::write(temp.path().join("secret.txt"), "outside the workdir").unwrap();
-    let out = mur()
-        .env("EMU_KEY", KEY)
-        .arg("run")
-        .arg(temp.path())
-        .arg("--workdir")
-        .arg(temp.path().join("work"))
-        .args(["--task", "Write the plan, read it back.", "--json"])
-        .run();
-    assert_eq!(out.code, 0, "{out:?}");
-    let report = out.json();
-    let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let calls: Vec<&Value> = trace
-        .iter()
-        .filter(|e| e["event_type"] == "tool_call")
-        .collect();
+    let (_, trace) = session(temp.path(), "Write the plan, read it back.");
+    let calls = of_type(&trace, "tool_call");
     assert_eq!(calls.len(), 4, "{calls:#?}");
     assert_eq!(calls[0]["status"], "passed", "{:#}", calls[0]);
     assert_eq!(calls[1]["status"], "passed", "{:#}", calls[1]);
@@ -270,15 +282,7 @@ fn a_javascript_driver_without_a_gateway_is_a_capsules_model() {
         ),
     )
     .unwrap();
-    let out = mur()
-        .arg("run")
-        .arg(dir.path())
-        .arg("--workdir")
-        .arg(dir.path().join("work"))
-        .args(["--task", "Say it back.", "--json"])
-        .run();
-    assert_eq!(out.code, 0, "{out:?}");
-    let report = out.json();
+    let (report, _) = session(dir.path(), "Say it back.");
     let result =
         std::fs::read_to_string(report["tasks"][0]["result_path"].as_str().unwrap()).unwrap();
     assert_eq!(result.trim(), "(echo-1) you said: Say it back.");
@@ -316,54 +320,28 @@ turns:
                 r#"name: guarded
 version: "0.1.0"
 artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read_file} }}
+{driver}  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read_file} }}
   - {{ name: {name}, version: "0.1.0", runtime: hook, path: {hook} }}
 inference:
   model: test-model
   driver: {{ artifact: driver-anthropic }}
   max_turns: 4
 "#,
-                driver = repo_root().join("artifacts/driver-anthropic").display(),
-                endpoint = emulator.url(),
+                driver = anthropic_driver(&emulator),
                 read_file = repo_root().join("artifacts/read-file").display(),
                 hook = hook.display(),
             ),
         )
         .unwrap();
-        let out = mur()
-            .env("EMU_KEY", KEY)
-            .arg("run")
-            .arg(&capsule)
-            .arg("--workdir")
-            .arg(capsule.join("work"))
-            .args(["--task", "Read the notes.", "--json"])
-            .run();
-        assert_eq!(out.code, 0, "{lang}: {out:?}");
-        let report = out.json();
-        let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
-        let denied: Vec<&Value> = trace
-            .iter()
-            .filter(|e| e["event_type"] == "call_denied")
-            .collect();
+        let (_, trace) = session(&capsule, "Read the notes.");
+        let denied = of_type(&trace, "call_denied");
         assert_eq!(denied.len(), 1, "{lang}: {trace:#?}");
         assert_eq!(denied[0]["hook"], name.as_str());
         assert_eq!(
             denied[0]["reason"],
             "read-file: paths under .git/ are off limits"
         );
-        let calls: Vec<&Value> = trace
-            .iter()
-            .filter(|e| e["event_type"] == "tool_call")
-            .collect();
+        let calls = of_type(&trace, "tool_call");
         // The other call ran (the note is not there: `failed`, not denied).
         assert_eq!(calls.len(), 1, "{lang}: {calls:#?}");
         assert_eq!(calls[0]["input_path"], "notes.md");

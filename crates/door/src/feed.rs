@@ -108,6 +108,9 @@ pub async fn serve(
     let store: Store = Arc::new(TaskStore::default());
     let (queue, receiver) = tokio::sync::mpsc::unbounded_channel();
     let control = ControlState::new(staged.clone());
+    // One policy for both ends: what a client may register, and where the pusher posts.
+    let webhooks =
+        crate::push::WebhookPolicy::new(staged.capsule.capabilities.network.allow.clone());
     let door = Arc::new(Door {
         control: Arc::new(control::ControlPlane {
             control: control.clone(),
@@ -122,9 +125,7 @@ pub async fn serve(
         body_limit: door_config.body_limit,
         auth: door_config.auth.clone(),
         input_modes: staged.capsule.door.input_modes.clone(),
-        webhooks: crate::push::WebhookPolicy::new(
-            staged.capsule.capabilities.network.allow.clone(),
-        ),
+        webhooks: webhooks.clone(),
     });
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -144,10 +145,7 @@ pub async fn serve(
         inner: observer,
         new_turn: Default::default(),
     });
-    store.push_with(crate::push::Pusher::start(
-        crate::push::WebhookPolicy::new(staged.capsule.capabilities.network.allow.clone()),
-        observer.clone(),
-    ));
+    store.push_with(crate::push::Pusher::start(webhooks, observer.clone()));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let canceling = (store.clone(), stopping.clone());
