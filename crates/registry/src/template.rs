@@ -6,8 +6,10 @@
 //!   empty): its `murmur.yaml` (with the `build:` that turns the sources into its component),
 //!   the sources, the guest helper library of its language (Python and JavaScript), an
 //!   `input.json` that `mur tool invoke` runs at once (tools and drivers), a `.gitignore`, and
-//!   the whole `wit/` folder of this runtime (the Murmur worlds and the WASI packages they
-//!   import), so the artifact builds with nothing copied by hand.
+//!   its WIT: `wit/world.wit`, the artifact's own world (package `local:NAME`, world `NAME`)
+//!   including Murmur's world of its kind, with every package that uses under `wit/deps/` (the
+//!   Murmur worlds as `deps/worlds/`, each `murmur:*` package, the WASI packages), so it builds
+//!   with nothing copied by hand and its author can import more beside the included world.
 //! - Nothing is written unless everything can be: a bad name or a directory that holds files is
 //!   refused first (`E-REG-013`, `E-REG-014`); a write that fails midway removes what this call
 //!   wrote.
@@ -36,7 +38,7 @@ pub enum Lang {
     Js,
 }
 
-/// The `wit/` folder of this runtime, as the files under it.
+/// The `wit/` folder of this runtime, as the files under it (relative to it).
 const WIT: &[(&str, &str)] = &[
     ("worlds.wit", include_str!("../../../wit/worlds.wit")),
     (
@@ -130,6 +132,15 @@ const JS_FILES: (&str, &str) = (
     include_str!("../../guest/js/murmur-files.js"),
 );
 
+/// The artifact's own world, by kind (`__NAME__` standing for its name).
+fn world(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tool => include_str!("../templates/tool/world.wit"),
+        Kind::Driver => include_str!("../templates/driver/world.wit"),
+        Kind::Hook => include_str!("../templates/hook/world.wit"),
+    }
+}
+
 macro_rules! template {
     ($dir:literal: $($file:literal),* $(,)?) => {
         &[$(($file, include_str!(concat!("../templates/", $dir, "/", $file)))),*]
@@ -176,19 +187,18 @@ fn helpers(kind: Kind, lang: Lang) -> Vec<(&'static str, &'static str)> {
     }
 }
 
-/// Whether `name` is one an artifact made here can take: a lowercase letter, then lowercase
-/// letters, digits and single hyphens, at most 64 characters, not ending in a hyphen. (It is
-/// the tool's name to the model, a Rust package name and a file name at once.)
+/// Whether `name` is one an artifact made here can take: words of lowercase letters and
+/// digits, each starting with a letter, joined by single hyphens, at most 64 characters. (It
+/// is the tool's name to the model, a WIT package and world name, a Rust package name and a
+/// file name at once.)
 pub fn valid_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes[0].is_ascii_lowercase()
-        && !name.ends_with('-')
-        && !name.contains("--")
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+    name.len() <= 64
+        && name.split('-').all(|word| {
+            word.starts_with(|c: char| c.is_ascii_lowercase())
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
 }
 
 /// Writes the artifact `name` of `kind` in `lang` into `dir` (created; it must not exist or be
@@ -204,7 +214,7 @@ pub fn create(
             code::E_REG_013,
             format!("`{name}` is not a name an artifact can take"),
         )
-        .hint("use a lowercase letter, then lowercase letters, digits and single hyphens (at most 64), as in `read-notes`")));
+        .hint("use words of lowercase letters and digits, each starting with a letter, joined by single hyphens (at most 64 characters), as in `read-notes`")));
     }
     let existed = dir.exists();
     if existed {
@@ -236,7 +246,17 @@ pub fn create(
     for (file, text) in helpers(kind, lang) {
         plan.push((PathBuf::from(file), text.to_string()));
     }
+    plan.push((
+        PathBuf::from("wit/world.wit"),
+        world(kind).replace("__NAME__", name),
+    ));
     for (file, text) in WIT {
+        // The Murmur worlds become a dependency of the artifact's own world.
+        let file = if *file == "worlds.wit" {
+            "deps/worlds/worlds.wit"
+        } else {
+            file
+        };
         plan.push((Path::new("wit").join(file), text.to_string()));
     }
     let write = || -> std::io::Result<()> {
@@ -282,7 +302,7 @@ mod tests {
 
     #[test]
     fn names_an_artifact_can_take() {
-        for good in ["a", "read-notes", "tool2", &"x".repeat(64)] {
+        for good in ["a", "read-notes", "tool2", "a-b2-c", &"x".repeat(64)] {
             assert!(valid_name(good), "{good}");
         }
         for bad in [
@@ -294,6 +314,7 @@ mod tests {
             "a--b",
             "a_b",
             "a.b",
+            "a-2b",
             "../x",
             "a/b",
             &"x".repeat(65),
@@ -387,6 +408,11 @@ mod tests {
         assert!(manifest.contains("name: read-notes"), "{manifest}");
         assert!(!manifest.contains("__NAME__"));
         assert!(dir.join("wit/deps/wasi-filesystem/package.wit").is_file());
+        assert!(dir.join("wit/deps/worlds/worlds.wit").is_file());
+        let own = std::fs::read_to_string(dir.join("wit/world.wit")).unwrap();
+        assert!(own.contains("package local:read-notes;"), "{own}");
+        assert!(own.contains("world read-notes {"), "{own}");
+        assert!(own.contains("include murmur:worlds/tool@0.1.0;"), "{own}");
         let again = create(Kind::Tool, Lang::Js, "read-notes", &dir).unwrap_err();
         assert_eq!(again.code, code::E_REG_014);
         let bad = create(Kind::Tool, Lang::Js, "Bad Name", &temp.path().join("x")).unwrap_err();

@@ -30,7 +30,8 @@ pub enum LangArg {
 pub struct NewArgs {
     /// What to make.
     kind: KindArg,
-    /// The artifact's name: a lowercase letter, then lowercase letters, digits and hyphens.
+    /// The artifact's name: words of lowercase letters and digits, each starting with a letter,
+    /// joined by hyphens (`read-notes`).
     name: String,
     /// The language of its sources (Python builds with componentize-py, JavaScript with
     /// componentize-js, Rust with cargo for wasm32-wasip2).
@@ -101,7 +102,9 @@ pub fn run(args: NewArgs) -> Exit {
     for file in files.iter().filter(|f| !f.starts_with("wit")) {
         println!("  {}", file.display());
     }
-    println!("  wit/ (the worlds it builds against)");
+    println!(
+        "  wit/world.wit (its own world, including Murmur's `{kind_name}` world) and wit/deps/"
+    );
     println!("next (needs {builder}):");
     println!("  mur build --no-pack {}", dir.display());
     if kind == Kind::Hook {

@@ -5,7 +5,7 @@
 
 wit_bindgen::generate!({
     path: "wit",
-    world: "murmur:worlds/driver@0.1.0",
+    world: "__NAME__",
     generate_all,
 });
 

@@ -6,7 +6,7 @@
 
 wit_bindgen::generate!({
     path: "wit",
-    world: "murmur:worlds/hook@0.1.0",
+    world: "__NAME__",
     generate_all,
 });
 

@@ -1,11 +1,11 @@
 //! The tool __NAME__: reads a text file of the session workdir, or writes one.
 //!
-//! Built against the `tool` world of `wit/`. The session workdir is the component's `.` when
+//! Built against its own world in `wit/world.wit`, which includes Murmur's `tool` world. The session workdir is the component's `.` when
 //! the capsule grants it a filesystem; a path that leaves it is refused by the runtime.
 
 wit_bindgen::generate!({
     path: "wit",
-    world: "murmur:worlds/tool@0.1.0",
+    world: "__NAME__",
     generate_all,
 });
 
