@@ -202,6 +202,33 @@ fn a_failed_status_exits_1_and_still_prints_the_result() {
     assert_eq!(printed["output"], "details");
 }
 
+/// A tool or driver built for another Murmur runtime streams through `murmur:stream/events`
+/// instead of `murmur:text/chunks`: it loads in both worlds and its chunks stream the same (its
+/// tool-call progress signals are accepted and not shown).
+#[test]
+fn chunks_through_another_runtimes_streaming_interface_stream_the_same() {
+    let workdir = tempfile::tempdir().unwrap();
+    for fixture in ["probe", "probe-driver"] {
+        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .args(["tool", "invoke"])
+            .arg(artifact(fixture))
+            .arg("--input")
+            .arg(
+                json!({"action": "emit_events", "chunks": ["alpha ", "beta"], "thinking": ["hm"]})
+                    .to_string(),
+            )
+            .arg("--workdir")
+            .arg(workdir.path())
+            .run();
+        assert_eq!(output.code, 0, "{fixture}: {output:#?}");
+        assert!(
+            output.stderr.contains("alpha beta[thinking] hm"),
+            "{fixture}: {}",
+            output.stderr
+        );
+    }
+}
+
 #[test]
 fn streamed_chunks_reach_stderr_in_order() {
     let workdir = tempfile::tempdir().unwrap();

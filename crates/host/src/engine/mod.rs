@@ -11,7 +11,8 @@
 //! - Every linker offers WASI 0.2 (filesystem, clocks, random, cli, and sockets that every store
 //!   denies) and `wasi:http` outgoing requests checked by [`crate::grants::http`]. Beyond that,
 //!   each world links exactly its imports in `wit/worlds.wit` ([`RunWorld`]): a driver gets
-//!   `murmur:text/chunks` only; a tool gets `murmur:task/task` and `murmur:text/chunks`, and
+//!   `murmur:text/chunks` only (also under the name another Murmur runtime gives it,
+//!   `murmur:stream/events`); a tool gets `murmur:task/task` and `murmur:text/chunks`, and
 //!   `murmur:message/send` of `runtime-host` (a tool may delegate to a peer capsule). A
 //!   component importing anything else fails to load with an error naming the import.
 //! - Capsule components (`world capsule`) are loaded through a linker of their own: the same
@@ -374,13 +375,15 @@ fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>>
     Ok(linker)
 }
 
-/// The linker of the `driver` world: `murmur:text/chunks` only.
+/// The linker of the `driver` world: `murmur:text/chunks` only (and the same channel under
+/// the name another Murmur runtime gives it, `murmur:stream/events`).
 fn driver_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = wasi_linker(engine)?;
     crate::bindings::murmur::text::chunks::add_to_linker::<_, HasSelf<Option<ChunkSink>>>(
         &mut linker,
         |state: &mut HostState| &mut state.chunks,
     )?;
+    crate::grants::chunks::add_stream_events(&mut linker)?;
     Ok(linker)
 }
 
