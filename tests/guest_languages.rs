@@ -73,11 +73,10 @@ fn made(dir: &Path, kind: &str, name: &str, lang: &str) -> PathBuf {
 fn tools() -> &'static (PathBuf, PathBuf) {
     static TOOLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("guest-languages-")
-            .tempdir()
-            .unwrap()
-            .keep();
+        // In the build tree, emptied first: the tools outlive every test of the file.
+        let dir = repo_root().join("target/test-guest-languages");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
         (
             made(&dir, "tool", "notes-py", "python"),
             made(&dir, "tool", "notes-js", "js"),
