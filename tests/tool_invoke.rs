@@ -616,3 +616,42 @@ inference:
     assert_ne!(alone.code, 0, "{alone:?}");
     assert_eq!(emulator.requests().len(), 1);
 }
+
+/// A driver invoked under `--capsule` sees its choice's config twice: as
+/// `MURMUR_ARTIFACT_CONFIG` and as `MURMUR_INFERENCE_DRIVER_CONFIG` (the name drivers written
+/// for another Murmur runtime read); without a gateway it has no `MURMUR_INFERENCE_ENDPOINT`.
+#[test]
+fn a_driver_sees_its_config_under_both_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        format!(
+            "name: configured\nversion: \"0.1.0\"\nartifacts:\n  - {{ name: probe-driver, version: \"0.1.0\", runtime: driver, path: {} }}\ninference:\n  model: m-1\n  driver: {{ artifact: probe-driver, config: {{ temperature: 0.5 }} }}\n",
+            artifact("probe-driver").display()
+        ),
+    )
+    .unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["tool", "invoke", "--json"])
+        .arg(artifact("probe-driver"))
+        .args(["--input", r#"{"action": "env"}"#])
+        .arg("--capsule")
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .run();
+    let printed = passed(&output);
+    let vars: Value = serde_json::from_str(printed["output"].as_str().unwrap()).unwrap();
+    let vars = &vars["vars"];
+    assert_eq!(
+        vars["MURMUR_ARTIFACT_CONFIG"], r#"{"temperature":0.5}"#,
+        "{vars:#}"
+    );
+    assert_eq!(
+        vars["MURMUR_INFERENCE_DRIVER_CONFIG"],
+        vars["MURMUR_ARTIFACT_CONFIG"]
+    );
+    assert_eq!(vars["MURMUR_INFERENCE_MODEL"], "m-1");
+    assert_eq!(vars["MURMUR_INFERENCE_DRIVER"], "probe-driver");
+    assert!(vars.get("MURMUR_INFERENCE_ENDPOINT").is_none(), "{vars:#}");
+}

@@ -411,6 +411,7 @@ fn grants_for(
                         endpoint: gateway.endpoint.clone(),
                         model,
                         driver: name.clone(),
+                        config: driver_ref.and_then(|driver| driver.config.clone()),
                     }
                     .env(),
                 );
@@ -447,6 +448,7 @@ fn grants_for(
                         endpoint: String::new(),
                         model: String::new(),
                         driver: name.clone(),
+                        config: None,
                     }
                     .env(),
                 );

@@ -5,8 +5,10 @@
 //! - `MURMUR_ARTIFACT_CONFIG`: the artifact entry's `config:` as JSON, when it has one.
 //! - Each name of `capabilities.env.allow` that is set on the host, with the host's value.
 //! - For a driver, where to send and what to ask for ([`InferenceTarget`]):
-//!   `MURMUR_INFERENCE_ENDPOINT`, `MURMUR_INFERENCE_MODEL`, `MURMUR_INFERENCE_DRIVER`; a
-//!   session's tools and hooks see the same three naming its primary choice.
+//!   `MURMUR_INFERENCE_ENDPOINT`, `MURMUR_INFERENCE_MODEL`, `MURMUR_INFERENCE_DRIVER`, and its
+//!   config again as `MURMUR_INFERENCE_DRIVER_CONFIG` (the name drivers written for another
+//!   Murmur runtime read); a session's tools and hooks see the first three naming its primary
+//!   choice, never a driver's config.
 //!
 //! Nothing is inherited: a host variable not named in the allow list does not exist for the
 //! component, and the runtime never puts a credential here (a driver's key is attached to its
@@ -43,11 +45,14 @@ pub struct InferenceTarget {
     pub endpoint: String,
     pub model: String,
     pub driver: String,
+    /// The driver's config, for the driver itself only.
+    pub config: Option<serde_json::Value>,
 }
 
 impl InferenceTarget {
-    /// The three `MURMUR_INFERENCE_*` variables; no `MURMUR_INFERENCE_ENDPOINT` when there
-    /// is no endpoint (a driver without a gateway).
+    /// The `MURMUR_INFERENCE_*` variables; no `MURMUR_INFERENCE_ENDPOINT` when there is no
+    /// endpoint (a driver without a gateway), `MURMUR_INFERENCE_DRIVER_CONFIG` only with a
+    /// config.
     pub fn env(&self) -> Vec<(String, String)> {
         let endpoint = self.endpoint.trim_end_matches('/');
         let mut env = Vec::new();
@@ -59,6 +64,12 @@ impl InferenceTarget {
         }
         env.push(("MURMUR_INFERENCE_MODEL".to_string(), self.model.clone()));
         env.push(("MURMUR_INFERENCE_DRIVER".to_string(), self.driver.clone()));
+        if let Some(config) = &self.config {
+            env.push((
+                "MURMUR_INFERENCE_DRIVER_CONFIG".to_string(),
+                config.to_string(),
+            ));
+        }
         env
     }
 }
@@ -174,5 +185,39 @@ mod tests {
     fn an_allowed_name_unset_on_the_host_is_absent() {
         let env = component_env(&identity(), None, &["HOME_NOT_SET".to_string()], &host);
         assert!(env.iter().all(|(name, _)| name != "HOME_NOT_SET"));
+    }
+
+    #[test]
+    fn a_drivers_target_carries_its_config_and_no_empty_endpoint() {
+        let target = InferenceTarget {
+            endpoint: String::new(),
+            model: "m".to_string(),
+            driver: "d".to_string(),
+            config: Some(serde_json::json!({"k": 1})),
+        };
+        let env = target.env();
+        let names: Vec<&str> = env.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "MURMUR_INFERENCE_MODEL",
+                "MURMUR_INFERENCE_DRIVER",
+                "MURMUR_INFERENCE_DRIVER_CONFIG"
+            ]
+        );
+        assert_eq!(env[2].1, r#"{"k":1}"#);
+        let with_gateway = InferenceTarget {
+            endpoint: "http://127.0.0.1:9/".to_string(),
+            config: None,
+            ..target
+        };
+        assert_eq!(
+            with_gateway.env()[0],
+            (
+                "MURMUR_INFERENCE_ENDPOINT".to_string(),
+                "http://127.0.0.1:9".to_string()
+            )
+        );
+        assert_eq!(with_gateway.env().len(), 3);
     }
 }

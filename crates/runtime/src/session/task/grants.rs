@@ -63,6 +63,7 @@ impl SessionGrants {
                 .unwrap_or_default(),
             model: staged.choices.primary().model.clone(),
             driver: staged.choices.primary().driver.clone(),
+            config: None,
         }
         .env();
         let component_grants = |name: &str, config: Option<&Value>| {
@@ -91,6 +92,7 @@ impl SessionGrants {
                         endpoint: driver.endpoint.clone(),
                         model: choice.model.clone(),
                         driver: driver.name.clone(),
+                        config: driver.config.clone(),
                     }
                     .env(),
                 );
