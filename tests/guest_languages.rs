@@ -125,13 +125,39 @@ fn of_type<'a>(trace: &'a [Value], event_type: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// The artifact entry of the first-party Anthropic driver (Rust) against `emulator`.
-fn anthropic_driver(emulator: &Emulator) -> String {
-    format!(
-        "  - name: driver-anthropic\n    version: \"0.1.0\"\n    runtime: driver\n    path: {}\n    gateway: {{ endpoint: \"{}\", api_key: \"${{EMU_KEY}}\" }}\n",
-        repo_root().join("artifacts/driver-anthropic").display(),
-        emulator.url()
+/// The provider emulator on loopback, replaying `script`.
+fn emulator(script: &str) -> Emulator {
+    Emulator::builder(Script::from_yaml(script).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap()
+}
+
+/// Writes `dir/murmur.yaml`: a capsule whose model is the first-party Anthropic driver (Rust)
+/// against `emulator`, with the artifact entries `entries` (YAML lines) beside it.
+fn capsule_on_emulator(dir: &Path, emulator: &Emulator, entries: &str, max_turns: u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            r#"name: polyglot
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+{entries}inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+  max_turns: {max_turns}
+"#,
+            driver = repo_root().join("artifacts/driver-anthropic").display(),
+            endpoint = emulator.url(),
+        ),
     )
+    .unwrap();
 }
 
 #[test]
@@ -191,9 +217,8 @@ fn a_python_and_a_javascript_tool_from_the_templates_read_and_write_the_workdir_
 #[test]
 fn python_and_javascript_tools_run_in_one_session_with_a_rust_driver() {
     let (python, js) = tools();
-    let emulator = Emulator::builder(
-        Script::from_yaml(
-            r#"
+    let emulator = emulator(
+        r#"
 turns:
   - reply:
       tool_calls: [ { id: call_1, name: notes-py, input: { path: plan.md, write: "ship it" } } ]
@@ -205,32 +230,18 @@ turns:
         - { id: call_4, name: notes-js, input: { path: ../secret.txt } }
   - reply: { text: "The plan says: ship it." }
 "#,
-        )
-        .unwrap(),
-    )
-    .api_key(KEY)
-    .start()
-    .unwrap();
+    );
     let temp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        temp.path().join("murmur.yaml"),
-        format!(
-            r#"name: polyglot
-version: "0.1.0"
-artifacts:
-{driver}  - {{ name: notes-py, version: "0.1.0", runtime: tool, path: {python} }}
-  - {{ name: notes-js, version: "0.1.0", runtime: tool, path: {js} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  max_turns: 6
-"#,
-            driver = anthropic_driver(&emulator),
-            python = python.display(),
-            js = js.display(),
+    capsule_on_emulator(
+        temp.path(),
+        &emulator,
+        &format!(
+            "  - {{ name: notes-py, version: \"0.1.0\", runtime: tool, path: {} }}\n  - {{ name: notes-js, version: \"0.1.0\", runtime: tool, path: {} }}\n",
+            python.display(),
+            js.display()
         ),
-    )
-    .unwrap();
+        6,
+    );
     std::fs::write(temp.path().join("secret.txt"), "outside the workdir").unwrap();
     let (_, trace) = session(temp.path(), "Write the plan, read it back.");
     let calls = of_type(&trace, "tool_call");
@@ -295,9 +306,8 @@ fn the_hook_template_denies_in_every_language() {
     for lang in ["python", "js", "rust"] {
         let name = format!("guard-{lang}");
         let hook = made(dir.path(), "hook", &name, lang);
-        let emulator = Emulator::builder(
-            Script::from_yaml(
-                r#"
+        let emulator = emulator(
+            r#"
 turns:
   - reply:
       tool_calls:
@@ -305,33 +315,18 @@ turns:
         - { id: c2, name: read-file, input: { path: notes.md } }
   - reply: { text: "done" }
 "#,
-            )
-            .unwrap(),
-        )
-        .api_key(KEY)
-        .start()
-        .unwrap();
+        );
         let capsule = dir.path().join(format!("capsule-{lang}"));
-        std::fs::create_dir_all(&capsule).unwrap();
-        std::fs::write(
-            capsule.join("murmur.yaml"),
-            format!(
-                r#"name: guarded
-version: "0.1.0"
-artifacts:
-{driver}  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read_file} }}
-  - {{ name: {name}, version: "0.1.0", runtime: hook, path: {hook} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  max_turns: 4
-"#,
-                driver = anthropic_driver(&emulator),
-                read_file = repo_root().join("artifacts/read-file").display(),
-                hook = hook.display(),
+        capsule_on_emulator(
+            &capsule,
+            &emulator,
+            &format!(
+                "  - {{ name: read-file, version: \"0.1.0\", runtime: tool, path: {} }}\n  - {{ name: {name}, version: \"0.1.0\", runtime: hook, path: {} }}\n",
+                repo_root().join("artifacts/read-file").display(),
+                hook.display()
             ),
-        )
-        .unwrap();
+            4,
+        );
         let (_, trace) = session(&capsule, "Read the notes.");
         let denied = of_type(&trace, "call_denied");
         assert_eq!(denied.len(), 1, "{lang}: {trace:#?}");
