@@ -274,3 +274,41 @@ fn an_import_of_the_wrong_shape_is_named_with_its_world() {
         "{reason}"
     );
 }
+
+/// A hook built for another runtime's hook contract names that contract when it fails to load,
+/// rather than listing what is missing from this one.
+#[test]
+fn a_hook_of_another_contract_is_refused_naming_the_contract_it_exports() {
+    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("component.wasm");
+    let component = |export: &str| {
+        format!(
+            r#"(component
+                (core module $m (func (export "f")))
+                (core instance $i (instantiate $m))
+                (func $f (canon lift (core func $i "f")))
+                (instance $lifecycle (export "on-session-start" (func $f)))
+                (export "{export}" (instance $lifecycle)))"#
+        )
+    };
+    let reason = |export: &str| {
+        std::fs::write(&path, component(export)).unwrap();
+        match murmur_runtime::hooks::load_hook(&engine, "old", &path, &[]) {
+            Err(RuntimeError::Load { reason, .. }) => reason,
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("loaded"),
+        }
+    };
+    let other = reason("murmur:hook/lifecycle@0.6.0");
+    assert!(
+        other.contains("it exports `murmur:hook/lifecycle@0.6.0`, a hook contract")
+            && other.contains("murmur:hook/lifecycle@0.1.0"),
+        "{other}"
+    );
+    let unrelated = reason("example:thing/api");
+    assert!(
+        unrelated.contains("(it exports example:thing/api)"),
+        "{unrelated}"
+    );
+}

@@ -333,6 +333,16 @@ impl Engine {
     pub(crate) fn wasm(&self) -> &wasmtime::Engine {
         &self.wasm
     }
+
+    /// The names `component` exports, in its order: what a load error lists when the
+    /// entry point its world needs is not among them.
+    pub fn export_names(&self, component: &Component) -> Vec<String> {
+        component
+            .component_type()
+            .exports(&self.wasm)
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
 }
 
 impl Drop for Engine {

@@ -116,8 +116,24 @@ pub fn load_hook(
     };
     let (component, sha256, _) = engine.compile(name, &bytes)?;
     let Some(lifecycle) = component.get_export_index(None, LIFECYCLE) else {
+        let exports = engine.export_names(&component);
+        let other_contract = exports
+            .iter()
+            .find(|export| export.starts_with("murmur:hook/lifecycle"))
+            .map(|export| {
+                format!(
+                    "; it exports `{export}`, a hook contract this runtime does not serve: \
+                     rebuild it against the `hook` world of `wit/`"
+                )
+            });
+        let listed = if exports.is_empty() {
+            "nothing".to_string()
+        } else {
+            exports.join(", ")
+        };
         return Err(load_error(format!(
-            "it does not export `{LIFECYCLE}`, as the hook world requires"
+            "it does not export `{LIFECYCLE}`, as the hook world requires{}",
+            other_contract.unwrap_or_else(|| format!(" (it exports {listed})"))
         )));
     };
     let handlers = PerHandler(
