@@ -1,68 +1,283 @@
 //! The runtime's own token count: cl100k over the serialized payload, for every provider. It
 //! drives budgets and compaction; providers' counts are only recorded beside it.
 //!
-//! The encoder is loaded once per process, in the background from [`warm`] on, so the first
-//! turn does not wait for it unless it needs a count before its call. A conversation's
-//! estimate is the sum of its parts' counts (each message counted once and remembered by id),
-//! so a turn's cost does not grow with the length of the conversation.
+//! The count is exactly what cl100k's ordinary encoding gives, for any text: the same split
+//! into pieces as cl100k's pattern, the same merges, lowest rank first and leftmost among equals.
+//! Nothing is built when a process starts: the token table is laid out at build time
+//! (`build.rs`) and read in place from the binary, so the first count costs what any count
+//! costs. Counting is linear in the text for ordinary text; a piece (a run of letters, say)
+//! longer than [`SHORT_PIECE`] bytes is merged through a heap, in time `n log n`.
+//!
+//! A conversation's estimate is the sum of its parts' counts (each message counted once and
+//! remembered by id), so a turn's cost does not grow with the length of the conversation.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
-use tiktoken_rs::CoreBPE;
+use unicode_general_category::{GeneralCategory, get_general_category};
 
-static CL100K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+include!("cl100k_slot.rs");
+include!(concat!(env!("OUT_DIR"), "/cl100k_longest.rs"));
 
-fn encoder() -> Option<&'static CoreBPE> {
-    CL100K
-        .get_or_init(|| tiktoken_rs::cl100k_base().ok())
-        .as_ref()
-}
+static TOKEN_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_bytes.bin"));
+static TOKEN_ENDS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_ends.bin"));
+static TOKEN_SLOTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_slots.bin"));
 
-/// Starts loading the encoder on another thread, if it is not loaded yet.
-pub fn warm() {
-    if CL100K.get().is_none() {
-        std::thread::spawn(|| {
-            encoder();
-        });
-    }
-}
-
-/// The most bytes encoded at once: a longer text is counted piece by piece, cut just before
-/// whitespace, so the cost stays linear in its length.
-const PIECE_BYTES: usize = 16 * 1024;
-/// The longest run without whitespace encoded whole. Byte-pair merging is quadratic in the
-/// length of one pre-token, and a run of letters is one pre-token: a longer run is cut every
-/// this many bytes. Words of real text are far shorter, so their counts are exact.
-const RUN_BYTES: usize = 256;
-
-/// Tokens in `text`, cl100k, in time linear in its length (see `PIECE_BYTES` and
-/// `RUN_BYTES`: the count of a text cut into pieces may differ from the count of the whole by
-/// a token per cut). Falls back to a quarter of the bytes if the encoder could not be built (it
-/// ships inside the binary, so this does not happen in practice).
+/// Tokens in `text`, cl100k's ordinary encoding.
 pub fn count(text: &str) -> u64 {
-    let Some(bpe) = encoder() else {
-        return (text.len() as u64).div_ceil(4);
-    };
-    let encode = |piece: &str| bpe.encode_ordinary(piece).len() as u64;
-    if text.len() <= RUN_BYTES {
-        return encode(text);
+    let mut total = 0;
+    let mut at = 0;
+    while at < text.len() {
+        let end = piece_end(text, at);
+        total += piece_tokens(&text.as_bytes()[at..end]);
+        at = end;
     }
-    let (mut total, mut start, mut run_start) = (0, 0, 0);
-    for (at, c) in text.char_indices() {
-        if c.is_whitespace() {
-            if at - start >= PIECE_BYTES {
-                total += encode(&text[start..at]);
-                start = at;
-            }
-            run_start = at + c.len_utf8();
-        } else if at - run_start >= RUN_BYTES {
-            total += encode(&text[start..at]);
-            start = at;
-            run_start = at;
+    total as u64
+}
+
+fn u32_at(table: &[u8], index: usize) -> u32 {
+    let at = index * 4;
+    u32::from_le_bytes([table[at], table[at + 1], table[at + 2], table[at + 3]])
+}
+
+fn token_bytes(rank: u32) -> &'static [u8] {
+    let rank = rank as usize;
+    let end = u32_at(TOKEN_ENDS, rank) as usize;
+    let start = match rank {
+        0 => 0,
+        _ => u32_at(TOKEN_ENDS, rank - 1) as usize,
+    };
+    &TOKEN_BYTES[start..end]
+}
+
+/// The rank of the token that is exactly `bytes`.
+fn rank(bytes: &[u8]) -> Option<u32> {
+    if bytes.len() > LONGEST_TOKEN {
+        return None;
+    }
+    let mut slot = first_slot(bytes);
+    loop {
+        match u32_at(TOKEN_SLOTS, slot) {
+            0 => return None,
+            entry if token_bytes(entry - 1) == bytes => return Some(entry - 1),
+            _ => slot = (slot + 1) & (SLOTS - 1),
         }
     }
-    total + encode(&text[start..])
+}
+
+// ---- pieces: cl100k's pattern, alternative by alternative, first match wins -----------------
+
+fn is_letter(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphabetic();
+    }
+    matches!(
+        get_general_category(c),
+        GeneralCategory::UppercaseLetter
+            | GeneralCategory::LowercaseLetter
+            | GeneralCategory::TitlecaseLetter
+            | GeneralCategory::ModifierLetter
+            | GeneralCategory::OtherLetter
+    )
+}
+
+fn is_number(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_digit();
+    }
+    matches!(
+        get_general_category(c),
+        GeneralCategory::DecimalNumber
+            | GeneralCategory::LetterNumber
+            | GeneralCategory::OtherNumber
+    )
+}
+
+/// Neither whitespace, a letter nor a number: punctuation, symbols, marks, controls.
+fn is_other(c: char) -> bool {
+    !c.is_whitespace() && !is_letter(c) && !is_number(c)
+}
+
+fn is_newline(c: char) -> bool {
+    c == '\r' || c == '\n'
+}
+
+/// The end of the run of chars from `at` that `keep` accepts, at most `most` of them.
+fn run_end(text: &str, at: usize, most: usize, keep: impl Fn(char) -> bool) -> usize {
+    let mut end = at;
+    for (taken, c) in text[at..].chars().enumerate() {
+        if taken == most || !keep(c) {
+            break;
+        }
+        end += c.len_utf8();
+    }
+    end
+}
+
+/// The length of the contraction `'s`, `'t`, `'re`, `'ve`, `'m`, `'ll` or `'d` (any case;
+/// `ſ` is an `s` under case folding) that `after` (the text after an apostrophe) starts with.
+fn contraction(after: &str) -> Option<usize> {
+    let mut chars = after.chars();
+    let first = chars.next()?;
+    let second = chars.next();
+    let is = |c: Option<char>, letter: char| c.is_some_and(|c| c.to_ascii_lowercase() == letter);
+    match first.to_ascii_lowercase() {
+        's' | 't' | 'm' | 'd' => Some(1),
+        '\u{17f}' => Some(first.len_utf8()),
+        'r' | 'v' if is(second, 'e') => Some(2),
+        'l' if is(second, 'l') => Some(2),
+        _ => None,
+    }
+}
+
+/// Where the piece starting at `at` ends: cl100k's pattern
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+/// matched at `at`, its alternatives tried in order.
+fn piece_end(text: &str, at: usize) -> usize {
+    let mut chars = text[at..].chars();
+    let Some(first) = chars.next() else {
+        return at;
+    };
+    let second = chars.next();
+    let after_first = at + first.len_utf8();
+    // 's 't 're 've 'm 'll 'd
+    if first == '\'' {
+        if let Some(length) = contraction(&text[after_first..]) {
+            return after_first + length;
+        }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if is_letter(first) {
+        return run_end(text, at, usize::MAX, is_letter);
+    }
+    if !is_newline(first) && !is_number(first) && second.is_some_and(is_letter) {
+        return run_end(text, after_first, usize::MAX, is_letter);
+    }
+    // \p{N}{1,3}
+    if is_number(first) {
+        return run_end(text, at, 3, is_number);
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    let others_from = if first == ' ' && second.is_some_and(is_other) {
+        Some(after_first)
+    } else if is_other(first) {
+        Some(at)
+    } else {
+        None
+    };
+    if let Some(from) = others_from {
+        let others_end = run_end(text, from, usize::MAX, is_other);
+        return run_end(text, others_end, usize::MAX, is_newline);
+    }
+    // `first` is whitespace. \s*[\r\n]+ : through the run's last newline.
+    let spaces_end = run_end(text, at, usize::MAX, char::is_whitespace);
+    let spaces = &text[at..spaces_end];
+    if let Some(newline) = spaces.rfind(['\r', '\n']) {
+        return at + newline + 1;
+    }
+    // \s+(?!\S) : the run, less its last char when something follows it.
+    if spaces_end == text.len() {
+        return spaces_end;
+    }
+    let last = spaces.chars().next_back().map_or(0, char::len_utf8);
+    if spaces.len() > last {
+        return spaces_end - last;
+    }
+    // \s+
+    spaces_end
+}
+
+// ---- merges ----------------------------------------------------------------------------------
+
+/// Pieces up to this many bytes are merged by scanning for the lowest rank; longer ones
+/// through a heap.
+const SHORT_PIECE: usize = 64;
+
+/// Tokens in one piece.
+fn piece_tokens(piece: &[u8]) -> usize {
+    match piece.len() {
+        0 => 0,
+        1 => 1,
+        _ if rank(piece).is_some() => 1,
+        length if length <= SHORT_PIECE => merge_by_scan(piece),
+        _ => merge_by_heap(piece),
+    }
+}
+
+/// Merges `piece` by rescanning for the lowest-ranked adjacent pair after every merge.
+fn merge_by_scan(piece: &[u8]) -> usize {
+    // Each part's start, and the rank of the part joined with the next one.
+    let mut parts: Vec<(usize, u32)> = (0..=piece.len()).map(|at| (at, u32::MAX)).collect();
+    let pair_rank = |parts: &[(usize, u32)], i: usize| match parts.get(i + 2) {
+        Some(&(end, _)) => rank(&piece[parts[i].0..end]).unwrap_or(u32::MAX),
+        None => u32::MAX,
+    };
+    for i in 0..parts.len() - 2 {
+        parts[i].1 = pair_rank(&parts, i);
+    }
+    loop {
+        let mut lowest = (u32::MAX, 0);
+        for (i, &(_, rank)) in parts[..parts.len() - 1].iter().enumerate() {
+            if rank < lowest.0 {
+                lowest = (rank, i);
+            }
+        }
+        if lowest.0 == u32::MAX {
+            break;
+        }
+        let i = lowest.1;
+        parts.remove(i + 1);
+        parts[i].1 = pair_rank(&parts, i);
+        if i > 0 {
+            parts[i - 1].1 = pair_rank(&parts, i - 1);
+        }
+    }
+    parts.len() - 1
+}
+
+/// Merges `piece` as [`merge_by_scan`] does, in the same order, keeping the candidate pairs in
+/// a heap ordered by rank and then by position. Parts are named by the byte they start at; a
+/// part's version changes whenever it grows, which retires every pair recorded with the old one.
+fn merge_by_heap(piece: &[u8]) -> usize {
+    let end = piece.len();
+    let mut next: Vec<usize> = (1..=end).collect();
+    let mut previous: Vec<Option<usize>> = (0..end).map(|at| at.checked_sub(1)).collect();
+    let mut version = vec![0u32; end];
+    let mut alive = vec![true; end];
+    let mut parts = end;
+    let pair = |next: &[usize], version: &[u32], left: usize| {
+        let right = next[left];
+        if right == end {
+            return None;
+        }
+        let pair_end = next[right];
+        rank(&piece[left..pair_end])
+            .map(|rank| Reverse((rank, left, version[left], version[right])))
+    };
+    let mut heap: BinaryHeap<_> = (0..end)
+        .filter_map(|left| pair(&next, &version, left))
+        .collect();
+    while let Some(Reverse((_, left, left_version, right_version))) = heap.pop() {
+        if !alive[left] || version[left] != left_version {
+            continue;
+        }
+        let right = next[left];
+        if right == end || version[right] != right_version {
+            continue;
+        }
+        alive[right] = false;
+        next[left] = next[right];
+        if next[left] < end {
+            previous[next[left]] = Some(left);
+        }
+        version[left] += 1;
+        parts -= 1;
+        heap.extend(pair(&next, &version, left));
+        if let Some(before) = previous[left] {
+            heap.extend(pair(&next, &version, before));
+        }
+    }
+    parts
 }
 
 /// Remembers the count of each message by its id.
@@ -90,7 +305,44 @@ impl MessageCounts {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::OnceLock;
+
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// The reference: `tiktoken-rs`'s cl100k, which this module replaces.
+    fn reference(text: &str) -> u64 {
+        static CL100K: OnceLock<tiktoken_rs::CoreBPE> = OnceLock::new();
+        let encoder = CL100K.get_or_init(|| tiktoken_rs::cl100k_base().unwrap());
+        encoder.encode_ordinary(text).len() as u64
+    }
+
+    /// The reference's split: cl100k's pattern, run by a backtracking regex engine.
+    fn reference_pieces(text: &str) -> Vec<&str> {
+        static PATTERN: OnceLock<fancy_regex::Regex> = OnceLock::new();
+        let pattern = PATTERN.get_or_init(|| {
+            fancy_regex::Regex::new(
+                r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+            )
+            .unwrap()
+        });
+        pattern
+            .find_iter(text)
+            .map(|found| found.unwrap().as_str())
+            .collect()
+    }
+
+    fn pieces(text: &str) -> Vec<&str> {
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        while at < text.len() {
+            let end = piece_end(text, at);
+            pieces.push(&text[at..end]);
+            at = end;
+        }
+        pieces
+    }
 
     #[test]
     fn counts_are_cl100k() {
@@ -99,23 +351,113 @@ mod tests {
         assert_eq!(count(""), 0);
     }
 
+    /// Every text file of this repository (sources, docs, manifests, WIT, JSON), whole and
+    /// as JSON strings (as payloads are counted): the same count as the reference.
     #[test]
-    fn a_long_text_counts_as_its_words_do() {
-        // Real text, cut into pieces before whitespace, counts exactly as the whole.
-        let sentence = "The quick brown fox jumps over the lazy dog. ";
-        let text = sentence.repeat(2_000);
-        let whole = encoder().unwrap().encode_ordinary(&text).len() as u64;
-        let counted = count(&text);
-        assert!(
-            counted.abs_diff(whole) <= text.len() as u64 / PIECE_BYTES as u64 + 1,
-            "{counted} vs {whole}"
-        );
-        // A run without whitespace is counted in pieces, about as the whole would be.
-        let run = "x".repeat(100_000);
-        let pieces = count(&run);
-        assert!((1_000..=100_000).contains(&pieces), "{pieces}");
-        // Multi-byte characters are never cut inside.
-        assert!(count(&"é".repeat(10_000)) > 0);
+    fn the_repositorys_own_files_count_as_the_reference_counts_them() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') || name == "target" || name == "node_modules" {
+                    continue;
+                }
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    files.push((path, text));
+                }
+            }
+        }
+        assert!(files.len() > 200, "{} files", files.len());
+        let mut bytes = 0;
+        for (path, text) in &files {
+            bytes += text.len();
+            assert_eq!(pieces(text), reference_pieces(text), "{}", path.display());
+            assert_eq!(count(text), reference(text), "{}", path.display());
+            let json = serde_json::to_string(text).unwrap();
+            assert_eq!(count(&json), reference(&json), "{} as JSON", path.display());
+        }
+        assert!(bytes > 1_000_000, "{bytes} bytes");
+    }
+
+    /// Texts that reach every alternative of the pattern and both ways of merging.
+    #[test]
+    fn edge_cases_count_as_the_reference_counts_them() {
+        let cases = [
+            "don't I'LL we'Re you'VE she'D it'S x'ſa x'Sa x'x x''s x'llama x'rex 'ſ",
+            "  leading and trailing  ",
+            "a\n\n\nb\r\n\r\n  c \n\t d\u{a0}\u{3000}e",
+            "12345678 1 22 333 4444 ٣٤٥ Ⅻ ½",
+            "!!! ?? . , ;; ... --- ***\n\n",
+            "$var _under 'quote \"dq\" «guillemets»",
+            "e\u{301}tude, café, naïve, 日本語のテキスト, 한국어, Ελληνικά, עברית, العربية",
+            "emoji 🙂🙂🙂 👩‍👩‍👧 flags 🇫🇷🇩🇪",
+            "\u{0}\u{1}\u{7f} control \u{85} next line \u{2028} line sep",
+        ];
+        for text in cases {
+            assert_eq!(pieces(text), reference_pieces(text), "{text:?}");
+            assert_eq!(count(text), reference(text), "{text:?}");
+        }
+        // Long pieces: the heap merges as the scan does.
+        for text in [
+            "x".repeat(10_000),
+            "ab".repeat(3_000),
+            "é".repeat(2_000),
+            "!".repeat(5_000),
+            "supercalifragilisticexpialidocious".repeat(100),
+            "0123456789".repeat(500),
+        ] {
+            assert_eq!(count(&text), reference(&text), "{} bytes", text.len());
+        }
+    }
+
+    #[test]
+    fn a_heap_merge_is_a_scan_merge() {
+        let words = [
+            "antidisestablishmentarianism",
+            "aaaaaaaaaaaaaaaaaa",
+            "ﬁﬂ",
+            "naïveté",
+        ];
+        for word in words {
+            let bytes = word.as_bytes();
+            assert_eq!(merge_by_heap(bytes), merge_by_scan(bytes), "{word}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// Random text over an alphabet of every kind of char the pattern tells apart.
+        #[test]
+        fn random_text_counts_as_the_reference_counts_it(
+            text in proptest::collection::vec(
+                prop_oneof![
+                    Just('a'), Just('Z'), Just('s'), Just('S'), Just('t'), Just('l'), Just('e'),
+                    Just('\''), Just(' '), Just('\n'), Just('\r'), Just('\t'), Just('7'),
+                    Just('.'), Just('_'), Just('ſ'), Just('é'), Just('\u{301}'), Just('日'),
+                    Just('٣'), Just('\u{a0}'), Just('🙂'), Just('"'), Just('{'),
+                    any::<char>(),
+                ],
+                0..200,
+            ).prop_map(|chars| chars.into_iter().collect::<String>())
+        ) {
+            prop_assert_eq!(pieces(&text), reference_pieces(&text), "{:?}", text);
+            prop_assert_eq!(count(&text), reference(&text), "{:?}", text);
+        }
+
+        #[test]
+        fn long_pieces_merge_as_short_ones_do(
+            text in "[a-z]{65,400}|[é日a]{30,200}|[!?.]{65,300}"
+        ) {
+            let bytes = text.as_bytes();
+            prop_assert_eq!(merge_by_heap(bytes), merge_by_scan(bytes));
+            prop_assert_eq!(count(&text), reference(&text));
+        }
     }
 
     #[test]

@@ -176,7 +176,6 @@ pub(crate) async fn in_session(
     observer: Arc<dyn Observer>,
     body: impl AsyncFnOnce(&crate::session::task::SessionContext<'_>) -> std::io::Result<Ran>,
 ) -> Result<SessionReport, SessionError> {
-    crate::inference::tokens::warm();
     let started = Instant::now();
     let (session_id, workdir) = open_workdir(&config.workdir_root)?;
     let context = crate::session::task::SessionContext::new(

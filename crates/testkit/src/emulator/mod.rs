@@ -155,6 +155,12 @@ pub struct Recorded {
     pub outcome: String,
     /// When it arrived, in milliseconds since the Unix epoch.
     pub unix_ms: u64,
+    /// When its head arrived, in microseconds since the Unix epoch: with `handled_us`, what a
+    /// benchmark subtracts to find the client's own time between requests.
+    pub arrived_us: u64,
+    /// Microseconds the emulator spent on it before answering: reading the body, checking it,
+    /// building the answer (a scripted delay not included).
+    pub handled_us: u64,
 }
 
 impl Recorded {

@@ -239,10 +239,11 @@ async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, DropConnection> {
-    let unix_ms = std::time::SystemTime::now()
+    let arrived = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+        .unwrap_or_default();
+    let started = std::time::Instant::now();
+    let unix_ms = arrived.as_millis() as u64;
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
     let headers: Vec<(String, String)> = request
@@ -280,6 +281,8 @@ async fn handle(
         status: plan.status,
         outcome: plan.outcome.clone(),
         unix_ms,
+        arrived_us: arrived.as_micros() as u64,
+        handled_us: started.elapsed().as_micros() as u64,
     });
     if let Some(delay) = plan.first_byte_delay {
         tokio::time::sleep(delay).await;
