@@ -8,7 +8,7 @@
 //! does not grow with the session), as the median over the measured runs:
 //!
 //! - `process`: fork to exit, wall clock;
-//! - `peak RSS`: the child's maximum resident set, from the kernel (`wait4`);
+//! - `peak RSS`: the child's maximum resident set (`VmHWM`, watched while it runs);
 //! - `start-up`: fork to the first request reaching the emulator;
 //! - `per turn`: the runtime's own time per turn above the emulator's, all turns, the first
 //!   included: from the fork to the last request, less the emulator's time answering every
@@ -90,10 +90,7 @@ fn micros_since_epoch(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
 }
 
-#[expect(
-    clippy::zombie_processes,
-    reason = "the child is reaped by wait4, which also reads its resource usage"
-)]
+#[expect(clippy::zombie_processes, reason = "the child is reaped by waitpid")]
 fn session(dir: &Path, home: &Path, turns: u32) -> Run {
     let emulator = Emulator::start(script(turns));
     capsule(dir, &emulator.url(), turns);
@@ -108,13 +105,14 @@ fn session(dir: &Path, home: &Path, turns: u32) -> Run {
     let forked_at = SystemTime::now();
     let started = Instant::now();
     let child = command.spawn().expect("running mur");
+    let peak = watch_peak_rss(child.id());
     let mut status = 0;
-    // SAFETY: `wait4` on our own child's pid, with valid pointers to locals.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    // SAFETY: `waitpid` on our own child's pid, with a valid pointer to a local.
+    let pid = unsafe { libc::waitpid(child.id() as i32, &mut status, 0) };
     let process = started.elapsed();
     let exited_at = micros_since_epoch(SystemTime::now());
     assert_eq!(pid, child.id() as i32);
+    let peak_rss_kib = peak.join().unwrap();
     let requests: Vec<Recorded> = emulator.requests();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -137,12 +135,43 @@ fn session(dir: &Path, home: &Path, turns: u32) -> Run {
     let steady_gaps = (last.arrived_us - first.arrived_us) - emulator_before_last;
     Run {
         process,
-        peak_rss_kib: usage.ru_maxrss as u64,
+        peak_rss_kib,
         start_up: Duration::from_micros(first.arrived_us - forked),
         per_turn: Duration::from_micros(runtime_until_last / turns as u64),
         steady_turn: Duration::from_micros(steady_gaps / (turns as u64 - 1)),
         exit: Duration::from_micros(exited_at.saturating_sub(last.arrived_us)),
     }
+}
+
+/// The child's peak resident set (`VmHWM`), read every half millisecond from the moment it
+/// runs `mur` until it exits. (`wait4`'s `ru_maxrss` cannot be used: a child spawned with
+/// `vfork` carries the parent's high-water mark, and this process holds every request the
+/// emulator received.) A peak in the last half millisecond before exit would be missed; the
+/// peak of a session comes before its last request, which the emulator answered.
+fn watch_peak_rss(pid: u32) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        let mut peak = 0;
+        loop {
+            let comm = std::fs::read_to_string(proc_dir.join("comm")).unwrap_or_default();
+            let Ok(status) = std::fs::read_to_string(proc_dir.join("status")) else {
+                return peak;
+            };
+            if comm.trim() == "mur" {
+                let high_water = status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("VmHWM:"))
+                    .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok());
+                match high_water {
+                    Some(kib) => peak = peak.max(kib),
+                    // A zombie has no memory left to report.
+                    None if peak > 0 => return peak,
+                    None => {}
+                }
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    })
 }
 
 fn median<T: Ord + Copy>(mut values: Vec<T>) -> T {

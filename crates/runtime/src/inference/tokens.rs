@@ -141,10 +141,10 @@ fn piece_end(text: &str, at: usize) -> usize {
     let second = chars.next();
     let after_first = at + first.len_utf8();
     // 's 't 're 've 'm 'll 'd
-    if first == '\'' {
-        if let Some(length) = contraction(&text[after_first..]) {
-            return after_first + length;
-        }
+    if first == '\''
+        && let Some(length) = contraction(&text[after_first..])
+    {
+        return after_first + length;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
     if is_letter(first) {
