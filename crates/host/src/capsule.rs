@@ -47,7 +47,7 @@ impl Engine {
         };
         let (component, sha256, _) = self.compile(name, bytes)?;
         let instance_pre = self
-            .capsule_linker()
+            .capsule_linker()?
             .instantiate_pre(&component)
             .map_err(|error| load_error(error_chain(&error)))?;
         let pre = CapsulePre::new(instance_pre).map_err(|error| {

@@ -92,10 +92,11 @@ impl std::fmt::Debug for CompileProgress {
 /// The process's engine. Cheap to share by reference; create one per process.
 pub struct Engine {
     wasm: wasmtime::Engine,
-    tool_linker: Linker<HostState>,
-    driver_linker: Linker<HostState>,
-    /// The linker of capsule components.
-    capsule_linker: Linker<HostState>,
+    /// The linkers of the tool and driver worlds and of capsule components, each built when a
+    /// component first needs it (a run that loads no capsule component never builds that one).
+    tool_linker: LazyLinker,
+    driver_linker: LazyLinker,
+    capsule_linker: LazyLinker,
     /// Hook linkers, one per set of granted host interfaces, built when first needed.
     hook_linkers:
         std::sync::Mutex<std::collections::HashMap<Vec<HookGrant>, Arc<Linker<HostState>>>>,
@@ -175,18 +176,6 @@ impl Engine {
             component: "<engine>".to_string(),
             reason: error.to_string(),
         })?;
-        let tool_linker = tool_linker(&wasm).map_err(|error| RuntimeError::Load {
-            component: "<linker>".to_string(),
-            reason: error_chain(&error),
-        })?;
-        let driver_linker = driver_linker(&wasm).map_err(|error| RuntimeError::Load {
-            component: "<linker>".to_string(),
-            reason: error.to_string(),
-        })?;
-        let capsule_linker = capsule_linker(&wasm).map_err(|error| RuntimeError::Load {
-            component: "<linker>".to_string(),
-            reason: error.to_string(),
-        })?;
         let limit = config.cache_limit.unwrap_or(cache::DEFAULT_LIMIT_BYTES);
         let cache = config
             .cache_dir
@@ -200,9 +189,9 @@ impl Engine {
         })?;
         Ok(Engine {
             wasm,
-            tool_linker,
-            driver_linker,
-            capsule_linker,
+            tool_linker: LazyLinker::new(tool_linker),
+            driver_linker: LazyLinker::new(driver_linker),
+            capsule_linker: LazyLinker::new(capsule_linker),
             hook_linkers: Default::default(),
             cache,
             on_compile: config.on_compile,
@@ -237,7 +226,8 @@ impl Engine {
         let linker = match world {
             RunWorld::Tool => &self.tool_linker,
             RunWorld::Driver => &self.driver_linker,
-        };
+        }
+        .get(&self.wasm)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
             load_error(format!(
                 "linking it as a `{}`-world component: {}",
@@ -326,8 +316,8 @@ impl Engine {
         Ok(linker)
     }
 
-    pub(crate) fn capsule_linker(&self) -> &Linker<HostState> {
-        &self.capsule_linker
+    pub(crate) fn capsule_linker(&self) -> Result<&Linker<HostState>, RuntimeError> {
+        self.capsule_linker.get(&self.wasm)
     }
 
     pub(crate) fn wasm(&self) -> &wasmtime::Engine {
@@ -366,6 +356,34 @@ pub fn read_component(name: &str, path: &Path) -> Result<Vec<u8>, RuntimeError> 
             }
         }
     })
+}
+
+/// A linker built on first use, from the function that builds it.
+struct LazyLinker {
+    build: fn(&wasmtime::Engine) -> wasmtime::Result<Linker<HostState>>,
+    built: std::sync::OnceLock<Linker<HostState>>,
+}
+
+impl LazyLinker {
+    fn new(build: fn(&wasmtime::Engine) -> wasmtime::Result<Linker<HostState>>) -> LazyLinker {
+        LazyLinker {
+            build,
+            built: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The linker, built now if it was not. (Two threads may both build it the first time;
+    /// one result is kept.)
+    fn get(&self, engine: &wasmtime::Engine) -> Result<&Linker<HostState>, RuntimeError> {
+        if let Some(linker) = self.built.get() {
+            return Ok(linker);
+        }
+        let linker = (self.build)(engine).map_err(|error| RuntimeError::Load {
+            component: "<linker>".to_string(),
+            reason: error_chain(&error),
+        })?;
+        Ok(self.built.get_or_init(|| linker))
+    }
 }
 
 /// The WASI every component may hold (each store decides what it grants), and `wasi:http`.

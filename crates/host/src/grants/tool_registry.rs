@@ -114,6 +114,13 @@ pub fn compile_input_schema(
     })
 }
 
+/// Starts building, on another thread, what checking a tool's `input_schema` against the JSON
+/// Schema meta-schema needs (about a millisecond, once a process), so that staging the first
+/// tool does not wait for it.
+pub fn prepare_schema_checks() {
+    std::thread::spawn(|| jsonschema::meta::is_valid(&serde_json::json!({"type": "object"})));
+}
+
 /// The tools a capsule component may call, by name. Shared with the artifact manager, which
 /// adds what it pulls.
 #[derive(Default)]

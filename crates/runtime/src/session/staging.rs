@@ -331,6 +331,7 @@ pub fn stage_with(
     engine: &Engine,
     lookups: &Lookups<'_>,
 ) -> Result<Staged, StageError> {
+    crate::grants::tool_registry::prepare_schema_checks();
     let env = lookups.env;
     let (capsule, capsule_dir, mut warnings) = load_checked(capsule_file, env)?;
 
