@@ -76,7 +76,7 @@ fn script(turns: u32) -> Script {
     script.with_reply(Reply::text("Milk, eggs and bread."))
 }
 
-/// One measured session.
+/// One measured session, or the medians of several.
 struct Run {
     process: Duration,
     peak_rss_kib: u64,
@@ -182,12 +182,7 @@ fn median<T: Ord + Copy>(mut values: Vec<T>) -> T {
 struct Summary {
     turns: u32,
     runs: usize,
-    process: Duration,
-    peak_rss_kib: u64,
-    start_up: Duration,
-    per_turn: Duration,
-    steady_turn: Duration,
-    exit: Duration,
+    median: Run,
 }
 
 fn measure(turns: u32, runs: usize) -> Summary {
@@ -198,15 +193,18 @@ fn measure(turns: u32, runs: usize) -> Summary {
     let measured: Vec<Run> = (0..runs)
         .map(|_| session(dir.path(), home.path(), turns))
         .collect();
+    let median_of = |field: fn(&Run) -> Duration| median(measured.iter().map(field).collect());
     Summary {
         turns,
         runs,
-        process: median(measured.iter().map(|r| r.process).collect()),
-        peak_rss_kib: median(measured.iter().map(|r| r.peak_rss_kib).collect()),
-        start_up: median(measured.iter().map(|r| r.start_up).collect()),
-        per_turn: median(measured.iter().map(|r| r.per_turn).collect()),
-        steady_turn: median(measured.iter().map(|r| r.steady_turn).collect()),
-        exit: median(measured.iter().map(|r| r.exit).collect()),
+        median: Run {
+            process: median_of(|r| r.process),
+            peak_rss_kib: median(measured.iter().map(|r| r.peak_rss_kib).collect()),
+            start_up: median_of(|r| r.start_up),
+            per_turn: median_of(|r| r.per_turn),
+            steady_turn: median_of(|r| r.steady_turn),
+            exit: median_of(|r| r.exit),
+        },
     }
 }
 
@@ -237,12 +235,12 @@ fn main() {
                 json!({
                     "turns": s.turns,
                     "runs": s.runs,
-                    "process_ms": ms(s.process),
-                    "peak_rss_mib": s.peak_rss_kib as f64 / 1024.0,
-                    "start_up_ms": ms(s.start_up),
-                    "per_turn_ms": ms(s.per_turn),
-                    "steady_turn_ms": ms(s.steady_turn),
-                    "exit_ms": ms(s.exit),
+                    "process_ms": ms(s.median.process),
+                    "peak_rss_mib": s.median.peak_rss_kib as f64 / 1024.0,
+                    "start_up_ms": ms(s.median.start_up),
+                    "per_turn_ms": ms(s.median.per_turn),
+                    "steady_turn_ms": ms(s.median.steady_turn),
+                    "exit_ms": ms(s.median.exit),
                 })
             })
             .collect();
@@ -258,12 +256,12 @@ fn main() {
             "{:>6} {:>5} {:>11.1} {:>10.1} {:>10.1} {:>10.3} {:>12.3} {:>9.1}",
             s.turns,
             s.runs,
-            ms(s.process),
-            s.peak_rss_kib as f64 / 1024.0,
-            ms(s.start_up),
-            ms(s.per_turn),
-            ms(s.steady_turn),
-            ms(s.exit),
+            ms(s.median.process),
+            s.median.peak_rss_kib as f64 / 1024.0,
+            ms(s.median.start_up),
+            ms(s.median.per_turn),
+            ms(s.median.steady_turn),
+            ms(s.median.exit),
         );
     }
 }

@@ -1305,8 +1305,26 @@ async fn every_request_is_recorded_and_written_as_json_lines() {
     .await
     .unwrap();
     chat(&emu, &chat_request(false, false)).await;
+    let after_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
     let requests = emu.requests();
     assert_eq!(requests.len(), 3);
+    // Arrival in microseconds, in order, inside the test's window; handling inside the gaps.
+    assert!(requests[0].arrived_us >= before * 1000);
+    assert!(
+        requests
+            .windows(2)
+            .all(|pair| pair[0].arrived_us <= pair[1].arrived_us)
+    );
+    for request in &requests {
+        assert!(request.arrived_us / 1000 >= request.unix_ms.saturating_sub(1));
+        assert!(
+            request.arrived_us + request.handled_us <= after_us,
+            "{request:?}"
+        );
+    }
     let first = &requests[0];
     assert_eq!(first.provider, Provider::Anthropic);
     assert_eq!(first.method, "POST");

@@ -331,9 +331,15 @@ pub fn stage_with(
     engine: &Engine,
     lookups: &Lookups<'_>,
 ) -> Result<Staged, StageError> {
-    crate::grants::tool_registry::prepare_schema_checks();
     let env = lookups.env;
     let (capsule, capsule_dir, mut warnings) = load_checked(capsule_file, env)?;
+    if capsule
+        .artifacts
+        .iter()
+        .any(|entry| entry.runtime == Runtime::Tool)
+    {
+        crate::grants::tool_registry::prepare_schema_checks();
+    }
 
     warnings.extend(unresolved_shell_binaries(
         &capsule,
