@@ -102,6 +102,22 @@ pub fn cached_engine() -> Result<Engine, murmur_runtime::RuntimeError> {
     })
 }
 
+/// Compiles the component file of the artifact `name` into `engine`'s cache (progress on
+/// stderr when the cache cannot answer), as `mur build` and `mur install` do ahead of the first
+/// run: the cache's answer, or why the file could not be read or compiled.
+pub fn compile_into_cache(
+    engine: &Engine,
+    name: &str,
+    component: &std::path::Path,
+) -> Result<murmur_runtime::engine::CacheStatus, murmur_runtime::RuntimeError> {
+    let bytes = std::fs::read(component).map_err(|source| murmur_runtime::RuntimeError::Io {
+        context: format!("reading the component of `{name}`"),
+        source,
+    })?;
+    let (_, _, status) = engine.compile(name, &bytes)?;
+    Ok(status)
+}
+
 /// Where compiled components are kept.
 pub fn cache_dir() -> PathBuf {
     murmur_home().join("cache").join("components")

@@ -12,7 +12,7 @@ use murmur_manifest::Coded;
 use murmur_registry::source::{self, BuildError, LocalArtifact};
 use serde_json::json;
 
-use crate::environment::{cached_engine, host_env};
+use crate::environment::{cached_engine, compile_into_cache, host_env};
 use crate::exit::Exit;
 use crate::render;
 
@@ -106,15 +106,7 @@ fn compile_all(
             continue;
         }
         let name = &artifact.manifest.name;
-        let bytes = std::fs::read(artifact.component_path()).map_err(|source| {
-            let error = murmur_runtime::RuntimeError::Io {
-                context: format!("reading the component of `{name}`"),
-                source,
-            };
-            render::coded(json, &error, Exit::Failed)
-        })?;
-        let (_, _, status) = engine
-            .compile(name, &bytes)
+        let status = compile_into_cache(&engine, name, &artifact.component_path())
             .map_err(|error| render::coded(json, &error, Exit::Failed))?;
         compiled.push((name.clone(), status));
     }

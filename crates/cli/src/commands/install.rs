@@ -13,7 +13,7 @@ use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
 use serde_json::json;
 
-use crate::environment::{cached_engine, host_env, murmur_home};
+use crate::environment::{cached_engine, compile_into_cache, host_env, murmur_home};
 use crate::exit::Exit;
 use crate::render;
 
@@ -104,10 +104,11 @@ pub fn run(args: InstallArgs) -> Exit {
             if matches!(local.manifest.runtime, Runtime::Skill | Runtime::Mcp) {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(local.component_path()) else {
+            let component = local.component_path();
+            if !component.is_file() {
                 continue;
-            };
-            if let Err(error) = engine.compile(&artifact.name, &bytes) {
+            }
+            if let Err(error) = compile_into_cache(&engine, &artifact.name, &component) {
                 return render::failure(
                     args.json,
                     error.code(),
