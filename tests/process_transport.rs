@@ -362,6 +362,123 @@ turns:
     assert_eq!(last["cached_tokens_actual"], 600);
 }
 
+/// A fake `codex` that drives the run's tools server itself, making its calls in the order a
+/// race between its stdout and its socket can produce: the first call reaches the server
+/// before any line of the turn, the second before the line naming it.
+const CODEX_CALLING_BEFORE_ITS_LINES: &str = r#"#!/usr/bin/env python3
+import json, os, re, sys, threading, time, urllib.request
+
+sys.stdin.read()
+url = re.search(r'url = "([^"]+)"', " ".join(sys.argv)).group(1)
+token = os.environ["MURMUR_MCP_TOKEN"]
+session = None
+
+def rpc(method, params, id=None):
+    global session
+    body = {"jsonrpc": "2.0", "method": method, "params": params}
+    if id is not None:
+        body["id"] = id
+    headers = {"Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream",
+               "Authorization": "Bearer " + token}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers)
+    with urllib.request.urlopen(request) as response:
+        session = response.headers.get("Mcp-Session-Id") or session
+        text = response.read().decode()
+    for line in text.splitlines():
+        line = line[5:] if line.startswith("data:") else line
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if message.get("id") == id:
+            return message
+
+def say(event):
+    print(json.dumps(event), flush=True)
+
+def call_before_its_line(call, lines_after):
+    answered = {}
+    thread = threading.Thread(target=lambda: answered.update(
+        rpc("tools/call", {"name": call["tool"], "arguments": call["arguments"]}, call["id"])))
+    thread.start()
+    time.sleep(0.5)
+    for line in lines_after:
+        say(line)
+    thread.join()
+    say({"type": "item.completed", "item": call})
+    return answered["result"]["content"][0]["text"]
+
+rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "fake-codex", "version": "0"}}, "init")
+rpc("notifications/initialized", {})
+say({"type": "thread.started", "thread_id": "fake-thread"})
+say({"type": "turn.started"})
+write = {"id": "w1", "type": "mcp_tool_call", "server": "murmur", "tool": "write-file",
+         "arguments": {"path": "notes/today.md", "content": "buy milk"}}
+call_before_its_line(write, [
+    {"type": "item.completed", "item": {"id": "m1", "type": "agent_message", "text": "Saving the note."}},
+    {"type": "item.started", "item": write},
+])
+read = {"id": "r1", "type": "mcp_tool_call", "server": "murmur", "tool": "read-file",
+        "arguments": {"path": "notes/today.md"}}
+text = call_before_its_line(read, [{"type": "item.started", "item": read}])
+say({"type": "item.completed", "item": {"id": "m2", "type": "agent_message", "text": "Read back: " + text}})
+say({"type": "turn.completed", "usage": {"input_tokens": 30, "cached_input_tokens": 0, "output_tokens": 9}})
+"#;
+
+#[test]
+fn a_call_that_reaches_the_tools_before_the_line_naming_it_is_answered_under_that_lines_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(&codex, CODEX_CALLING_BEFORE_ITS_LINES).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    capsule(dir.path(), "codex", "gpt-5", "", "");
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let (output, report) = run(dir.path(), &path, None, "Note: buy milk");
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let workdir = workdir_of(&report);
+    let result = std::fs::read_to_string(workdir.join("out/result.txt")).unwrap();
+    assert!(
+        result.starts_with("Read back: <untrusted-content") && result.contains("\nbuy milk\n"),
+        "{result}"
+    );
+
+    // Three turns, as the CLI's lines tell them: the note and its write, the read, the
+    // answer. Neither call made a turn of its own, and no line made one a second time.
+    let events = trace(&report);
+    let turns = of_type(&events, "inference");
+    let calls = of_type(&events, "tool_call");
+    assert_eq!(turns.len(), 3, "{turns:#?}");
+    let decisions: Vec<_> = turns.iter().map(|t| t["decision"].clone()).collect();
+    assert_eq!(
+        decisions,
+        ["call_tools", "call_tools", "finish"],
+        "{turns:#?}"
+    );
+    let seen: Vec<_> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["tool_name"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("write-file", "passed"), ("read-file", "passed")]);
+    for (call, turn) in calls.iter().zip(&turns) {
+        assert_eq!(call["parent_id"], turn["event_id"]);
+    }
+    // Each call is recorded under the id the CLI gave it.
+    let ids: Vec<_> = calls.iter().map(|c| c["call_id"].clone()).collect();
+    assert_eq!(ids, ["w1", "r1"], "{calls:#?}");
+}
+
 #[test]
 fn a_cli_built_in_the_model_asks_for_runs_nothing() {
     // Claude Code: Bash and Write asked for by name.

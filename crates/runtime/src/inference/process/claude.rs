@@ -181,6 +181,11 @@ struct Pending {
 }
 
 impl Reader {
+    /// The blocks of the assistant message being gathered.
+    pub fn gathering(&self) -> &[Block] {
+        self.pending.as_ref().map_or(&[], |p| p.blocks.as_slice())
+    }
+
     pub fn line(&mut self, line: &str) -> Result<Vec<CliEvent>, Malformed> {
         let value: Value = serde_json::from_str(line)
             .map_err(|_| Malformed::of(line, "Claude Code printed a line that is not JSON"))?;

@@ -186,6 +186,11 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// The blocks of the turn being gathered.
+    pub fn gathering(&self) -> &[Block] {
+        &self.pending
+    }
+
     pub fn line(&mut self, line: &str) -> Result<Vec<CliEvent>, Malformed> {
         let value: Value = serde_json::from_str(line)
             .map_err(|_| Malformed::of(line, "Codex printed a line that is not JSON"))?;

@@ -32,7 +32,11 @@ pub use run::{
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde_json::Value;
+
 use crate::grants::env::HostEnv;
+use crate::inference::neutral::Block;
+use crate::inference::response::StopReason;
 
 /// How long one task's CLI run may take when `inference.timeout_seconds` names no limit.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -84,6 +88,7 @@ impl Dialect {
             dialect: self,
             claude: claude::Reader::default(),
             codex: codex::Reader::default(),
+            made_alone: Vec::new(),
         }
     }
 }
@@ -215,6 +220,9 @@ pub struct StreamReader {
     dialect: Dialect,
     claude: claude::Reader,
     codex: codex::Reader,
+    /// Calls the CLI made before any line named them, each already recorded as a turn of its
+    /// own: `(name, input)`.
+    made_alone: Vec<(String, Value)>,
 }
 
 impl StreamReader {
@@ -223,19 +231,75 @@ impl StreamReader {
         if line.trim().is_empty() {
             return Ok(Vec::new());
         }
-        match self.dialect {
-            Dialect::ClaudeCode => self.claude.line(line),
-            Dialect::Codex => self.codex.line(line),
-        }
+        let events = match self.dialect {
+            Dialect::ClaudeCode => self.claude.line(line)?,
+            Dialect::Codex => self.codex.line(line)?,
+        };
+        Ok(events
+            .into_iter()
+            .filter_map(|event| self.without_calls_made_alone(event))
+            .collect())
     }
 
     /// The assistant message still being gathered, as a whole turn: called when one of its
     /// tool calls arrives, so the turn is recorded before its calls.
     pub fn flush(&mut self) -> Option<CliEvent> {
-        match self.dialect {
+        let message = match self.dialect {
             Dialect::ClaudeCode => self.claude.flush(),
             Dialect::Codex => self.codex.flush(),
+        };
+        self.without_calls_made_alone(message?)
+    }
+
+    /// Whether the message being gathered holds a call of the capsule tool `name`: the line
+    /// naming a call the CLI made has been read.
+    pub fn gathers_call(&self, name: &str) -> bool {
+        let blocks = match self.dialect {
+            Dialect::ClaudeCode => self.claude.gathering(),
+            Dialect::Codex => self.codex.gathering(),
+        };
+        blocks
+            .iter()
+            .any(|block| matches!(block, Block::ToolCall { name: called, .. } if called == name))
+    }
+
+    /// A call the CLI made that no line has named yet was recorded as a turn of its own: the
+    /// line naming it, when it comes, does not make it a call a second time.
+    pub fn made_alone(&mut self, name: String, input: Value) {
+        self.made_alone.push((name, input));
+    }
+
+    /// A message with the calls already made alone taken out; none if nothing is left of it.
+    fn without_calls_made_alone(&mut self, event: CliEvent) -> Option<CliEvent> {
+        let CliEvent::Message { model, mut answer } = event else {
+            return Some(event);
+        };
+        if self.made_alone.is_empty() {
+            return Some(CliEvent::Message { model, answer });
         }
+        answer.content.retain(|block| {
+            let Block::ToolCall { name, input, .. } = block else {
+                return true;
+            };
+            let Some(at) = self
+                .made_alone
+                .iter()
+                .position(|(n, i)| n == name && i == input)
+            else {
+                return true;
+            };
+            self.made_alone.remove(at);
+            false
+        });
+        if !answer
+            .content
+            .iter()
+            .any(|block| matches!(block, Block::ToolCall { .. }))
+        {
+            answer.stop_reason = StopReason::EndTurn;
+        }
+        (!answer.content.is_empty() || answer.usage.is_some())
+            .then_some(CliEvent::Message { model, answer })
     }
 }
 
@@ -276,6 +340,39 @@ mod tests {
         assert!(found.path.is_absolute());
         assert_eq!(found.timeout, Duration::from_secs(5));
         assert_eq!(found.dialect, Dialect::ClaudeCode);
+    }
+
+    #[test]
+    fn a_call_made_alone_is_not_gathered_again_when_its_line_comes() {
+        let mut reader = Dialect::Codex.reader();
+        let call = |id: &str, path: &str| {
+            serde_json::json!({"type": "item.started", "item": {"id": id, "type": "mcp_tool_call",
+                "server": MCP_SERVER_NAME, "tool": "read-file", "arguments": {"path": path}}})
+            .to_string()
+        };
+        assert!(!reader.gathers_call("read-file"));
+        reader.made_alone("read-file".into(), serde_json::json!({"path": "a.md"}));
+        reader.line(&call("c1", "a.md")).unwrap();
+        reader.line(&call("c2", "b.md")).unwrap();
+        assert!(reader.gathers_call("read-file"));
+        assert!(!reader.gathers_call("write-file"));
+        // The call made alone is gone from the message; its sibling stays.
+        let Some(CliEvent::Message { answer, .. }) = reader.flush() else {
+            panic!("no message")
+        };
+        assert_eq!(
+            answer.content,
+            [Block::ToolCall {
+                id: "c2".into(),
+                name: "read-file".into(),
+                input: serde_json::json!({"path": "b.md"}),
+            }]
+        );
+        assert_eq!(answer.stop_reason, StopReason::ToolCall);
+        // A message of nothing but that call is no message at all.
+        reader.made_alone("read-file".into(), serde_json::json!({"path": "c.md"}));
+        reader.line(&call("c3", "c.md")).unwrap();
+        assert_eq!(reader.flush(), None);
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //!   started and the CLI runs as pure inference.
 //! - **Each assistant message is one turn**: its `inference` event (the model the CLI named,
 //!   the usage it reported, the time since the turn before), `on-inference`, and then its tool
-//!   calls. A call the CLI makes before its message is read makes the turn itself.
+//!   calls. The CLI's stdout and its calls race: a call that reaches the server before the
+//!   line naming it waits for that line (up to 5 s), so it is answered under the message
+//!   that made it; one no line names in that time makes a turn of its own, and the line
+//!   naming it later does not make it a call again.
 //! - **The run is bounded**: past `inference.max_turns` turns, past `inference.timeout_seconds`,
 //!   or when the task is canceled, the CLI's whole process group is killed and the task ends
 //!   `max_turns_reached`, `failed` (`E-RUN-028`) or `canceled`.
@@ -35,7 +38,7 @@ use super::{Ending, SessionContext, TaskRun};
 use crate::grants::ChunkKind;
 use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::process::{
-    CliEvent, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, ServedTools,
+    CliEvent, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, ServedTools, StreamReader,
 };
 use crate::inference::response::{Answer, StopReason};
 use crate::session::staging::SWITCH_DRIVER_TOOL;
@@ -47,6 +50,10 @@ use murmur_trace::schema::{Decision, Sent};
 const MAX_LINE: u64 = 64 << 20;
 /// How much of the CLI's stderr is kept to quote when it fails.
 const STDERR_TAIL: usize = 4096;
+/// How long a call of the CLI's waits for the line of its stream that names it (the CLI
+/// writes the line before calling, but the pipe and the socket race); past it the call makes
+/// a turn of its own.
+const LINE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a CLI that has reported its result may take to exit before it is killed.
 const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -116,6 +123,13 @@ struct OpenTurn {
     event: String,
     /// Its tool calls not yet answered: `(id, name, input)`.
     unanswered: Vec<(String, String, Value)>,
+}
+
+impl OpenTurn {
+    /// Whether a call of `name` is among its unanswered ones.
+    fn awaits(&self, name: &str) -> bool {
+        self.unanswered.iter().any(|(_, called, _)| called == name)
+    }
 }
 
 fn failure(message: impl Into<String>) -> Failure {
@@ -224,6 +238,10 @@ impl SessionContext<'_> {
         let mut since = Instant::now();
         let mut guard = child.guard;
         let mut calls_open = server.is_some();
+        // A call of the CLI's that no line has named yet, and when it stops waiting.
+        let mut waiting: Option<ForwardedCall> = None;
+        let wait_over = tokio::time::sleep(LINE_WAIT);
+        tokio::pin!(wait_over);
         let ending: Ending = 'run: loop {
             let next = tokio::select! {
                 biased;
@@ -239,14 +257,17 @@ impl SessionContext<'_> {
                     cli.timeout.as_secs()
                 ))),
                 line = read_line(&mut lines) => Next::Line(line),
+                () = &mut wait_over, if waiting.is_some() => Next::WaitOver,
                 call = async {
                     match server.as_mut() {
-                        Some(server) if calls_open => server.calls.recv().await,
+                        Some(server) if calls_open && waiting.is_none() => {
+                            server.calls.recv().await
+                        }
                         _ => std::future::pending().await,
                     }
                 } => Next::Call(call),
             };
-            match next {
+            let call = match next {
                 Next::Line(Err(error)) => break 'run Ending::Failed(failure(error.to_string())),
                 Next::Line(Ok(None)) => {
                     let status = tokio::time::timeout(EXIT_GRACE, guard.wait()).await;
@@ -300,74 +321,89 @@ impl SessionContext<'_> {
                             }
                         }
                     }
+                    waiting.take_if(|call| named(&reader, &open, call))
                 }
-                Next::Call(None) => calls_open = false,
+                Next::WaitOver => waiting.take(),
+                Next::Call(None) => {
+                    calls_open = false;
+                    None
+                }
+                Next::Call(Some(call)) if named(&reader, &open, &call) => Some(call),
                 Next::Call(Some(call)) => {
-                    if let Some(CliEvent::Message { model, answer }) = reader.flush()
-                        && let Some(ending) = self
-                            .process_turn(
-                                run, task_event, turns_used, &mut open, &mut since, model, answer,
-                            )
-                            .await?
+                    // The call came before the line naming it: it waits for that line, so
+                    // the call is answered under the message that made it.
+                    wait_over
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + LINE_WAIT);
+                    waiting = Some(call);
+                    None
+                }
+            };
+            if let Some(call) = call {
+                if let Some(CliEvent::Message { model, answer }) = reader.flush()
+                    && let Some(ending) = self
+                        .process_turn(
+                            run, task_event, turns_used, &mut open, &mut since, model, answer,
+                        )
+                        .await?
+                {
+                    break 'run ending;
+                }
+                if !open.as_ref().is_some_and(|turn| turn.awaits(&call.name)) {
+                    // No line named the call in time: it makes a turn of its own.
+                    reader.made_alone(call.name.clone(), call.input.clone());
+                    let answer = Answer {
+                        stop_reason: StopReason::ToolCall,
+                        content: vec![Block::ToolCall {
+                            id: new_id("call_", 24),
+                            name: call.name.clone(),
+                            input: call.input.clone(),
+                        }],
+                        usage: None,
+                        continuation_id: None,
+                    };
+                    if let Some(ending) = self
+                        .process_turn(
+                            run, task_event, turns_used, &mut open, &mut since, None, answer,
+                        )
+                        .await?
                     {
                         break 'run ending;
                     }
-                    if open.is_none() {
-                        // The call came before its message: it makes the turn.
-                        let answer = Answer {
-                            stop_reason: StopReason::ToolCall,
-                            content: vec![Block::ToolCall {
-                                id: new_id("call_", 24),
-                                name: call.name.clone(),
-                                input: call.input.clone(),
-                            }],
-                            usage: None,
-                            continuation_id: None,
-                        };
-                        if let Some(ending) = self
-                            .process_turn(
-                                run, task_event, turns_used, &mut open, &mut since, None, answer,
-                            )
-                            .await?
-                        {
-                            break 'run ending;
-                        }
-                    }
-                    let Some(turn) = open.as_mut() else { continue };
-                    let at = turn
-                        .unanswered
-                        .iter()
-                        .position(|(_, name, input)| *name == call.name && *input == call.input)
-                        .or_else(|| {
-                            turn.unanswered
-                                .iter()
-                                .position(|(_, name, _)| *name == call.name)
-                        });
-                    let call_id = match at {
-                        Some(at) => turn.unanswered.remove(at).0,
-                        None => new_id("call_", 24),
-                    };
-                    let (number, event) = (turn.turn, turn.event.clone());
-                    let done =
-                        self.tool_call(run, number, &event, &call_id, &call.name, &call.input);
-                    let done = match &stop {
-                        Some(stop) => tokio::select! {
-                            biased;
-                            done = done => Some(done),
-                            () = stop.requested() => None,
-                        },
-                        None => Some(done.await),
-                    };
-                    match done {
-                        Some(done) => done?,
-                        None => break 'run run.stopped().unwrap_or(Ending::Canceled),
-                    }
-                    let answered = run.history.last().map(|stored| &stored.message);
-                    let _ = call.answer.send(murmur_mcp::Called {
-                        is_error: answered.is_some_and(super::message_is_error),
-                        text: answered.map(Message::text).unwrap_or_default(),
-                    });
                 }
+                let Some(turn) = open.as_mut() else { continue };
+                let at = turn
+                    .unanswered
+                    .iter()
+                    .position(|(_, name, input)| *name == call.name && *input == call.input)
+                    .or_else(|| {
+                        turn.unanswered
+                            .iter()
+                            .position(|(_, name, _)| *name == call.name)
+                    });
+                let call_id = match at {
+                    Some(at) => turn.unanswered.remove(at).0,
+                    None => new_id("call_", 24),
+                };
+                let (number, event) = (turn.turn, turn.event.clone());
+                let done = self.tool_call(run, number, &event, &call_id, &call.name, &call.input);
+                let done = match &stop {
+                    Some(stop) => tokio::select! {
+                        biased;
+                        done = done => Some(done),
+                        () = stop.requested() => None,
+                    },
+                    None => Some(done.await),
+                };
+                match done {
+                    Some(done) => done?,
+                    None => break 'run run.stopped().unwrap_or(Ending::Canceled),
+                }
+                let answered = run.history.last().map(|stored| &stored.message);
+                let _ = call.answer.send(murmur_mcp::Called {
+                    is_error: answered.is_some_and(super::message_is_error),
+                    text: answered.map(Message::text).unwrap_or_default(),
+                });
             }
         };
         // Whatever the ending, the CLI's whole group goes now, and the server with it.
@@ -541,7 +577,15 @@ impl SessionContext<'_> {
 /// What woke the run's loop.
 enum Next {
     Line(std::io::Result<Option<String>>),
+    /// A waiting call's line did not come in time.
+    WaitOver,
     Call(Option<ForwardedCall>),
+}
+
+/// Whether a line of the CLI's has named `call`: in the message being gathered, or among the
+/// open turn's unanswered calls.
+fn named(reader: &StreamReader, open: &Option<OpenTurn>, call: &ForwardedCall) -> bool {
+    reader.gathers_call(&call.name) || open.as_ref().is_some_and(|turn| turn.awaits(&call.name))
 }
 
 /// The text the CLI is handed: the user messages after the last assistant message (the task,
