@@ -427,6 +427,67 @@ fn a_held_continuation_sends_only_new_messages_on_the_same_context_and_never_cro
 }
 
 #[test]
+fn the_chat_driver_holds_the_conversation_in_its_instance_and_is_sent_only_what_is_new() {
+    let emulator = emulator(TWO_TOOL_TURNS);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        "held",
+        "driver-openai-chat",
+        &emulator.url(),
+        "",
+    );
+    let (output, report) = run_json(&file, &["first task", "second task"]);
+    assert_eq!(output.code, 0, "{output:#?}");
+    // The runtime sends the driver the task, then one tool result a turn, then (another
+    // task) the whole conversation again.
+    let events = trace(&report);
+    let sent: Vec<&Value> = of_type(&events, "inference")
+        .iter()
+        .map(|e| &e["sent"])
+        .collect();
+    assert_eq!(sent.len(), 4, "{sent:#?}");
+    assert_eq!(sent[0]["full_resend"], true);
+    for turn in [1, 2] {
+        assert_eq!(sent[turn]["full_resend"], false, "{sent:#?}");
+        assert_eq!(sent[turn]["messages"], 1, "{sent:#?}");
+        let id = sent[turn]["continuation_id"].as_str().unwrap();
+        assert!(id.starts_with("instance:"), "{id}");
+    }
+    assert_ne!(sent[1]["continuation_id"], sent[2]["continuation_id"]);
+    assert_eq!(
+        sent[3]["full_resend"], true,
+        "an instance's id ends with its task"
+    );
+    // The provider still gets the whole conversation each turn: the last body's messages
+    // are the one before's, then the answer and its tool result, as a whole resend gives.
+    let requests = answered(&emulator);
+    let messages =
+        |n: usize| -> Vec<Value> { requests[n].body["messages"].as_array().unwrap().clone() };
+    for turn in [1, 2] {
+        let (before, now) = (messages(turn - 1), messages(turn));
+        assert_eq!(now.len(), before.len() + 2, "{now:#?}");
+        assert_eq!(now[..before.len()], before[..]);
+        let call = format!("c{turn}");
+        assert_eq!(now[before.len()]["role"], "assistant");
+        assert_eq!(now[before.len()]["tool_calls"][0]["id"], call.as_str());
+        assert_eq!(now[before.len() + 1]["role"], "tool");
+        assert_eq!(now[before.len() + 1]["tool_call_id"], call.as_str());
+    }
+    assert_eq!(messages(0)[0]["role"], "system");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.body.get("continuation_id").is_none())
+    );
+    assert_eq!(
+        messages(3).len(),
+        2,
+        "the second task starts over: system and task"
+    );
+}
+
+#[test]
 fn a_driver_that_returns_no_continuation_gets_a_full_resend() {
     let emulator = emulator(TWO_TOOL_TURNS);
     let dir = tempfile::tempdir().unwrap();

@@ -45,6 +45,14 @@ impl Provider for OpenAiChat {
         Ok(request_body(request, &self.config))
     }
 
+    fn messages_key(&self) -> Option<&str> {
+        Some("messages")
+    }
+
+    fn render_messages(&self, neutral: &[Message]) -> Vec<Value> {
+        messages(neutral)
+    }
+
     fn parse_response(&self, body: &[u8]) -> Result<Outcome, InferenceError> {
         parse_response(&parse_json(body)?).map(Outcome::new)
     }

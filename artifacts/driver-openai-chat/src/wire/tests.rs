@@ -347,3 +347,46 @@ fn stream_of_plain_text_with_reasoning() {
     assert_eq!(response.usage, None);
     assert_eq!(deltas, ["thinking:hmm", "text:Hi"]);
 }
+
+#[test]
+fn a_conversation_rendered_in_parts_is_the_conversation_rendered_whole() {
+    // Every cut after an assistant message (where a held conversation ends) renders the same
+    // messages as the whole, images of tool results included.
+    let whole = request(json!({"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Look."}]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hm", "signature": "s"},
+            {"type": "tool_call", "id": "c1", "name": "shot", "input": {}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "is_error": false, "content": [
+            {"type": "text", "text": "here"},
+            {"type": "image", "media_type": "image/png", "data": "iVBO"}
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "A cat."},
+            {"type": "tool_call", "id": "c2", "name": "read-file", "input": {"path": "a"}}
+        ]},
+        {"role": "tool", "tool_call_id": "c2", "is_error": true, "content": [{"type": "text", "text": "no"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Go on."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}
+    ]}));
+    let provider = OpenAiChat::default();
+    let all = provider.render_messages(&whole.messages);
+    for (cut, message) in whole.messages.iter().enumerate() {
+        if !matches!(message, Message::Assistant { .. }) {
+            continue;
+        }
+        let (before, after) = whole.messages.split_at(cut + 1);
+        let mut parts = provider.render_messages(before);
+        parts.extend(provider.render_messages(after));
+        assert_eq!(parts, all, "cut after message {cut}");
+    }
+    // The body puts the system message first and the rendered messages after it.
+    let mut without = whole.clone();
+    without.system = Some("sys".into());
+    without.messages.clear();
+    assert_eq!(
+        provider.request_body(&without).unwrap()["messages"],
+        json!([{"role": "system", "content": "sys"}])
+    );
+}

@@ -22,6 +22,7 @@
 //!
 //! The driver sends no credential: the host attaches it as the driver's `upstream_auth` says.
 
+pub mod held;
 pub mod provider;
 pub mod retry;
 pub mod sse;

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::sse::{SseEvent, SseParser};
-use super::types::{Delta, InferenceError, Outcome, Request};
+use super::types::{Delta, InferenceError, Message, Outcome, Request};
 
 /// The driver's environment (`docs/driver-protocol.md`, "Where to send").
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -83,6 +83,25 @@ pub trait Provider {
 
     /// The provider's request body for `request` (whose `model` is filled in).
     fn request_body(&self, request: &Request) -> Result<Value, InferenceError>;
+
+    /// For a provider whose body lists the conversation as an array of messages, each
+    /// rendered on its own ([`Provider::render_messages`]): that array's key in
+    /// [`Provider::request_body`]'s object. The driver then holds the conversation in its
+    /// instance between calls and is sent only what is new (`docs/driver-protocol.md`,
+    /// "A conversation held in the driver"). `None`, the default: every call sends and builds
+    /// the whole conversation.
+    fn messages_key(&self) -> Option<&str> {
+        None
+    }
+
+    /// `messages` in the provider's shape, appended after whatever [`Provider::request_body`]
+    /// puts at [`Provider::messages_key`] for a request without messages (a system message,
+    /// say). Rendering a conversation in two parts, the first ending with an assistant
+    /// message, must give what rendering it whole gives.
+    fn render_messages(&self, messages: &[Message]) -> Vec<Value> {
+        let _ = messages;
+        Vec::new()
+    }
 
     /// The outcome of a successful (2xx) non-streaming answer.
     fn parse_response(&self, body: &[u8]) -> Result<Outcome, InferenceError>;

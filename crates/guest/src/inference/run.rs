@@ -4,6 +4,7 @@
 use crate::chunks;
 use crate::tool::{ToolInput, ToolResult};
 
+use super::held;
 use super::http::{Reply, block_on, post_json_counting};
 use super::provider::{DriverEnv, Provider, StreamDecoder};
 use super::retry::{RetryPolicy, after_stream_error};
@@ -59,22 +60,47 @@ pub fn call<P: Provider>(
     }
     let url = env.url(provider.path())?;
     let policy = RetryPolicy::from_config(&env.config)?;
-    let body = serde_json::to_vec(&provider.request_body(&request)?).map_err(|e| {
-        InferenceError::invalid_request(format!("cannot serialize the request: {e}"))
-    })?;
+    let (body, conversation) = match provider.messages_key() {
+        Some(key) => {
+            let (body, conversation) = held::body(provider, key, &mut request)?;
+            (body, Some(conversation))
+        }
+        None => {
+            let body = serde_json::to_vec(&provider.request_body(&request)?).map_err(|e| {
+                InferenceError::invalid_request(format!("cannot serialize the request: {e}"))
+            })?;
+            (body, None)
+        }
+    };
+    let mut outcome = answer(provider, &url, body, request.stream, &policy)?;
+    if let Some(conversation) = conversation
+        && outcome.continuation_id.is_none()
+    {
+        outcome.continuation_id = Some(held::keep(provider, conversation, &outcome.response)?);
+    }
+    Ok(outcome)
+}
+
+/// POSTs `body` to `url` under the retry `policy` and decodes the answer.
+fn answer<P: Provider>(
+    provider: &P,
+    url: &str,
+    body: Vec<u8>,
+    stream_answer: bool,
+    policy: &RetryPolicy,
+) -> Result<Outcome, InferenceError> {
     let headers = provider.headers();
     block_on(async {
         let mut retries_done = 0;
         loop {
             let mut reply =
-                post_json_counting(&url, &headers, body.clone(), &policy, &mut retries_done)
-                    .await?;
+                post_json_counting(url, &headers, body.clone(), policy, &mut retries_done).await?;
             if !reply.is_success() {
                 let status = reply.status;
                 let bytes = reply.bytes().await.unwrap_or_default();
                 return Err(provider.parse_error(status, &bytes));
             }
-            if !request.stream {
+            if !stream_answer {
                 return provider.parse_response(&reply.bytes().await?);
             }
             let mut emitted = false;
@@ -82,7 +108,7 @@ pub fn call<P: Provider>(
                 Ok(outcome) => return Ok(outcome),
                 Err(error) => error,
             };
-            let wait = after_stream_error(&policy, retries_done, error.clone(), emitted)?;
+            let wait = after_stream_error(policy, retries_done, error.clone(), emitted)?;
             retries_done += 1;
             eprintln!(
                 "murmur driver: in-stream {}; retry {retries_done} of {} in {:.1} s",

@@ -40,6 +40,18 @@ impl CapturedOutput {
     }
 
     /// What was kept, as text.
+    /// What was captured since the last take, emptying the capture.
+    pub(crate) fn take_text(&self) -> String {
+        let mut captured = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let kept = std::mem::take(&mut captured.kept);
+        captured.dropped = 0;
+        String::from_utf8(kept)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
     pub(crate) fn text(&self) -> String {
         let captured = self
             .inner

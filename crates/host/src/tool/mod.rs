@@ -3,7 +3,9 @@
 //! What a caller can rely on:
 //!
 //! - One call is one fresh instance in one fresh store, under the call's [`Grants`](crate::Grants): nothing
-//!   survives from one call to the next inside the component.
+//!   survives from one call to the next inside the component. The one exception is asked for
+//!   by name: [`Engine::call_tool_keeping`](crate::Engine::call_tool_keeping) keeps a driver's
+//!   instance for the next turn of the conversation it holds.
 //! - A result carrying `data` is used verbatim; `data-path` is then never opened. `data` over
 //!   [`DATA_MAX_BYTES`] fails the call ([`RuntimeError::DataTooLarge`]).
 //! - Otherwise `data-path` is read on the tool's behalf, beneath the session workdir, by
@@ -28,7 +30,7 @@ use crate::bindings;
 use crate::error::RuntimeError;
 use crate::grants::Refusal;
 use crate::grants::message::PeerSend;
-pub use call::{BoundTool, ToolLoader};
+pub use call::{BoundTool, KeptInstance, ToolLoader};
 use murmur_beneath::{BeneathDir, BeneathError};
 
 /// The largest file `data-path` may name: 10 MiB.

@@ -198,12 +198,18 @@ async fn run_inference(
             *value = model.clone();
         }
     }
-    let answer = call_driver(&services.engine, &driver.component, &grants, &input)
-        .await
-        .map_err(|failure| match failure {
-            DriverFailure::Answered(failure) => failure.message,
-            DriverFailure::Call(error) => format!("error[{}]: {error}", error.code()),
-        });
+    let answer = call_driver(
+        &services.engine,
+        &driver.component,
+        &grants,
+        &input,
+        &mut None,
+    )
+    .await
+    .map_err(|failure| match failure {
+        DriverFailure::Answered(failure) => failure.message,
+        DriverFailure::Call(error) => format!("error[{}]: {error}", error.code()),
+    });
     let (text, stop_reason, usage, output_estimate) = match &answer {
         Ok(answer) => {
             let text = answer

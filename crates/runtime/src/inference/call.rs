@@ -9,7 +9,7 @@ use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
 use crate::grants::Grants;
 use crate::inference::response::{Answer, Failure, read_answer};
-use crate::tool::ToolInput;
+use crate::tool::{KeptInstance, ToolInput};
 
 /// Why a driver call gave no answer.
 #[derive(Debug)]
@@ -20,14 +20,16 @@ pub enum DriverFailure {
     Call(RuntimeError),
 }
 
-/// Calls `driver` once with `input` (a `DriverRequest::to_input`) under `grants`.
+/// Calls `driver` once with `input` (a `DriverRequest::to_input`) under `grants`, in the
+/// instance `kept` holds when it holds one, else a fresh one ([`Engine::call_tool_keeping`]).
 pub async fn call_driver(
     engine: &Engine,
     driver: &LoadedComponent,
     grants: &Grants,
     input: &ToolInput,
+    kept: &mut Option<KeptInstance>,
 ) -> Result<Answer, DriverFailure> {
-    let report = engine.call_tool(driver, grants, input).await;
+    let report = engine.call_tool_keeping(driver, grants, input, kept).await;
     match report.outcome {
         Ok(output) => read_answer(&output).map_err(DriverFailure::Answered),
         Err(error) => Err(DriverFailure::Call(error)),

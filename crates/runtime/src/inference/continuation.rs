@@ -9,8 +9,17 @@
 //! | the driver omits the key or returns an empty one | drops the held id; the next turn is a full resend |
 //! | a hook commits `replace-context` | drops the held id ([`Continuation::drop_held`]) |
 //!
+//!
+//! An id beginning with [`INSTANCE_PREFIX`] names a conversation the driver holds in its own
+//! memory rather than provider-side: it is good only in the instance that returned it, which
+//! the task keeps for it ([`crate::tool::KeptInstance`]); it never outlives its task
+//! ([`Continuation::for_next_task`]).
+//!
 //! Token accounting always counts the full conversation, never the smaller payload sent, so
 //! continuation never changes when compaction fires.
+
+/// How a continuation id held in the driver's own instance begins.
+pub const INSTANCE_PREFIX: &str = "instance:";
 
 /// What the next request sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +85,15 @@ impl Continuation {
         self.held = None;
     }
 
+    /// What the next task on the same context goes on with: the held id, unless it names a
+    /// conversation held in an instance of this task's.
+    pub fn for_next_task(&self) -> Continuation {
+        match &self.held {
+            Some(held) if held.id.starts_with(INSTANCE_PREFIX) => Continuation::default(),
+            _ => self.clone(),
+        }
+    }
+
     /// Whether an id is held.
     pub fn is_held(&self) -> bool {
         self.held.is_some()
@@ -124,6 +142,19 @@ mod tests {
         continuation.record(Some("resp_1"), Some("ctx_a"), "primary", 2);
         continuation.drop_held();
         assert_eq!(continuation.plan(Some("ctx_a"), "primary", 3), Plan::Full);
+    }
+
+    #[test]
+    fn an_id_held_in_an_instance_ends_with_its_task() {
+        let mut continuation = Continuation::default();
+        continuation.record(Some("instance:7"), Some("ctx_a"), "primary", 2);
+        assert!(matches!(
+            continuation.plan(Some("ctx_a"), "primary", 3),
+            Plan::Since { .. }
+        ));
+        assert!(!continuation.for_next_task().is_held());
+        continuation.record(Some("resp_1"), Some("ctx_a"), "primary", 4);
+        assert_eq!(continuation.for_next_task(), continuation);
     }
 
     #[test]

@@ -8,12 +8,14 @@
 //! costs. Counting is linear in the text for ordinary text; a piece (a run of letters, say)
 //! longer than [`SHORT_PIECE`] bytes is merged through a heap, in time `n log n`.
 //!
-//! A conversation's estimate is the sum of its parts' counts (each message counted once and
-//! remembered by id), so a turn's cost does not grow with the length of the conversation.
+//! A conversation's estimate is the sum of its parts' counts, each message counted once and
+//! remembered by position and id with the running sum ([`MessageCounts`]), so a turn counts
+//! only what is new.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
+use crate::inference::neutral::StoredMessage;
 use unicode_general_category::{GeneralCategory, get_general_category};
 
 include!("cl100k_slot.rs");
@@ -280,26 +282,46 @@ fn merge_by_heap(piece: &[u8]) -> usize {
     parts
 }
 
-/// Remembers the count of each message by its id.
+/// The counts of a history's messages and their running sum, kept by position and id: a
+/// history that only grew costs the new messages' counts and a walk over the ids, never a
+/// recount (a message is counted as its JSON).
 #[derive(Debug, Default)]
 pub struct MessageCounts {
-    by_id: HashMap<String, u64>,
+    counted: Vec<Counted>,
+}
+
+#[derive(Debug)]
+struct Counted {
+    id: String,
+    /// The sum of the counts of the messages up to this one, itself included.
+    through: u64,
 }
 
 impl MessageCounts {
-    /// The count of the message with `id`, serialized as `json`, counting it on first sight.
-    pub fn count(&mut self, id: &str, json: impl FnOnce() -> String) -> u64 {
-        if let Some(count) = self.by_id.get(id) {
-            return *count;
+    /// The sum of the counts of `history`'s messages. Those whose position and id match the
+    /// last history's are not counted again; from the first that does not, every one is.
+    pub fn total(&mut self, history: &[StoredMessage]) -> u64 {
+        let same = self
+            .counted
+            .iter()
+            .zip(history)
+            .take_while(|(counted, message)| counted.id == message.id)
+            .count();
+        self.counted.truncate(same);
+        for message in &history[same..] {
+            let json = serde_json::to_string(&message.message).unwrap_or_default();
+            let through = self.counted.last().map_or(0, |c| c.through) + count(&json);
+            self.counted.push(Counted {
+                id: message.id.clone(),
+                through,
+            });
         }
-        let count = count(&json());
-        self.by_id.insert(id.to_string(), count);
-        count
+        self.counted.last().map_or(0, |c| c.through)
     }
 
     /// Forgets every count (after the history is replaced).
     pub fn clear(&mut self) {
-        self.by_id.clear();
+        self.counted.clear();
     }
 }
 
@@ -461,9 +483,26 @@ mod tests {
     }
 
     #[test]
-    fn a_message_is_counted_once() {
+    fn a_historys_total_follows_appends_and_replacements() {
+        use crate::inference::neutral::Message;
+        let message = |text: &str| StoredMessage::new(Message::user_text(text.to_string()));
+        let each = |history: &[StoredMessage]| -> u64 {
+            history
+                .iter()
+                .map(|m| count(&serde_json::to_string(&m.message).unwrap()))
+                .sum()
+        };
         let mut counts = MessageCounts::default();
-        assert_eq!(counts.count("msg_1", || "hello world".to_string()), 2);
-        assert_eq!(counts.count("msg_1", || panic!("counted again")), 2);
+        let mut history = vec![message("hello world"), message("how are you")];
+        assert_eq!(counts.total(&history), each(&history));
+        history.push(message("fine, thanks, and you?"));
+        assert_eq!(counts.total(&history), each(&history));
+        // A message taken out, another put in its place: the total is the new history's.
+        history.remove(1);
+        history.insert(1, message("a much longer message than the one it replaced"));
+        assert_eq!(counts.total(&history), each(&history));
+        history.truncate(1);
+        assert_eq!(counts.total(&history), each(&history));
+        assert_eq!(counts.total(&[]), 0);
     }
 }

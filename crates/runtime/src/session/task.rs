@@ -46,6 +46,7 @@ use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, StopRequest, StopSignal, TaskInput,
     TaskReport, new_id,
 };
+use crate::tool::KeptInstance;
 use grants::SessionGrants;
 use murmur_shell::{ShellGrant, ShellRequest, describe::describe};
 use murmur_trace::Trace;
@@ -481,7 +482,7 @@ impl<'a> SessionContext<'a> {
         *self
             .continuation
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = run.continuation.clone();
+            .unwrap_or_else(|poison| poison.into_inner()) = run.continuation.for_next_task();
         let (result_path, unsaved) =
             self.save_task(&context_id, &run, exit_status, final_text.as_deref());
         let (exit_status, error) = match unsaved {
@@ -563,6 +564,7 @@ impl<'a> SessionContext<'a> {
             result: None,
             history: Vec::new(),
             continuation: Continuation::default(),
+            driver_instance: None,
             counts: MessageCounts::default(),
             stop: input.stop.clone(),
             broker: input.input.clone(),
@@ -801,7 +803,11 @@ impl<'a> SessionContext<'a> {
                 run.continuation
                     .plan(run.context_id.as_deref(), &choice.name, run.history.len());
             let (from, continuation_id) = match &plan {
-                Plan::Full => (0, None),
+                Plan::Full => {
+                    // A whole conversation goes to a fresh instance.
+                    run.driver_instance = None;
+                    (0, None)
+                }
                 Plan::Since { id, from } => (*from, Some(id.as_str())),
             };
             let admitted_estimate = match self.admit_before_call(run) {
@@ -830,6 +836,7 @@ impl<'a> SessionContext<'a> {
                 &driver.component,
                 &self.choice_grants[index],
                 &driver_input,
+                &mut run.driver_instance,
             );
             // A stop requested while the model is asked abandons the call.
             let Some(answer) = until_stopped(run.stop.as_ref(), call).await else {
@@ -886,6 +893,9 @@ impl<'a> SessionContext<'a> {
                 &choice.name,
                 run.history.len(),
             );
+            if !run.continuation.is_held() {
+                run.driver_instance = None;
+            }
             let calls: Vec<(String, String, Value)> = run
                 .history
                 .last()
@@ -1237,6 +1247,9 @@ struct TaskRun {
     result: Option<String>,
     history: Vec<StoredMessage>,
     continuation: Continuation,
+    /// The driver's instance, kept while it holds the continuation: the next request on it
+    /// sends only what is new.
+    driver_instance: Option<KeptInstance>,
     counts: MessageCounts,
     stop: Option<StopSignal>,
     broker: Option<crate::grants::task::SharedBroker>,
@@ -1271,16 +1284,6 @@ impl TaskRun {
 
     /// The estimate of the whole conversation (never only the part a continuation sends).
     fn estimate(&mut self) -> u64 {
-        let TaskRun {
-            history, counts, ..
-        } = self;
-        history
-            .iter()
-            .map(|m| {
-                counts.count(&m.id, || {
-                    serde_json::to_string(&m.message).unwrap_or_default()
-                })
-            })
-            .sum()
+        self.counts.total(&self.history)
     }
 }
