@@ -488,6 +488,60 @@ fn the_chat_driver_holds_the_conversation_in_its_instance_and_is_sent_only_what_
 }
 
 #[test]
+fn the_capsule_manifest_is_read_once_even_from_a_pipe() {
+    // murmur.yaml is a named pipe written once: a second read would wait for a writer that
+    // never comes. Every step (which kind of capsule, staging, its sha256) reads that once.
+    let emulator = emulator(TWO_TOOL_TURNS);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        "piped",
+        "driver-openai-chat",
+        &emulator.url(),
+        "",
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let path = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let (pipe, written) = (file.clone(), text.clone());
+    // Opening the pipe to write waits for `mur` to open it to read; then it is closed.
+    std::thread::spawn(move || std::fs::write(pipe, written));
+    let mut child = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .arg("run")
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .args(["--json", "--task", "first task"])
+        .spawn();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mur waited on murmur.yaml: it opened the manifest a second time");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert!(status.success(), "{status}: {stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    let start = &of_type(&trace(&report), "session_start")[0].clone();
+    assert_eq!(
+        start["manifest_sha256"],
+        murmur_registry::sha256_hex(text.as_bytes()),
+        "the sha256 of the text read"
+    );
+}
+
+#[test]
 fn a_driver_that_returns_no_continuation_gets_a_full_resend() {
     let emulator = emulator(TWO_TOOL_TURNS);
     let dir = tempfile::tempdir().unwrap();

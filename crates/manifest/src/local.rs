@@ -44,7 +44,8 @@ pub fn check_local_artifacts(
     env: Env<'_>,
 ) -> Vec<(String, Loaded<ArtifactManifest>)> {
     let capsule_dir = dir_of(capsule_file);
-    let capsule_map = source_map_of(capsule_file);
+    // Read only when a diagnostic needs placing in the capsule's file.
+    let capsule_map = std::cell::OnceCell::new();
     let mut found = Vec::new();
     for (i, entry) in capsule.artifacts.iter().enumerate() {
         let Some(path) = &entry.path else {
@@ -55,7 +56,11 @@ pub fn check_local_artifacts(
         }
         let (dir, manifest_file) = local_paths(path, &capsule_dir);
         let at_entry = |mut diagnostic: Diagnostic| {
-            place(&mut diagnostic, capsule_file, &capsule_map);
+            place(
+                &mut diagnostic,
+                capsule_file,
+                capsule_map.get_or_init(|| source_map_of(capsule_file)),
+            );
             diagnostic
         };
         let missing = if !dir.exists() {

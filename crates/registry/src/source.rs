@@ -134,6 +134,19 @@ impl LocalArtifact {
         }
     }
 
+    /// The artifact whose manifest file `manifest_file` was already loaded as `manifest`.
+    pub fn of_manifest(manifest_file: PathBuf, manifest: ArtifactManifest) -> LocalArtifact {
+        let dir = manifest_file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        LocalArtifact {
+            dir,
+            manifest_file,
+            manifest,
+        }
+    }
+
     /// Where the component file is (or will be).
     pub fn component_path(&self) -> PathBuf {
         self.manifest.component_path(&self.dir)

@@ -75,7 +75,8 @@ fn serve(args: ServeArgs) -> Exit {
         Ok(started) => started,
         Err(exit) => return exit,
     };
-    let staged = match stage_capsule(&file, &engine, false) {
+    let source = murmur_manifest::CapsuleSource::read(&file, &crate::environment::host_env);
+    let staged = match stage_capsule(&source, &engine, false) {
         Ok(staged) => staged,
         Err(exit) => return exit,
     };

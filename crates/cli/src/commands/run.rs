@@ -128,10 +128,12 @@ impl Observer for Terminal {
 
 pub fn run(args: RunArgs) -> Exit {
     let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
-    if let Some(capsule) = murmur_manifest::load_capsule(&file, &host_env).manifest
-        && capsule::runs_component(&capsule)
+    // Read once: whether it runs a component, and then everything staging checks.
+    let source = murmur_manifest::CapsuleSource::read(&file, &host_env);
+    if let Some(capsule) = &source.loaded.manifest
+        && capsule::runs_component(capsule)
     {
-        return run_component(&args, &file, &capsule_dir);
+        return run_component(&args, &source, &capsule_dir);
     }
     let tasks = match tasks(&args.tasks, &capsule_dir) {
         Ok(tasks) => tasks,
@@ -151,7 +153,7 @@ pub fn run(args: RunArgs) -> Exit {
         Ok(started) => started,
         Err(exit) => return exit,
     };
-    let staged = match stage_capsule(&file, &engine, args.json) {
+    let staged = match stage_capsule(&source, &engine, args.json) {
         Ok(staged) => staged,
         Err(exit) => return exit,
     };
@@ -302,8 +304,12 @@ pub fn run(args: RunArgs) -> Exit {
     }
 }
 
-/// Runs the capsule component of the capsule at `file` as one session.
-fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
+/// Runs the capsule component of the capsule manifest `source` as one session.
+fn run_component(
+    args: &RunArgs,
+    source: &murmur_manifest::CapsuleSource,
+    capsule_dir: &Path,
+) -> Exit {
     if args.resume.is_some() {
         return render::failure(
             args.json,
@@ -336,7 +342,7 @@ fn run_component(args: &RunArgs, file: &Path, capsule_dir: &Path) -> Exit {
         Ok(started) => started,
         Err(exit) => return exit,
     };
-    let staged = match capsule::stage(file, &engine, &host_env) {
+    let staged = match capsule::stage_source(source, &engine, &host_env) {
         Ok(staged) => staged,
         Err(error) => return stage_failed(error, args.json),
     };
@@ -497,11 +503,11 @@ fn print_report(report: &SessionReport, json: bool) {
     );
 }
 
-/// The capsule at `file` staged as a session runs it, credentials looked up in the
+/// The capsule manifest `source` staged as a session runs it, credentials looked up in the
 /// environment, the `.env` beside it and the user's credentials file; a failure is reported
 /// and its exit returned.
 pub(crate) fn stage_capsule(
-    file: &Path,
+    source: &murmur_manifest::CapsuleSource,
     engine: &Engine,
     json: bool,
 ) -> Result<session::Staged, Exit> {
@@ -512,7 +518,8 @@ pub(crate) fn stage_capsule(
         env: &host_env,
         config: &config_lookup,
     };
-    session::staging::stage_with(file, engine, &lookups).map_err(|error| stage_failed(error, json))
+    session::staging::stage_source(source, engine, &lookups)
+        .map_err(|error| stage_failed(error, json))
 }
 
 /// The door's principals (`door.auth`), each credential looked up where staging looks: the

@@ -56,13 +56,54 @@ pub fn load(path: &Path, env: Env<'_>) -> Loaded<Manifest> {
 
 /// Loads a capsule manifest; an artifact manifest is `E-MAN-007`.
 pub fn load_capsule(path: &Path, env: Env<'_>) -> Loaded<CapsuleManifest> {
-    let Loaded {
-        manifest,
-        diagnostics,
-    } = load_file(path, env, Want::Capsule);
-    match manifest {
-        Some(Manifest::Capsule(capsule)) => Loaded::new(Some(capsule), diagnostics),
-        _ => Loaded::new(None, diagnostics),
+    capsule_of(load_file(path, env, Want::Capsule))
+}
+
+/// A capsule manifest read once: its file, its text (`None` when it could not be read), and
+/// the manifest loaded from that text. What staging starts from, so that the file is read
+/// once however many steps look at it.
+#[derive(Debug, Clone)]
+pub struct CapsuleSource {
+    pub file: PathBuf,
+    pub text: Option<String>,
+    pub loaded: Loaded<CapsuleManifest>,
+}
+
+impl CapsuleSource {
+    /// Reads and loads the capsule manifest at `path` (a file, or a directory holding
+    /// `murmur.yaml`), as [`load_capsule`] does.
+    pub fn read(path: &Path, env: Env<'_>) -> CapsuleSource {
+        let file = manifest_file(path);
+        match read_manifest(&file) {
+            Ok(text) => {
+                let loaded = capsule_of(load_text(&text, &file, env, Want::Capsule));
+                CapsuleSource {
+                    file,
+                    text: Some(text),
+                    loaded,
+                }
+            }
+            Err(diagnostic) => CapsuleSource {
+                file,
+                text: None,
+                loaded: Loaded::failed(vec![*diagnostic]),
+            },
+        }
+    }
+}
+
+fn capsule_of(loaded: Loaded<Manifest>) -> Loaded<CapsuleManifest> {
+    match loaded.manifest {
+        Some(Manifest::Capsule(capsule)) => Loaded::new(Some(capsule), loaded.diagnostics),
+        _ => Loaded::new(None, loaded.diagnostics),
+    }
+}
+
+fn manifest_file(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join(MANIFEST_FILE)
+    } else {
+        path.to_path_buf()
     }
 }
 
@@ -93,11 +134,7 @@ enum Want {
 }
 
 fn load_file(path: &Path, env: Env<'_>, want: Want) -> Loaded<Manifest> {
-    let file: PathBuf = if path.is_dir() {
-        path.join(MANIFEST_FILE)
-    } else {
-        path.to_path_buf()
-    };
+    let file = manifest_file(path);
     match read_manifest(&file) {
         Ok(text) => load_text(&text, &file, env, want),
         Err(diagnostic) => Loaded::failed(vec![*diagnostic]),

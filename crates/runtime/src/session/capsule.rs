@@ -42,7 +42,7 @@ use std::time::Instant;
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
 use murmur_manifest::hooks::Binding;
-use murmur_manifest::{Diagnostic, Runtime};
+use murmur_manifest::{CapsuleSource, Diagnostic, Runtime};
 use murmur_registry::index::Registry;
 use murmur_registry::install;
 use murmur_registry::source::LocalArtifact;
@@ -137,7 +137,23 @@ pub fn stage(
     engine: &Engine,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<StagedCapsule, StageError> {
-    let (capsule, capsule_dir, mut warnings) = super::staging::load_checked(capsule_file, env)?;
+    stage_source(&CapsuleSource::read(capsule_file, env), engine, env)
+}
+
+/// Stages the capsule component of the capsule manifest `source`, read once by the caller.
+pub fn stage_source(
+    source: &CapsuleSource,
+    engine: &Engine,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<StagedCapsule, StageError> {
+    let capsule_file = source.file.as_path();
+    let super::staging::Checked {
+        capsule,
+        dir: capsule_dir,
+        mut warnings,
+        local,
+        sha256: manifest_sha256,
+    } = super::staging::load_checked(source, env)?;
     if capsule.inference.is_some() {
         return Err(invalid(
             "E-RUN-013",
@@ -220,6 +236,7 @@ pub fn stage(
     let mut resolved = Resolved::open(
         &capsule,
         &capsule_dir,
+        &local,
         env,
         |runtime| matches!(runtime, Runtime::Tool | Runtime::Hook),
         &[&component_artifact],
@@ -298,7 +315,7 @@ pub fn stage(
         component,
         tools,
         hooks: hooks.into(),
-        manifest_sha256: super::staging::manifest_sha256(capsule_file),
+        manifest_sha256,
         components,
         warnings,
         capsule,

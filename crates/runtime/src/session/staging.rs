@@ -39,7 +39,7 @@ use murmur_manifest::capsule::{
 };
 use murmur_manifest::credentials;
 use murmur_manifest::diagnostic::code;
-use murmur_manifest::{Diagnostic, Runtime};
+use murmur_manifest::{CapsuleSource, Diagnostic, Runtime};
 use murmur_registry::install;
 use murmur_registry::source::{BuildError, LocalArtifact, ensure_components};
 use serde_json::Value;
@@ -299,30 +299,58 @@ pub fn stage(
     )
 }
 
-/// The capsule manifest at `capsule_file`, loaded and checked with its local artifacts' own
-/// manifests: the manifest, its directory, and the warnings found. Any error stops here.
+/// A capsule manifest loaded and checked with its local artifacts' own manifests.
+pub(crate) struct Checked {
+    pub capsule: CapsuleManifest,
+    /// The directory of the capsule's manifest.
+    pub dir: PathBuf,
+    pub warnings: Vec<Diagnostic>,
+    /// The manifest of each local artifact (one with `path:`), by entry name, as checked.
+    pub local: HashMap<String, murmur_manifest::ArtifactManifest>,
+    /// sha256 (hex) of the manifest file's bytes, as read.
+    pub sha256: String,
+}
+
+/// The capsule manifest `source`, checked with its local artifacts' own manifests. Any error
+/// stops here.
 pub(crate) fn load_checked(
-    capsule_file: &Path,
+    source: &CapsuleSource,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(CapsuleManifest, PathBuf, Vec<Diagnostic>), StageError> {
-    let loaded = murmur_manifest::load_capsule(capsule_file, env);
+) -> Result<Checked, StageError> {
+    let loaded = &source.loaded;
     let mut warnings = loaded.diagnostics.clone();
-    let Some(capsule) = loaded.manifest else {
-        return Err(StageError::Manifest(loaded.diagnostics));
+    let Some(capsule) = loaded.manifest.clone() else {
+        return Err(StageError::Manifest(loaded.diagnostics.clone()));
     };
-    let capsule_dir = capsule_file
+    let capsule_file = &source.file;
+    let dir = capsule_file
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     let mut problems = Vec::new();
-    for (_, artifact) in murmur_manifest::check_local_artifacts(&capsule, capsule_file, env) {
+    let mut local = HashMap::new();
+    for (name, artifact) in murmur_manifest::check_local_artifacts(&capsule, capsule_file, env) {
         problems.extend(artifact.diagnostics);
+        if let Some(manifest) = artifact.manifest {
+            local.insert(name, manifest);
+        }
     }
     if problems.iter().any(Diagnostic::is_error) {
         return Err(StageError::Manifest(problems));
     }
     warnings.extend(problems);
-    Ok((capsule, capsule_dir, warnings))
+    let sha256 = source
+        .text
+        .as_deref()
+        .map(|text| murmur_registry::sha256_hex(text.as_bytes()))
+        .unwrap_or_default();
+    Ok(Checked {
+        capsule,
+        dir,
+        warnings,
+        local,
+        sha256,
+    })
 }
 
 /// Stages the capsule whose manifest is `capsule_file`.
@@ -331,8 +359,28 @@ pub fn stage_with(
     engine: &Engine,
     lookups: &Lookups<'_>,
 ) -> Result<Staged, StageError> {
+    stage_source(
+        &CapsuleSource::read(capsule_file, lookups.env),
+        engine,
+        lookups,
+    )
+}
+
+/// Stages the capsule manifest `source`, read once by the caller.
+pub fn stage_source(
+    source: &CapsuleSource,
+    engine: &Engine,
+    lookups: &Lookups<'_>,
+) -> Result<Staged, StageError> {
     let env = lookups.env;
-    let (capsule, capsule_dir, mut warnings) = load_checked(capsule_file, env)?;
+    let capsule_file = source.file.as_path();
+    let Checked {
+        capsule,
+        dir: capsule_dir,
+        mut warnings,
+        local,
+        sha256: manifest_sha256,
+    } = load_checked(source, env)?;
     if capsule
         .artifacts
         .iter()
@@ -354,6 +402,7 @@ pub fn stage_with(
     let mut resolved = Resolved::open(
         &capsule,
         &capsule_dir,
+        &local,
         env,
         |runtime| {
             matches!(
@@ -493,7 +542,7 @@ pub fn stage_with(
         peers: peer_credentials(&capsule, capsule_file, lookups),
         system_prompt,
         components: resolved.into_components(),
-        manifest_sha256: manifest_sha256(capsule_file),
+        manifest_sha256,
         warnings,
         capsule,
     })
@@ -522,14 +571,6 @@ pub fn peer_credentials(
             }),
         })
         .collect()
-}
-
-/// sha256 (hex) of the manifest file's bytes; empty when it can no longer be read (staging
-/// has just read it).
-pub(crate) fn manifest_sha256(capsule_file: &Path) -> String {
-    std::fs::read(capsule_file)
-        .map(|bytes| murmur_registry::sha256_hex(&bytes))
-        .unwrap_or_default()
 }
 
 /// The driver choices of `inference`: the primary on `driver`, then each alternate on the
@@ -1023,6 +1064,7 @@ impl<'a> Resolved<'a> {
     pub(crate) fn open(
         capsule: &'a CapsuleManifest,
         capsule_dir: &Path,
+        local: &HashMap<String, murmur_manifest::ArtifactManifest>,
         env: &dyn Fn(&str) -> Option<String>,
         runs: impl Fn(Runtime) -> bool,
         also_build: &[&LocalArtifact],
@@ -1040,7 +1082,7 @@ impl<'a> Resolved<'a> {
         let mut pins = Pins::default();
         let mut opened = Vec::new();
         for entry in entries {
-            let artifact = open_entry(entry, capsule_dir, &lock, env, &mut pins.pinned)?;
+            let artifact = open_entry(entry, capsule_dir, local, &lock, env, &mut pins.pinned)?;
             opened.push((entry, artifact));
         }
         let mut local: Vec<&LocalArtifact> = also_build.to_vec();
@@ -1088,6 +1130,7 @@ impl Pins {
 fn open_entry(
     entry: &ArtifactEntry,
     capsule_dir: &Path,
+    local: &HashMap<String, murmur_manifest::ArtifactManifest>,
     lock: &murmur_manifest::lock::Lock,
     env: &dyn Fn(&str) -> Option<String>,
     pinned: &mut HashMap<String, String>,
@@ -1101,10 +1144,12 @@ fn open_entry(
         pinned.insert(entry.name.clone(), sha256);
         return Ok(artifact);
     };
-    Ok(LocalArtifact::open(
-        &murmur_manifest::local_paths(path, capsule_dir).0,
-        env,
-    )?)
+    let (dir, manifest_file) = murmur_manifest::local_paths(path, capsule_dir);
+    // A local artifact's manifest was read when the capsule was checked.
+    match local.get(&entry.name) {
+        Some(manifest) => Ok(LocalArtifact::of_manifest(manifest_file, manifest.clone())),
+        None => Ok(LocalArtifact::open(&dir, env)?),
+    }
 }
 
 /// E-REG-010 when the installed artifact `name` loaded bytes (`sha256`) other than those it
