@@ -112,6 +112,19 @@ fn trace(report: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// Each `tool_call` event's tool name and status, in order.
+fn names_and_statuses<'a>(calls: &[&'a Value]) -> Vec<(&'a str, &'a str)> {
+    calls
+        .iter()
+        .map(|c| {
+            (
+                c["tool_name"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
 fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
     events
         .iter()
@@ -340,16 +353,10 @@ turns:
     let events = trace(&report);
     assert_eq!(of_type(&events, "session_start")[0]["driver"], "codex");
     let calls = of_type(&events, "tool_call");
-    let seen: Vec<_> = calls
-        .iter()
-        .map(|c| {
-            (
-                c["tool_name"].as_str().unwrap(),
-                c["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(seen, [("write-file", "passed"), ("read-file", "passed")]);
+    assert_eq!(
+        names_and_statuses(&calls),
+        [("write-file", "passed"), ("read-file", "passed")]
+    );
     let turns = of_type(&events, "inference");
     assert_eq!(turns.len(), 3, "one turn per tool call, then the answer");
     for (call, turn) in calls.iter().zip(&turns) {
@@ -461,16 +468,10 @@ fn a_call_that_reaches_the_tools_before_the_line_naming_it_is_answered_under_tha
         ["call_tools", "call_tools", "finish"],
         "{turns:#?}"
     );
-    let seen: Vec<_> = calls
-        .iter()
-        .map(|c| {
-            (
-                c["tool_name"].as_str().unwrap(),
-                c["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(seen, [("write-file", "passed"), ("read-file", "passed")]);
+    assert_eq!(
+        names_and_statuses(&calls),
+        [("write-file", "passed"), ("read-file", "passed")]
+    );
     for (call, turn) in calls.iter().zip(&turns) {
         assert_eq!(call["parent_id"], turn["event_id"]);
     }
