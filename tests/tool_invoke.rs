@@ -655,3 +655,44 @@ fn a_driver_sees_its_config_under_both_names() {
     assert_eq!(vars["MURMUR_INFERENCE_DRIVER"], "probe-driver");
     assert!(vars.get("MURMUR_INFERENCE_ENDPOINT").is_none(), "{vars:#}");
 }
+
+#[test]
+fn a_temporary_workdir_the_call_left_empty_is_removed_and_one_it_wrote_to_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let made = |tool: &str, input: Value| {
+        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("TMPDIR", tmp.path())
+            .args(["tool", "invoke", "--json"])
+            .arg(artifact(tool))
+            .arg("--input")
+            .arg(input.to_string())
+            .run();
+        assert!(output.stderr.contains("workdir: "), "{output:#?}");
+        output
+    };
+    let workdirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("mur-invoke-")
+            })
+            .collect()
+    };
+    // Reading a file that is not there writes nothing: no directory is left behind.
+    let read = made("read-file", json!({"path": "absent.md"}));
+    assert_eq!(read.code, 1, "{read:#?}");
+    assert_eq!(workdirs(), Vec::<std::path::PathBuf>::new());
+    // A write is the call's work: its workdir stays, with the file in it.
+    let wrote = made("write-file", json!({"path": "note.md", "content": "kept"}));
+    assert_eq!(wrote.code, 0, "{wrote:#?}");
+    let kept = workdirs();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        std::fs::read_to_string(kept[0].join("note.md")).unwrap(),
+        "kept"
+    );
+}

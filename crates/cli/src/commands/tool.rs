@@ -132,7 +132,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
     if let Err(error) = source::ensure_components(&[&artifact]) {
         return report_error(&error, args.json, Exit::Failed);
     }
-    let workdir = match prepare_workdir(args.workdir.as_deref()) {
+    let (workdir, _left_empty_goes) = match prepare_workdir(args.workdir.as_deref()) {
         Ok(workdir) => workdir,
         Err(message) => {
             return bad_input(
@@ -324,12 +324,14 @@ fn load_capsule(path: &Path, json: bool) -> Option<CapsuleManifest> {
     loaded.manifest
 }
 
-fn prepare_workdir(workdir: Option<&Path>) -> Result<PathBuf, String> {
-    let workdir = match workdir {
+/// The workdir of the call: `--workdir` (made if missing), else a new temporary directory,
+/// removed when the command ends if the call left nothing in it (the guard returned).
+fn prepare_workdir(workdir: Option<&Path>) -> Result<(PathBuf, RemovedIfEmpty), String> {
+    let (workdir, temporary) = match workdir {
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .map_err(|error| format!("creating the workdir {}: {error}", dir.display()))?;
-            dir.to_path_buf()
+            (dir.to_path_buf(), false)
         }
         None => {
             let dir = tempfile::Builder::new()
@@ -337,13 +339,30 @@ fn prepare_workdir(workdir: Option<&Path>) -> Result<PathBuf, String> {
                 .tempdir()
                 .map_err(|error| format!("creating a workdir: {error}"))?
                 .keep();
-            eprintln!("workdir: {}", dir.display());
-            dir
+            eprintln!(
+                "workdir: {} (removed at the end if left empty)",
+                dir.display()
+            );
+            (dir, true)
         }
     };
-    workdir
+    let workdir = workdir
         .canonicalize()
-        .map_err(|error| format!("resolving the workdir {}: {error}", workdir.display()))
+        .map_err(|error| format!("resolving the workdir {}: {error}", workdir.display()))?;
+    let guard = RemovedIfEmpty(temporary.then(|| workdir.clone()));
+    Ok((workdir, guard))
+}
+
+/// Removes its directory when dropped, if it is empty (`rmdir`: a directory holding anything
+/// is left as it is).
+struct RemovedIfEmpty(Option<PathBuf>);
+
+impl Drop for RemovedIfEmpty {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// The grants a session of `capsule` would give `artifact` (a driver: its gateway, its
