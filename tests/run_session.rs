@@ -57,7 +57,8 @@ fn emulator(yaml: &str) -> Emulator {
         .expect("emulator")
 }
 
-fn run(capsule: &Path, tasks: &[&str], extra: &[&str]) -> MurOutput {
+/// `mur run` of `capsule`'s directory with `tasks`, its sessions under `work/` beside it.
+fn mur_run(capsule: &Path, tasks: &[&str], extra: &[&str]) -> Mur {
     let dir = capsule.parent().unwrap();
     let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
         .env("EMU_KEY", KEY)
@@ -69,7 +70,11 @@ fn run(capsule: &Path, tasks: &[&str], extra: &[&str]) -> MurOutput {
     for task in tasks {
         mur = mur.args(["--task", task]);
     }
-    mur.run()
+    mur
+}
+
+fn run(capsule: &Path, tasks: &[&str], extra: &[&str]) -> MurOutput {
+    mur_run(capsule, tasks, extra).run()
 }
 
 fn run_json(capsule: &Path, tasks: &[&str]) -> (MurOutput, Value) {
@@ -508,14 +513,7 @@ fn the_capsule_manifest_is_read_once_even_from_a_pipe() {
     let (pipe, written) = (file.clone(), text.clone());
     // Opening the pipe to write waits for `mur` to open it to read; then it is closed.
     std::thread::spawn(move || std::fs::write(pipe, written));
-    let mut child = Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .env("EMU_KEY", KEY)
-        .arg("run")
-        .arg(dir.path())
-        .arg("--workdir")
-        .arg(dir.path().join("work"))
-        .args(["--json", "--task", "first task"])
-        .spawn();
+    let mut child = mur_run(&file, &["first task"], &["--json"]).spawn();
     let started = std::time::Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

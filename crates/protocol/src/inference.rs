@@ -16,6 +16,11 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
+/// How a `continuation_id` begins when it names a conversation the driver holds in its own
+/// instance, not provider-side (`docs/driver-protocol.md`, "A conversation held in the
+/// driver"): good only in the instance that returned it, and never past its task.
+pub const INSTANCE_CONTINUATION_PREFIX: &str = "instance:";
+
 /// One inference request (`tool-input.data`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Request {

@@ -20,9 +20,7 @@ use serde_json::Value;
 
 use super::provider::Provider;
 use super::types::{InferenceError, Message, Request, Response};
-
-/// How the id of a conversation held in an instance begins (the runtime knows it by this).
-pub const INSTANCE_PREFIX: &str = "instance:";
+use murmur_protocol::inference::INSTANCE_CONTINUATION_PREFIX;
 
 /// The held conversation: its id, and its messages in the provider's shape, serialised and
 /// joined by commas (the inside of the array, without its brackets).
@@ -125,7 +123,7 @@ pub fn keep<P: Provider>(
         answers.set(answers.get() + 1);
         answers.get()
     });
-    let id = format!("{INSTANCE_PREFIX}{number}");
+    let id = format!("{INSTANCE_CONTINUATION_PREFIX}{number}");
     HELD.with(|held| {
         *held.borrow_mut() = Some(Held {
             id: id.clone(),
@@ -240,7 +238,7 @@ mod tests {
         };
         assert_eq!(sent, whole(vec![user("one")]));
         let id = keep(&Listing, conversation, &answer("two")).unwrap();
-        assert!(id.starts_with(INSTANCE_PREFIX), "{id}");
+        assert!(id.starts_with(INSTANCE_CONTINUATION_PREFIX), "{id}");
 
         // Turn 2: only what is new, and the body is the whole one.
         let mut second = request(vec![user("three")], Some(&id));

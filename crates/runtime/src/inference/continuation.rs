@@ -9,17 +9,15 @@
 //! | the driver omits the key or returns an empty one | drops the held id; the next turn is a full resend |
 //! | a hook commits `replace-context` | drops the held id ([`Continuation::drop_held`]) |
 //!
-//!
-//! An id beginning with [`INSTANCE_PREFIX`] names a conversation the driver holds in its own
-//! memory rather than provider-side: it is good only in the instance that returned it, which
-//! the task keeps for it ([`crate::tool::KeptInstance`]); it never outlives its task
-//! ([`Continuation::for_next_task`]).
+//! An id beginning with [`INSTANCE_CONTINUATION_PREFIX`] (`instance:`) names a conversation the
+//! driver holds in its own memory rather than provider-side: it is good only in the instance
+//! that returned it, which the task keeps for it ([`crate::tool::KeptInstance`]); it never
+//! outlives its task ([`Continuation::for_next_task`]).
 //!
 //! Token accounting always counts the full conversation, never the smaller payload sent, so
 //! continuation never changes when compaction fires.
 
-/// How a continuation id held in the driver's own instance begins.
-pub const INSTANCE_PREFIX: &str = "instance:";
+use murmur_protocol::inference::INSTANCE_CONTINUATION_PREFIX;
 
 /// What the next request sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +87,9 @@ impl Continuation {
     /// conversation held in an instance of this task's.
     pub fn for_next_task(&self) -> Continuation {
         match &self.held {
-            Some(held) if held.id.starts_with(INSTANCE_PREFIX) => Continuation::default(),
+            Some(held) if held.id.starts_with(INSTANCE_CONTINUATION_PREFIX) => {
+                Continuation::default()
+            }
             _ => self.clone(),
         }
     }
