@@ -10,7 +10,7 @@ use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::{Mur, MurOutput, RecordingServer, repo_root};
 use serde_json::Value;
 
-const KEY: &str = "sk-emulator-artifacts";
+pub(crate) const KEY: &str = "sk-emulator-artifacts";
 
 fn mur(home: &Path) -> Mur {
     Mur::new(env!("CARGO_BIN_EXE_mur")).env("MURMUR_HOME", home)
@@ -31,7 +31,7 @@ fn registry(home: &Path, dir: &Path) -> MurOutput {
 }
 
 /// A capsule using the three published artifacts by name and version only.
-fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
+pub(crate) fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
     let text = format!(
         r#"name: installed
 version: "0.1.0"
@@ -62,7 +62,7 @@ fn install(home: &Path, capsule_dir: &Path, registry: &str, extra: &[&str]) -> M
 }
 
 /// Every file under `dir`, relative, sorted (what a refusal must leave unchanged).
-fn tree(dir: &Path) -> Vec<String> {
+pub(crate) fn tree(dir: &Path) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, found: &mut Vec<String>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -81,7 +81,7 @@ fn tree(dir: &Path) -> Vec<String> {
     found
 }
 
-const SCRIPT: &str = r#"
+pub(crate) const SCRIPT: &str = r#"
 turns:
   - reply:
       tool_calls: [ { id: toolu_1, name: write-file, input: { path: note.md, content: "installed" } } ]

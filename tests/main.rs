@@ -18,6 +18,7 @@ mod hooks;
 mod house;
 mod mcp;
 mod mcp_serve;
+mod oci;
 mod otel;
 mod process_transport;
 mod run_credentials;

@@ -37,6 +37,32 @@ pub fn murmur_home() -> PathBuf {
         .join(".murmur")
 }
 
+/// The registry `given` names (else `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`), as
+/// `mur install`, `mur publish` and `mur run` take it: a relative directory is relative to the
+/// current one; an OCI registry presents the credentials the credential sources (the
+/// environment, then the user's credentials file) or the Docker credential file give.
+pub fn registry(
+    given: Option<&str>,
+) -> Result<murmur_registry::index::Registry, murmur_registry::index::RegistryError> {
+    let given = given.map(str::to_string).unwrap_or_else(default_registry);
+    let registry = murmur_registry::index::Registry::parse(
+        &given,
+        &std::env::current_dir().unwrap_or_default(),
+    )?;
+    let file = user_credentials().ok().map(|(credentials, _)| credentials);
+    registry.with_credentials(&|name| {
+        host_env(name).or_else(|| file.as_ref().and_then(|credentials| credentials.get(name)))
+    })
+}
+
+/// The registry used when none is given: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.
+pub fn default_registry() -> String {
+    std::env::var("MURMUR_REGISTRY")
+        .ok()
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| murmur_home().join("registry").display().to_string())
+}
+
 /// The user's credentials file (the `config` source of credentials).
 pub fn credentials_file() -> PathBuf {
     murmur_home().join("credentials.yaml")

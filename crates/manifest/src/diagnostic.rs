@@ -326,6 +326,7 @@ codes! {
     E_REG_012 = "E-REG-012": "an archive's own manifest is not the artifact it is installed as (another name, version or runtime), or it loads a file the archive does not hold";
     E_REG_013 = "E-REG-013": "`mur new`: the name is not one an artifact can take";
     E_REG_014 = "E-REG-014": "`mur new`: the directory already holds files, or the artifact cannot be written into it";
+    E_REG_015 = "E-REG-015": "an OCI registry asks for credentials, or refused the ones given";
 
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";

@@ -54,7 +54,7 @@ use crate::source::LocalArtifact;
 use murmur_manifest::Coded;
 
 /// The manifest's name inside an archive.
-const MANIFEST_NAME: &str = "murmur.yaml";
+pub(crate) const MANIFEST_NAME: &str = "murmur.yaml";
 /// The gzip level every archive is compressed at; part of what makes packing reproducible.
 const GZIP_LEVEL: u32 = 9;
 /// The gzip header's "unknown" operating system, so archives do not depend on the packer's.
@@ -272,6 +272,21 @@ pub use crate::sha256_hex;
 /// Packs `artifact`: its manifest and the component (or skill text) it names, read as they are
 /// on disk now (see the module docs).
 pub fn pack(artifact: &LocalArtifact) -> Result<Packed, ArchiveError> {
+    let entries = packed_files(artifact)?;
+    let bytes = write_archive(&entries).map_err(|error| ArchiveError::Malformed {
+        reason: format!("writing the archive failed: {error}"),
+    })?;
+    Ok(Packed {
+        sha256: sha256_hex(&bytes),
+        files: entries.into_iter().map(|(name, _)| name).collect(),
+        bytes,
+    })
+}
+
+/// What an artifact is made of, wherever it is stored (an archive, an OCI artifact's layers):
+/// `(path inside the artifact, bytes)` for its `murmur.yaml` and the one file it loads (the
+/// component, or a skill's text), sorted by path, each within the unpacking limit of one file.
+pub fn packed_files(artifact: &LocalArtifact) -> Result<Vec<(String, Vec<u8>)>, ArchiveError> {
     let manifest = &artifact.manifest;
     let manifest_bytes =
         fs::read(&artifact.manifest_file).map_err(|error| ArchiveError::ManifestUnreadable {
@@ -334,14 +349,7 @@ pub fn pack(artifact: &LocalArtifact) -> Result<Packed, ArchiveError> {
             });
         }
     }
-    let bytes = write_archive(&entries).map_err(|error| ArchiveError::Malformed {
-        reason: format!("writing the archive failed: {error}"),
-    })?;
-    Ok(Packed {
-        sha256: sha256_hex(&bytes),
-        files: entries.into_iter().map(|(name, _)| name).collect(),
-        bytes,
-    })
+    Ok(entries)
 }
 
 /// The archive name of `relative` (a `component:` or `skill:` path), or why it has none.
@@ -739,7 +747,7 @@ fn read_record<R: Read>(
 
 /// `raw` as a relative path with `/` separators and no `.` or empty parts, or why it is unsafe.
 /// `.` and `./` give the empty path (the destination itself).
-fn entry_path(raw: &[u8]) -> Result<String, &'static str> {
+pub(crate) fn entry_path(raw: &[u8]) -> Result<String, &'static str> {
     if raw.is_empty() {
         return Err("has an empty path");
     }

@@ -43,6 +43,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::oci::{self, OciRegistry};
 use crate::sha256_hex;
 use murmur_manifest::Coded;
 use murmur_manifest::diagnostic::code;
@@ -78,6 +79,26 @@ pub enum Registry {
     Dir(PathBuf),
     /// The base URL `index.json` is under; it ends in `/`.
     Http(Url),
+    /// An OCI registry and namespace: no index, each artifact asked for by name
+    /// ([`crate::oci`]).
+    Oci(OciRegistry),
+}
+
+/// What a registry resolves names with: a directory or HTTP registry's index, read once; an
+/// OCI registry, asked per artifact.
+pub enum Resolver<'a> {
+    Index(Index),
+    Oci(&'a OciRegistry),
+}
+
+impl Resolver<'_> {
+    /// Artifact `name` at `version` (else the newest), as [`Index::resolve`] gives it.
+    pub fn resolve(&self, name: &str, version: Option<&str>) -> Result<IndexEntry, RegistryError> {
+        match self {
+            Resolver::Index(index) => index.resolve(name, version),
+            Resolver::Oci(oci) => oci.resolve(name, version),
+        }
+    }
 }
 
 /// A registry's list of artifacts: name → version → entry.
@@ -176,6 +197,12 @@ pub enum RegistryError {
         version: String,
         reason: String,
     },
+    /// The registry asks for credentials, or refused the ones given.
+    #[error("the registry {registry} refused the request: {detail}")]
+    Credentials { registry: String, detail: String },
+    /// What an OCI registry holds there is not a Murmur artifact, or breaks a bound.
+    #[error("{location} is not an artifact mur installs: {reason}")]
+    NotAnArtifact { location: String, reason: String },
     /// Writing into a directory registry failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -200,6 +227,8 @@ impl Coded for RegistryError {
             RegistryError::TooLarge { .. } => code::E_REG_003,
             RegistryError::HashMismatch { .. } => code::E_REG_004,
             RegistryError::VersionTaken { .. } => code::E_REG_011,
+            RegistryError::Credentials { .. } => code::E_REG_015,
+            RegistryError::NotAnArtifact { .. } => code::E_REG_002,
         }
     }
 
@@ -258,6 +287,14 @@ impl Coded for RegistryError {
                 runtime of tool, driver, hook or skill"
                 .into(),
             RegistryError::Write { .. } => "check that the registry directory is writable".into(),
+            RegistryError::Credentials { .. } => "set MURMUR_REGISTRY_USERNAME and \
+                MURMUR_REGISTRY_PASSWORD (or MURMUR_REGISTRY_TOKEN) in the environment, the \
+                .env or $MURMUR_HOME/credentials.yaml, or log in to the registry with a Docker \
+                credential file"
+                .into(),
+            RegistryError::NotAnArtifact { .. } => "do not use it: check the reference, and \
+                push the artifact with `mur publish --registry oci://HOST/NAMESPACE`"
+                .into(),
         }
     }
 }
@@ -306,8 +343,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 impl Registry {
     /// The registry `given` names: an `http://` or `https://` URL (of the directory holding
-    /// `index.json`, or of `index.json` itself), a `file://` URL, or a directory path, relative
-    /// to `base_dir`.
+    /// `index.json`, or of `index.json` itself), a `file://` URL, an `oci://HOST/NAMESPACE`
+    /// OCI registry (presenting no credentials until [`Registry::with_credentials`]), or a
+    /// directory path, relative to `base_dir`.
     pub fn parse(given: &str, base_dir: &Path) -> Result<Registry, RegistryError> {
         let refuse = |reason: &str| RegistryError::NotARegistry {
             given: given.to_string(),
@@ -347,8 +385,10 @@ impl Registry {
                     .map_err(|()| refuse("the file URL names no local path"))?;
                 Ok(Registry::Dir(without_index_file(path)))
             }
+            Some("oci") => Ok(Registry::Oci(OciRegistry::parse(trimmed)?)),
             Some(other) => Err(refuse(&format!(
-                "`{other}://` is not a registry scheme; use a directory or an http(s):// URL"
+                "`{other}://` is not a registry scheme; use a directory, an http(s):// URL or \
+                 oci://HOST/NAMESPACE"
             ))),
             None => {
                 let dir: PathBuf = base_dir.join(trimmed).components().collect();
@@ -357,10 +397,34 @@ impl Registry {
         }
     }
 
+    /// The same registry presenting its credentials, for an OCI registry (see
+    /// [`oci::Credentials::find`]; `lookup` reads the credential sources); others unchanged.
+    pub fn with_credentials(
+        self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Registry, RegistryError> {
+        match self {
+            Registry::Oci(registry) => {
+                let credentials = oci::Credentials::find(registry.host(), lookup)?;
+                Ok(Registry::Oci(registry.with_credentials(credentials)))
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// How names are resolved in this registry: its index, read now, or the OCI registry.
+    pub fn resolver(&self) -> Result<Resolver<'_>, RegistryError> {
+        match self {
+            Registry::Oci(registry) => Ok(Resolver::Oci(registry)),
+            _ => self.index().map(Resolver::Index),
+        }
+    }
+
     /// The registry as `murmur.lock` records it (`source`): the directory's path, or the base
-    /// URL without any user name or password.
+    /// URL without any user name or password, or `oci://HOST/NAMESPACE`.
     pub fn describe(&self) -> String {
         match self {
+            Registry::Oci(registry) => registry.describe(),
             Registry::Dir(dir) => dir.display().to_string(),
             Registry::Http(url) => {
                 let mut shown = url.clone();
@@ -371,9 +435,17 @@ impl Registry {
         }
     }
 
-    /// Reads and parses the registry's index.
+    /// Reads and parses the registry's index; an OCI registry has none (use
+    /// [`Registry::resolver`]).
     pub fn index(&self) -> Result<Index, RegistryError> {
         let (location, bytes) = match self {
+            Registry::Oci(registry) => {
+                return Err(RegistryError::NotARegistry {
+                    given: registry.describe(),
+                    reason: "an OCI registry has no index.json: its artifacts are asked for by name"
+                        .to_string(),
+                });
+            }
             Registry::Dir(dir) => {
                 let path = dir.join(INDEX_FILE);
                 let location = path.display().to_string();
@@ -425,7 +497,8 @@ impl Registry {
 
     /// The bytes of `entry`, at most `max_bytes`, with `progress(done, total)` called as they
     /// arrive (`total` when the size is known); verified against `entry.sha256` (`E-REG-004`
-    /// when they differ; the bytes are not returned).
+    /// when they differ; the bytes are not returned). An OCI artifact is not one archive: it is
+    /// fetched by [`OciRegistry::stage`].
     pub fn fetch(
         &self,
         entry: &IndexEntry,
@@ -444,6 +517,13 @@ impl Registry {
             return Err(too_large(Some(size)));
         }
         let (location, bytes) = match self {
+            Registry::Oci(registry) => {
+                return Err(RegistryError::NotARegistry {
+                    given: registry.describe(),
+                    reason: "an OCI artifact is fetched layer by layer, not as one archive"
+                        .to_string(),
+                });
+            }
             Registry::Dir(dir) => {
                 let path = inside_dir(dir, entry)?;
                 let location = path.display().to_string();
@@ -660,7 +740,7 @@ fn is_loopback(url: &Url) -> bool {
 }
 
 /// An error and its sources, `: `-separated.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -41,7 +41,7 @@ use murmur_manifest::lock::{Lock, LockedArtifact};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{self, ArchiveError, UnpackLimits};
-use crate::index::{IndexEntry, Registry, RegistryError};
+use crate::index::{IndexEntry, Registry, RegistryError, Resolver};
 use crate::source::LocalArtifact;
 use murmur_manifest::Coded;
 
@@ -225,9 +225,9 @@ pub fn install(
     if !capsule.artifacts.iter().any(from_registry) {
         return Ok(Vec::new());
     }
-    let index = options.registry.index()?;
+    let resolver = options.registry.resolver()?;
     with_staging(capsule_dir, |staging| {
-        install_staged(capsule_dir, capsule, options, progress, &index, staging)
+        install_staged(capsule_dir, capsule, options, progress, &resolver, staging)
     })
 }
 
@@ -236,7 +236,7 @@ fn install_staged(
     capsule: &CapsuleManifest,
     options: &InstallOptions,
     progress: &mut dyn FnMut(Progress<'_>),
-    index: &crate::index::Index,
+    index: &Resolver<'_>,
     staging: &Path,
 ) -> Result<Vec<Installed>, InstallError> {
     let lock = read_lock(capsule_dir)?;
@@ -256,10 +256,7 @@ fn install_staged(
         });
         if let Some(pin) = &pin {
             if pin.version == resolved.version && pin.sha256 != resolved.sha256 {
-                return Err(InstallError::LockConflict(format!(
-                    "`{}` {} is pinned in murmur.lock at sha256 {}, but the registry {} now has {}",
-                    entry.name, pin.version, pin.sha256, source, resolved.sha256
-                )));
+                return Err(moved(&options.registry, pin, &resolved));
             }
             if options.locked && pin.version != resolved.version {
                 return Err(InstallError::Locked(format!(
@@ -303,6 +300,26 @@ fn install_staged(
     put_in_place(capsule_dir, options, staged, &lock, next)
 }
 
+/// The refusal of `resolved` when `murmur.lock` pins other bytes for its version: for an OCI
+/// registry, its tag has moved.
+fn moved(registry: &Registry, pin: &LockedArtifact, resolved: &IndexEntry) -> InstallError {
+    let source = registry.describe();
+    InstallError::LockConflict(match registry {
+        Registry::Oci(oci) => format!(
+            "the tag {} has moved: murmur.lock pins its manifest at sha256:{}, and the registry \
+             now gives sha256:{}",
+            oci.reference(&pin.name, &pin.version)
+                .unwrap_or_else(|_| format!("{source}/{}:{}", pin.name, pin.version)),
+            pin.sha256,
+            resolved.sha256
+        ),
+        _ => format!(
+            "`{}` {} is pinned in murmur.lock at sha256 {}, but the registry {source} now has {}",
+            pin.name, pin.version, pin.sha256, resolved.sha256
+        ),
+    })
+}
+
 /// Fetches (or takes from the user's store) and verifies the bytes of `resolved`, and unpacks
 /// them with the archive guards into `staging`; nothing outside `staging` is written. An
 /// artifact already installed with these bytes is taken as it is.
@@ -329,38 +346,36 @@ fn fetch_and_stage(
             how: "unchanged",
         });
     }
-    let cached = options
-        .user_store
-        .join(format!("{}.tar.gz", resolved.sha256));
-    let (bytes, how) = match std::fs::read(&cached) {
-        Ok(bytes) if archive::sha256_hex(&bytes) == resolved.sha256 => (bytes, "cached"),
-        _ => {
+    let staging_dir = staging.join(&locked.name);
+    let (bytes, how, files) = match &options.registry {
+        // An OCI artifact is its layers, each verified against its digest as it is written.
+        Registry::Oci(oci) => {
             let name = resolved.name.clone();
-            let bytes =
-                options
-                    .registry
-                    .fetch(resolved, MAX_ARCHIVE_BYTES, &mut |done, total| {
-                        progress(Progress::Fetching {
-                            name: &name,
-                            done,
-                            total,
-                        })
-                    })?;
-            (bytes, "fetched")
+            let files = oci.stage(resolved, &staging_dir, &options.limits, &mut |done, total| {
+                progress(Progress::Fetching {
+                    name: &name,
+                    done,
+                    total,
+                })
+            })?;
+            (None, "fetched", files)
+        }
+        _ => {
+            let (bytes, how) = fetch_archive(options, progress, resolved)?;
+            let unpacked = archive::unpack(&bytes, &staging_dir, &options.limits).map_err(
+                |source| InstallError::Archive {
+                    name: locked.name.clone(),
+                    source,
+                },
+            )?;
+            (Some(bytes), how, unpacked.files)
         }
     };
-    let staging_dir = staging.join(&locked.name);
-    let unpacked = archive::unpack(&bytes, &staging_dir, &options.limits).map_err(|source| {
-        InstallError::Archive {
-            name: locked.name.clone(),
-            source,
-        }
-    })?;
     let receipt = Receipt {
         name: locked.name.clone(),
         version: locked.version.clone(),
         sha256: locked.sha256.clone(),
-        files: unpacked.files,
+        files,
     };
     // The archive's own manifest must be the artifact the registry listed, and load only what
     // the archive holds; it is read without the environment, as nothing of it is run yet.
@@ -388,11 +403,40 @@ fn fetch_and_stage(
     });
     Ok(Staged {
         locked,
-        bytes: Some(bytes),
+        bytes,
         staging_dir: Some(staging_dir),
         receipt,
         how,
     })
+}
+
+/// The archive of `resolved`, from the user's store when it holds it, else fetched and verified.
+fn fetch_archive(
+    options: &InstallOptions,
+    progress: &mut dyn FnMut(Progress<'_>),
+    resolved: &IndexEntry,
+) -> Result<(Vec<u8>, &'static str), InstallError> {
+    let cached = options
+        .user_store
+        .join(format!("{}.tar.gz", resolved.sha256));
+    let (bytes, how) = match std::fs::read(&cached) {
+        Ok(bytes) if archive::sha256_hex(&bytes) == resolved.sha256 => (bytes, "cached"),
+        _ => {
+            let name = resolved.name.clone();
+            let bytes =
+                options
+                    .registry
+                    .fetch(resolved, MAX_ARCHIVE_BYTES, &mut |done, total| {
+                        progress(Progress::Fetching {
+                            name: &name,
+                            done,
+                            total,
+                        })
+                    })?;
+            (bytes, "fetched")
+        }
+    };
+    Ok((bytes, how))
 }
 
 /// Puts every staged artifact in place, then writes `next` as `murmur.lock` when it differs
@@ -496,7 +540,7 @@ pub fn pull(
     options: &InstallOptions,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Installed, InstallError> {
-    let index = options.registry.index()?;
+    let index = options.registry.resolver()?;
     let lock = read_lock(capsule_dir)?;
     let source = options.registry.describe();
     let pin = lock.get(name).cloned();
@@ -521,10 +565,7 @@ pub fn pull(
         && pin.version == resolved.version
         && pin.sha256 != resolved.sha256
     {
-        return Err(InstallError::LockConflict(format!(
-            "`{name}` {} is pinned in murmur.lock at sha256 {}, but the registry {source} now has {}",
-            pin.version, pin.sha256, resolved.sha256
-        )));
+        return Err(moved(&options.registry, pin, &resolved));
     }
     if options.locked && pin.is_none() {
         return Err(InstallError::Locked(format!(

@@ -6,9 +6,11 @@
 //! - [`archive`]: an artifact packed into one reproducible archive whose sha256 is its identity,
 //!   and unpacked with guards against paths out of it, links, special files and oversized
 //!   contents.
-//! - [`index`]: registries (a directory or an HTTP(S) index of name → version → url + sha256),
-//!   bytes fetched within a size limit and verified against the index, and publishing into a
-//!   directory registry.
+//! - [`index`]: registries (a directory or an HTTP(S) index of name → version → url + sha256,
+//!   or an OCI registry), bytes fetched within a size limit and verified against the index, and
+//!   publishing into a directory registry.
+//! - [`oci`]: artifacts as OCI artifacts in any OCI registry (`oci://HOST/NAMESPACE`), in the
+//!   layout other Wasm tools read, pinned by their manifest's digest.
 //! - [`install`]: a capsule's registry artifacts installed into its project store, verified
 //!   against the registry and `murmur.lock`, all or nothing; and found again, unchanged, at run
 //!   time.
@@ -19,6 +21,7 @@
 pub mod archive;
 pub mod index;
 pub mod install;
+pub mod oci;
 pub mod source;
 pub mod template;
 

@@ -16,6 +16,7 @@ mod mcp_python;
 mod mur;
 pub mod otlp;
 mod recording;
+pub mod oci_registry;
 pub mod registry;
 
 pub use emulator::{Emulator, Script};

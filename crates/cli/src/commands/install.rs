@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use murmur_manifest::Coded;
 use murmur_manifest::Runtime;
-use murmur_registry::index::Registry;
 use murmur_registry::install::{self, InstallError, InstallOptions, Progress};
 use serde_json::json;
 
@@ -33,14 +32,6 @@ pub struct InstallArgs {
     json: bool,
 }
 
-/// The registry `mur install` and `mur publish` use when none is given.
-pub fn default_registry() -> String {
-    std::env::var("MURMUR_REGISTRY")
-        .ok()
-        .filter(|value| !value.is_empty())
-        .unwrap_or_else(|| murmur_home().join("registry").display().to_string())
-}
-
 pub fn run(args: InstallArgs) -> Exit {
     let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
     let loaded = murmur_manifest::load_capsule(&file, &host_env);
@@ -52,8 +43,7 @@ pub fn run(args: InstallArgs) -> Exit {
         }
         return Exit::BadInput;
     };
-    let registry = args.registry.clone().unwrap_or_else(default_registry);
-    let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
+    let registry = match crate::environment::registry(args.registry.as_deref()) {
         Ok(registry) => registry,
         Err(error) => {
             return render::coded(args.json, &error, Exit::BadInput);

@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use murmur_door::auth::DoorAuth;
 use murmur_door::{DoorConfig, OnListening, control};
-use murmur_registry::index::Registry;
 use murmur_runtime::Engine;
 use murmur_runtime::grants::ChunkKind;
 use murmur_runtime::session::capsule::{self, CapsuleConfig};
@@ -328,11 +327,7 @@ fn run_component(
             Exit::BadInput,
         );
     }
-    let registry = args
-        .registry
-        .clone()
-        .unwrap_or_else(crate::commands::install::default_registry);
-    let registry = match Registry::parse(&registry, &std::env::current_dir().unwrap_or_default()) {
+    let registry = match crate::environment::registry(args.registry.as_deref()) {
         Ok(registry) => registry,
         Err(error) => {
             return render::coded(args.json, &error, Exit::BadInput);

@@ -1,0 +1,1254 @@
+//! OCI registries: artifacts kept in any registry that speaks the OCI distribution API, named
+//! `oci://HOST[:PORT]/NAMESPACE`.
+//!
+//! What this module promises:
+//!
+//! - **Where an artifact is.** Artifact NAME at VERSION is the manifest tagged VERSION in the
+//!   repository NAMESPACE/NAME: `oci://HOST/NAMESPACE/NAME:VERSION` (a `+` of the version is
+//!   `_` in the tag, which cannot hold `+`). Without a version, the newest tag that is a semantic
+//!   version is taken, a release before any prerelease.
+//! - **The layout other Wasm tools read.** A component artifact is an OCI image manifest whose
+//!   config is the Wasm config (`application/vnd.wasm.config.v0+json`: architecture `wasm`, os
+//!   `wasip2`, the component's imports and exports), whose first layer is the component
+//!   (`application/wasm`), and whose second is the artifact's own `murmur.yaml`
+//!   (`application/vnd.murmur.artifact.manifest.v1+yaml`). A skill's config is a Murmur skill
+//!   config and its text a `text/markdown` layer. Each layer is annotated with
+//!   `org.opencontainers.image.title`, its path inside the artifact. Nothing in it depends on
+//!   when, where or by whom it was pushed: the same files give the same digest.
+//! - **The identity is the manifest's sha256** ([`OciRegistry::resolve`]): what `murmur.lock`
+//!   pins. Fetching ([`OciRegistry::stage`]) reads the manifest again by that digest, checks
+//!   its bytes have it, and writes a layer only when its bytes have the digest the manifest
+//!   lists (`E-REG-004` otherwise).
+//! - **A hostile registry is held to bounds.** A manifest of another media type, with more
+//!   than [`MAX_LAYERS`] layers, a layer of an unknown media type, a digest that is not sha256,
+//!   a size over the unpacking limits, a title that is not a plain relative path inside the
+//!   artifact (or is the install receipt's name), two layers of one title, or no `murmur.yaml`
+//!   is refused (`E-REG-002`) before any layer is read; a layer body is never read past the
+//!   size the manifest gives it.
+//! - **Publishing** ([`OciRegistry::push`]) the same files again changes nothing; other files
+//!   under a version already there are refused (`E-REG-011`) and nothing is pushed.
+//! - **Credentials** ([`Credentials::find`]): `MURMUR_REGISTRY_USERNAME` and
+//!   `MURMUR_REGISTRY_PASSWORD` (or `MURMUR_REGISTRY_TOKEN`) from the credential sources the
+//!   caller passes, else the Docker credential file (`$DOCKER_CONFIG/config.json`, else
+//!   `~/.docker/config.json`, with its credential helpers) for the registry's host, else none.
+//!   A value is never printed, never in an error and never in `murmur.lock`; a registry that
+//!   refuses the request for want of credentials is `E-REG-015`.
+//! - **Plain HTTP only on loopback.** A registry on `localhost`, `127.0.0.0/8` or `::1` is
+//!   spoken to over HTTP (and never through a proxy); any other over HTTPS.
+//! - **Blocking calls**, each on a thread of its own, so callers inside an async runtime or
+//!   not may make them; a connect timeout, a stall timeout on every read, and an overall
+//!   deadline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use murmur_manifest::Runtime;
+use murmur_manifest::artifact::ArtifactManifest;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde_json::json;
+
+use crate::archive::{MANIFEST_NAME, UnpackLimits, entry_path};
+use crate::index::{IndexEntry, RegistryError};
+use crate::sha256_hex;
+
+/// The scheme that names an OCI registry.
+pub const SCHEME: &str = "oci://";
+/// The Wasm config's media type (the Wasm OCI artifact layout).
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// A component layer's media type.
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The media type of the layer holding an artifact's own `murmur.yaml`.
+pub const ARTIFACT_MANIFEST_MEDIA_TYPE: &str = "application/vnd.murmur.artifact.manifest.v1+yaml";
+/// A skill artifact's config.
+pub const SKILL_CONFIG_MEDIA_TYPE: &str = "application/vnd.murmur.skill.config.v1+json";
+/// A skill's text.
+pub const SKILL_LAYER_MEDIA_TYPE: &str = "text/markdown";
+/// The annotation naming a layer's path inside the artifact.
+pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
+/// The annotation naming the artifact's runtime on its manifest.
+pub const RUNTIME_ANNOTATION: &str = "dev.murmur.artifact.runtime";
+/// The most layers an artifact's manifest may list.
+pub const MAX_LAYERS: usize = 8;
+/// The largest config blob read.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// The names of the credentials taken from the credential sources.
+pub const USERNAME_CREDENTIAL: &str = "MURMUR_REGISTRY_USERNAME";
+pub const PASSWORD_CREDENTIAL: &str = "MURMUR_REGISTRY_PASSWORD";
+pub const TOKEN_CREDENTIAL: &str = "MURMUR_REGISTRY_TOKEN";
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one whole operation (a resolve, a fetch, a push) may take.
+const DEADLINE: Duration = Duration::from_secs(600);
+
+/// The layer media types an artifact may have.
+const LAYER_MEDIA_TYPES: &[&str] = &[
+    WASM_LAYER_MEDIA_TYPE,
+    ARTIFACT_MANIFEST_MEDIA_TYPE,
+    SKILL_LAYER_MEDIA_TYPE,
+];
+
+/// An OCI registry and the namespace artifacts are kept under in it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OciRegistry {
+    /// `HOST` or `HOST:PORT`.
+    host: String,
+    /// Repository path components before the artifact's name; may be empty.
+    namespace: String,
+    credentials: Credentials,
+}
+
+impl std::fmt::Debug for OciRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OciRegistry")
+            .field("host", &self.host)
+            .field("namespace", &self.namespace)
+            .field("credentials", &self.credentials.origin())
+            .finish()
+    }
+}
+
+/// How to prove who we are to a registry. Never printed.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum Credentials {
+    #[default]
+    Anonymous,
+    Basic {
+        username: String,
+        password: String,
+        origin: &'static str,
+    },
+    Bearer {
+        token: String,
+        origin: &'static str,
+    },
+}
+
+impl Credentials {
+    /// The credentials for registry `host`: from `lookup` (the credential sources), else the
+    /// Docker credential file, else none. A Docker credential file that exists but cannot be
+    /// used (unreadable, malformed, a helper that fails) is an error naming why; its values are
+    /// never in it.
+    pub fn find(
+        host: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Credentials, RegistryError> {
+        if let Some(token) = lookup(TOKEN_CREDENTIAL).filter(|t| !t.is_empty()) {
+            return Ok(Credentials::Bearer {
+                token,
+                origin: "MURMUR_REGISTRY_TOKEN",
+            });
+        }
+        match (lookup(USERNAME_CREDENTIAL), lookup(PASSWORD_CREDENTIAL)) {
+            (Some(username), Some(password)) => {
+                return Ok(Credentials::Basic {
+                    username,
+                    password,
+                    origin: "MURMUR_REGISTRY_USERNAME and MURMUR_REGISTRY_PASSWORD",
+                });
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(RegistryError::Credentials {
+                    registry: host.to_string(),
+                    detail: "only one of MURMUR_REGISTRY_USERNAME and MURMUR_REGISTRY_PASSWORD \
+                             is set"
+                        .to_string(),
+                });
+            }
+            (None, None) => {}
+        }
+        use docker_credential::{CredentialRetrievalError as Failure, DockerCredential};
+        let Some(file) = docker_config_file() else {
+            return Ok(Credentials::Anonymous);
+        };
+        let reader = match std::fs::File::open(&file) {
+            Ok(reader) => std::io::BufReader::new(reader),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Credentials::Anonymous);
+            }
+            Err(error) => {
+                return Err(RegistryError::Credentials {
+                    registry: host.to_string(),
+                    detail: format!("the Docker credential file {} cannot be read: {error}", file.display()),
+                });
+            }
+        };
+        match docker_credential::get_credential_from_reader(reader, host) {
+            Ok(DockerCredential::UsernamePassword(username, password)) => Ok(Credentials::Basic {
+                username,
+                password,
+                origin: "the Docker credential file",
+            }),
+            Ok(DockerCredential::IdentityToken(_)) => Err(RegistryError::Credentials {
+                registry: host.to_string(),
+                detail: "the Docker credential file holds an identity token for it, which mur \
+                         cannot use; log in with a user name and password or token instead"
+                    .to_string(),
+            }),
+            Err(Failure::ConfigNotFound | Failure::NoCredentialConfigured) => {
+                Ok(Credentials::Anonymous)
+            }
+            Err(Failure::ConfigReadError) => Err(RegistryError::Credentials {
+                registry: host.to_string(),
+                detail: format!("the Docker credential file {} is not one", file.display()),
+            }),
+            Err(error) => Err(RegistryError::Credentials {
+                registry: host.to_string(),
+                detail: format!(
+                    "the credential helper the Docker credential file {} names for it failed \
+                     ({error:?})",
+                    file.display()
+                ),
+            }),
+        }
+    }
+
+    /// Where the credentials came from, for messages (never the values).
+    pub fn origin(&self) -> &'static str {
+        match self {
+            Credentials::Anonymous => "none",
+            Credentials::Basic { origin, .. } | Credentials::Bearer { origin, .. } => origin,
+        }
+    }
+
+    fn auth(&self) -> RegistryAuth {
+        match self {
+            Credentials::Anonymous => RegistryAuth::Anonymous,
+            Credentials::Basic {
+                username, password, ..
+            } => RegistryAuth::Basic(username.clone(), password.clone()),
+            Credentials::Bearer { token, .. } => RegistryAuth::Bearer(token.clone()),
+        }
+    }
+}
+
+/// The Docker credential file: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+fn docker_config_file() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .filter(|dir| !dir.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".docker")))?;
+    Some(dir.join("config.json"))
+}
+
+/// An artifact pushed by [`OciRegistry::push`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// `oci://HOST/REPOSITORY:TAG`.
+    pub reference: String,
+    /// The manifest's sha256 (64 lowercase hex digits).
+    pub sha256: String,
+    /// The bytes of every layer and the config.
+    pub bytes: u64,
+    /// `pushed`, or `unchanged` when the tag already named these very files.
+    pub how: &'static str,
+}
+
+impl OciRegistry {
+    /// The registry `given` names: `oci://HOST[:PORT][/NAMESPACE]`. A tag or digest is refused:
+    /// a registry holds many artifacts, each at `NAMESPACE/NAME:VERSION`.
+    pub fn parse(given: &str) -> Result<OciRegistry, RegistryError> {
+        // Shown without any user name or password written into it.
+        let shown = match given.trim().strip_prefix(SCHEME) {
+            Some(rest) => match rest.split('/').next().and_then(|host| host.rsplit_once('@')) {
+                Some((_, host)) => format!("{SCHEME}…@{host}"),
+                None => given.to_string(),
+            },
+            None => given.to_string(),
+        };
+        let refuse = |reason: String| RegistryError::NotARegistry {
+            given: shown.clone(),
+            reason,
+        };
+        let rest = given
+            .trim()
+            .strip_prefix(SCHEME)
+            .ok_or_else(|| refuse(format!("it does not begin with `{SCHEME}`")))?;
+        let (host, namespace) = rest.split_once('/').unwrap_or((rest, ""));
+        let namespace = namespace.trim_end_matches('/');
+        check_host(host).map_err(refuse)?;
+        if let Some(last) = namespace.rsplit('/').next()
+            && (last.contains(':') || last.contains('@'))
+        {
+            return Err(refuse(
+                "it names a tag or digest; a registry is `oci://HOST/NAMESPACE`, and artifact \
+                 NAME at VERSION is found at NAMESPACE/NAME:VERSION"
+                    .to_string(),
+            ));
+        }
+        if !namespace.is_empty() {
+            for part in namespace.split('/') {
+                check_path_component(part).map_err(|why| {
+                    refuse(format!("its repository path part `{part}` {why}"))
+                })?;
+            }
+        }
+        Ok(OciRegistry {
+            host: host.to_string(),
+            namespace: namespace.to_string(),
+            credentials: Credentials::Anonymous,
+        })
+    }
+
+    /// The registry's host (`HOST` or `HOST:PORT`), the key of its credentials.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The same registry, presenting `credentials`.
+    pub fn with_credentials(mut self, credentials: Credentials) -> OciRegistry {
+        self.credentials = credentials;
+        self
+    }
+
+    /// `oci://HOST/NAMESPACE`: what `murmur.lock` records as the source (no credentials).
+    pub fn describe(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{SCHEME}{}", self.host)
+        } else {
+            format!("{SCHEME}{}/{}", self.host, self.namespace)
+        }
+    }
+
+    /// The repository of artifact `name`, or why `name` cannot be one.
+    fn repository(&self, name: &str) -> Result<String, RegistryError> {
+        check_path_component(name).map_err(|why| RegistryError::Unpublishable {
+            name: name.to_string(),
+            version: String::new(),
+            reason: format!("an OCI repository name {why}, and the artifact's name is one"),
+        })?;
+        Ok(if self.namespace.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{name}", self.namespace)
+        })
+    }
+
+    fn tagged(&self, name: &str, version: &str) -> Result<Reference, RegistryError> {
+        Ok(Reference::with_tag(
+            self.host.clone(),
+            self.repository(name)?,
+            version_tag(version),
+        ))
+    }
+
+    fn by_digest(&self, name: &str, sha256: &str) -> Result<Reference, RegistryError> {
+        Ok(Reference::with_digest(
+            self.host.clone(),
+            self.repository(name)?,
+            format!("sha256:{sha256}"),
+        ))
+    }
+
+    /// `oci://HOST/REPOSITORY:TAG` of artifact `name` at `version`.
+    pub fn reference(&self, name: &str, version: &str) -> Result<String, RegistryError> {
+        let reference = self.tagged(name, version)?;
+        Ok(format!(
+            "{SCHEME}{}/{}:{}",
+            self.host,
+            reference.repository(),
+            version_tag(version)
+        ))
+    }
+
+    fn client(&self) -> Client {
+        // reqwest's rustls backend uses the process's default crypto provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let loopback = is_loopback_host(&self.host);
+        Client::new(ClientConfig {
+            protocol: if loopback {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            read_timeout: Some(STALL_TIMEOUT),
+            no_proxy: loopback.then(|| "*".to_string()),
+            ..ClientConfig::default()
+        })
+    }
+
+    /// Artifact `name` at `version` (else the newest version tagged): its manifest's sha256 as
+    /// the entry's `sha256`, its runtime from the manifest, and as `url` the reference by
+    /// digest. The manifest is checked as [`OciRegistry::stage`] checks it.
+    pub fn resolve(&self, name: &str, version: Option<&str>) -> Result<IndexEntry, RegistryError> {
+        let version = match version {
+            Some(version) => version.trim().to_string(),
+            None => self.newest_version(name)?,
+        };
+        let reference = self.tagged(name, &version)?;
+        let client = self.client();
+        let auth = self.credentials.auth();
+        let location = self.reference(name, &version)?;
+        let fetched = blocking(|| async {
+            client
+                .pull_manifest_raw(&reference, &auth, &[OCI_IMAGE_MEDIA_TYPE])
+                .await
+        })
+        .map_err(|e| self.failure(&location, e))?;
+        let (bytes, _) = fetched.map_err(|e| match not_found(&e) {
+            true => RegistryError::NoVersion {
+                name: name.to_string(),
+                version: version.clone(),
+                available: self.tags(name).unwrap_or_default(),
+            },
+            false => self.failure(&location, e),
+        })?;
+        let sha256 = sha256_hex(&bytes);
+        let checked = check_manifest(&bytes, &location, &UnpackLimits::default())?;
+        Ok(IndexEntry {
+            name: name.to_string(),
+            version,
+            runtime: checked.runtime.to_string(),
+            url: format!(
+                "{SCHEME}{}/{}@sha256:{sha256}",
+                self.host,
+                reference.repository()
+            ),
+            sha256,
+            size: Some(checked.total),
+        })
+    }
+
+    /// The versions tagged in artifact `name`'s repository, as semantic versions, oldest first.
+    fn tags(&self, name: &str) -> Result<Vec<String>, RegistryError> {
+        let reference = self.tagged(name, "latest")?;
+        let client = self.client();
+        let auth = self.credentials.auth();
+        let location = format!("{SCHEME}{}/{}", self.host, reference.repository());
+        let listed = blocking(|| async { client.list_tags(&reference, &auth, None, None).await })
+            .map_err(|e| self.failure(&location, e))?;
+        let listed = match listed {
+            Ok(listed) => listed.tags,
+            Err(error) if not_found(&error) => Vec::new(),
+            Err(error) => return Err(self.failure(&location, error)),
+        };
+        let mut versions: Vec<semver::Version> = listed
+            .iter()
+            .filter_map(|tag| semver::Version::parse(&tag.replace('_', "+")).ok())
+            .collect();
+        versions.sort();
+        Ok(versions.iter().map(ToString::to_string).collect())
+    }
+
+    fn newest_version(&self, name: &str) -> Result<String, RegistryError> {
+        let versions = self.tags(name)?;
+        let parsed: Vec<semver::Version> = versions
+            .iter()
+            .filter_map(|v| semver::Version::parse(v).ok())
+            .collect();
+        parsed
+            .iter()
+            .filter(|v| v.pre.is_empty())
+            .max()
+            .or_else(|| parsed.iter().max())
+            .map(ToString::to_string)
+            .ok_or_else(|| RegistryError::NoArtifact {
+                name: name.to_string(),
+                known: Vec::new(),
+            })
+    }
+
+    /// Fetches the artifact `entry` names ([`OciRegistry::resolve`]'s answer) into `dest`,
+    /// which must not exist: its manifest by digest, checked, then each layer verified against
+    /// its digest and written at its title. Returns each file with its sha256, as an unpacked
+    /// archive's. `progress(done, total)` as bytes arrive.
+    pub fn stage(
+        &self,
+        entry: &IndexEntry,
+        dest: &Path,
+        limits: &UnpackLimits,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<Vec<(String, String)>, RegistryError> {
+        let reference = self.by_digest(&entry.name, &entry.sha256)?;
+        let location = format!(
+            "{SCHEME}{}/{}@sha256:{}",
+            self.host,
+            reference.repository(),
+            entry.sha256
+        );
+        let client = self.client();
+        let auth = self.credentials.auth();
+        let (client, auth, reference, shown) = (&client, &auth, &reference, &location);
+        let fetched = blocking_reporting(|report| async move {
+            let location = shown;
+            let (bytes, _) = client
+                .pull_manifest_raw(reference, auth, &[OCI_IMAGE_MEDIA_TYPE])
+                .await?;
+            let actual = sha256_hex(&bytes);
+            if actual != entry.sha256 {
+                return Ok(Err(RegistryError::HashMismatch {
+                    name: entry.name.clone(),
+                    version: entry.version.clone(),
+                    location: location.clone(),
+                    expected: entry.sha256.clone(),
+                    actual,
+                }));
+            }
+            let checked = match check_manifest(&bytes, location, limits) {
+                Ok(checked) => checked,
+                Err(error) => return Ok(Err(error)),
+            };
+            let mut files = Vec::new();
+            let mut done = 0u64;
+            let _ = report.send((0, checked.total));
+            for layer in &checked.layers {
+                let mut stream = client.pull_blob_stream(reference, &layer.descriptor).await?;
+                let mut bytes = Vec::with_capacity(layer.size.min(8 << 20) as usize);
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk?;
+                    if (bytes.len() + chunk.len()) as u64 > layer.size {
+                        return Ok(Err(RegistryError::HashMismatch {
+                            name: entry.name.clone(),
+                            version: entry.version.clone(),
+                            location: format!("{location} (layer `{}`)", layer.title),
+                            expected: layer.sha256.clone(),
+                            actual: format!(
+                                "more than the {} bytes the manifest lists",
+                                layer.size
+                            ),
+                        }));
+                    }
+                    done += chunk.len() as u64;
+                    bytes.extend_from_slice(&chunk);
+                    let _ = report.send((done, checked.total));
+                }
+                let actual = sha256_hex(&bytes);
+                if actual != layer.sha256 {
+                    return Ok(Err(RegistryError::HashMismatch {
+                        name: entry.name.clone(),
+                        version: entry.version.clone(),
+                        location: format!("{location} (layer `{}`)", layer.title),
+                        expected: layer.sha256.clone(),
+                        actual,
+                    }));
+                }
+                files.push((layer.title.clone(), bytes));
+            }
+            Ok::<_, OciDistributionError>(Ok(files))
+        }, progress)
+        .map_err(|e| self.failure(&location, e))?
+        .map_err(|e| self.failure(&location, e))??;
+
+        let write_failed = |path: &Path, e: std::io::Error| RegistryError::Write {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        std::fs::create_dir(dest).map_err(|e| write_failed(dest, e))?;
+        let mut written = Vec::new();
+        for (title, bytes) in fetched {
+            let path = dest.join(&title);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| write_failed(parent, e))?;
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| write_failed(&path, e))?;
+            std::io::Write::write_all(&mut file, &bytes).map_err(|e| write_failed(&path, e))?;
+            written.push((title, sha256_hex(&bytes)));
+        }
+        Ok(written)
+    }
+
+    /// Pushes the artifact made of `files` ([`crate::archive::packed_files`]) whose manifest is
+    /// `manifest`, tagged with its version: `unchanged` when the tag already names these very
+    /// files, `E-REG-011` (nothing pushed) when it names others.
+    pub fn push(
+        &self,
+        manifest: &ArtifactManifest,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<Pushed, RegistryError> {
+        let name = &manifest.name;
+        let version = &manifest.version;
+        let reference = self.tagged(name, version)?;
+        let location = self.reference(name, version)?;
+        let built = build_manifest(manifest, files).map_err(|reason| {
+            RegistryError::Unpublishable {
+                name: name.clone(),
+                version: version.clone(),
+                reason,
+            }
+        })?;
+        let sha256 = sha256_hex(&built.manifest);
+        let bytes = built.config.len() as u64
+            + built.layers.iter().map(|l| l.len() as u64).sum::<u64>();
+        let client = self.client();
+        let auth = self.credentials.auth();
+        let outcome = blocking(|| async {
+            match client
+                .pull_manifest_raw(&reference, &auth, &[OCI_IMAGE_MEDIA_TYPE])
+                .await
+            {
+                Ok((existing, _)) => {
+                    let existing = sha256_hex(&existing);
+                    return Ok(if existing == sha256 {
+                        Ok("unchanged")
+                    } else {
+                        Err(RegistryError::VersionTaken {
+                            name: name.clone(),
+                            version: version.clone(),
+                            existing: format!("sha256:{existing} (the manifest)"),
+                            offered: format!("sha256:{sha256}"),
+                        })
+                    });
+                }
+                Err(error) if not_found(&error) => {}
+                Err(error) => return Err(error),
+            }
+            client
+                .auth(
+                    &reference,
+                    &auth,
+                    oci_client::RegistryOperation::Push,
+                )
+                .await?;
+            for layer in &built.layers {
+                let digest = format!("sha256:{}", sha256_hex(layer));
+                client.push_blob(&reference, layer.clone(), &digest).await?;
+            }
+            let digest = format!("sha256:{}", sha256_hex(&built.config));
+            client
+                .push_blob(&reference, built.config.clone(), &digest)
+                .await?;
+            client
+                .push_manifest_raw(
+                    &reference,
+                    built.manifest.clone(),
+                    http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+                )
+                .await?;
+            Ok(Ok("pushed"))
+        })
+        .map_err(|e| self.failure(&location, e))?
+        .map_err(|e| self.failure(&location, e))??;
+        Ok(Pushed {
+            reference: location,
+            sha256,
+            bytes,
+            how: outcome,
+        })
+    }
+
+    /// What a client error means, as this crate's error for `location`.
+    fn failure(&self, location: &str, error: OciDistributionError) -> RegistryError {
+        if is_unauthorized(&error) {
+            return RegistryError::Credentials {
+                registry: self.host.clone(),
+                detail: match self.credentials {
+                    Credentials::Anonymous => {
+                        "it asks for credentials, and none were found".to_string()
+                    }
+                    ref given => format!(
+                        "it refused the credentials from {} (or they may not do this)",
+                        given.origin()
+                    ),
+                },
+            };
+        }
+        if let OciDistributionError::DigestError(digest) = &error {
+            return RegistryError::Unreachable {
+                location: location.to_string(),
+                detail: format!("the registry's bytes do not match their digest: {digest}"),
+            };
+        }
+        RegistryError::Unreachable {
+            location: location.to_string(),
+            detail: crate::index::error_chain(&error),
+        }
+    }
+}
+
+/// Runs the future `make` gives to its end on a runtime of its own, on a thread of its own (so
+/// it may be called from inside another runtime), within [`DEADLINE`].
+fn blocking<F, Fut>(make: F) -> Result<Fut::Output, OciDistributionError>
+where
+    F: FnOnce() -> Fut + Send,
+    Fut: Future,
+    Fut::Output: Send,
+{
+    blocking_reporting(|_| make(), &mut |_, _| {})
+}
+
+/// [`blocking`], the future reporting `(done, total)` bytes on the sender it is given, each
+/// passed on to `progress` on the calling thread.
+fn blocking_reporting<F, Fut>(
+    make: F,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<Fut::Output, OciDistributionError>
+where
+    F: FnOnce(std::sync::mpsc::Sender<(u64, u64)>) -> Fut + Send,
+    Fut: Future,
+    Fut::Output: Send,
+{
+    let (sender, reports) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime
+                .block_on(async { tokio::time::timeout(DEADLINE, make(sender)).await })
+                .map_err(|_| {
+                    OciDistributionError::GenericError(Some(format!(
+                        "it took longer than {} seconds",
+                        DEADLINE.as_secs()
+                    )))
+                })
+        });
+        // Ends when the future (and so its sender) is dropped.
+        for (done, total) in reports {
+            progress(done, Some(total));
+        }
+        worker.join().unwrap_or_else(|_| {
+            Err(OciDistributionError::GenericError(Some(
+                "the registry client stopped unexpectedly".to_string(),
+            )))
+        })
+    })
+}
+
+fn not_found(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
+            )
+        }),
+        OciDistributionError::ServerError { code: 404, .. } => true,
+        _ => false,
+    }
+}
+
+fn is_unauthorized(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => true,
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
+        OciDistributionError::ServerError { code, .. } => matches!(code, 401 | 403),
+        _ => false,
+    }
+}
+
+/// A version as a tag: tags cannot hold `+`.
+fn version_tag(version: &str) -> String {
+    version.replace('+', "_")
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    name.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether `host` is `NAME[:PORT]` or `[IPv6][:PORT]`.
+fn check_host(host: &str) -> Result<(), String> {
+    if host.is_empty() {
+        return Err("it names no host".to_string());
+    }
+    let parsed = url::Url::parse(&format!("https://{host}/"))
+        .map_err(|e| format!("`{host}` is not a host (and port): {e}"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(
+            "it holds a user name or password; registry credentials come from \
+             MURMUR_REGISTRY_USERNAME/PASSWORD or the Docker credential file"
+                .to_string(),
+        );
+    }
+    if host.contains(['?', '#']) || parsed.host_str().is_none() {
+        return Err(format!("`{host}` is not a host (and port)"));
+    }
+    Ok(())
+}
+
+/// Whether `part` is a repository path component: lowercase letters and digits, separated by
+/// one `.`, one or two `_`, or any number of `-`.
+fn check_path_component(part: &str) -> Result<(), &'static str> {
+    if part.is_empty() || part.len() > 128 {
+        return Err("must have 1 to 128 characters");
+    }
+    let bytes = part.as_bytes();
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
+        return Err("must begin and end with a lowercase letter or digit");
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if alnum(b) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && !alnum(bytes[i]) {
+            i += 1;
+        }
+        let separator = &part[start..i];
+        let ok = separator == "."
+            || separator == "_"
+            || separator == "__"
+            || separator.bytes().all(|b| b == b'-');
+        if !ok {
+            return Err(
+                "may hold only lowercase letters and digits, separated by `.`, `_`, `__` or `-`",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A layer the manifest lists, checked.
+#[derive(Debug)]
+struct CheckedLayer {
+    descriptor: OciDescriptor,
+    title: String,
+    sha256: String,
+    size: u64,
+}
+
+/// A manifest checked against the bounds.
+#[derive(Debug)]
+struct CheckedManifest {
+    runtime: Runtime,
+    layers: Vec<CheckedLayer>,
+    total: u64,
+}
+
+/// Checks the manifest `bytes` of the artifact at `location` (see the module docs).
+fn check_manifest(
+    bytes: &[u8],
+    location: &str,
+    limits: &UnpackLimits,
+) -> Result<CheckedManifest, RegistryError> {
+    let refuse = |reason: String| RegistryError::NotAnArtifact {
+        location: location.to_string(),
+        reason,
+    };
+    let manifest: OciImageManifest = serde_json::from_slice(bytes)
+        .map_err(|e| refuse(format!("its manifest is not an OCI image manifest ({e})")))?;
+    if manifest.schema_version != 2 {
+        return Err(refuse(format!(
+            "its manifest has schemaVersion {}, not 2",
+            manifest.schema_version
+        )));
+    }
+    if let Some(media_type) = &manifest.media_type
+        && media_type != OCI_IMAGE_MEDIA_TYPE
+    {
+        return Err(refuse(format!(
+            "its manifest is `{media_type}`, not `{OCI_IMAGE_MEDIA_TYPE}`"
+        )));
+    }
+    let config_type = manifest.config.media_type.as_str();
+    let runtime_text = manifest
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RUNTIME_ANNOTATION))
+        .ok_or_else(|| {
+            refuse(format!(
+                "it is not a Murmur artifact: its manifest has no `{RUNTIME_ANNOTATION}` annotation"
+            ))
+        })?;
+    let runtime = Runtime::parse(runtime_text)
+        .filter(|r| matches!(r, Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill))
+        .ok_or_else(|| refuse(format!("its runtime `{runtime_text}` is not an artifact runtime")))?;
+    let wanted_config = if runtime == Runtime::Skill {
+        SKILL_CONFIG_MEDIA_TYPE
+    } else {
+        WASM_CONFIG_MEDIA_TYPE
+    };
+    if config_type != wanted_config {
+        return Err(refuse(format!(
+            "its config is `{config_type}`, and a {runtime} artifact's is `{wanted_config}`"
+        )));
+    }
+    if manifest.config.size < 0 || manifest.config.size as u64 > MAX_CONFIG_BYTES {
+        return Err(refuse(format!(
+            "its config's size {} is outside 0..={MAX_CONFIG_BYTES}",
+            manifest.config.size
+        )));
+    }
+    if manifest.layers.len() > MAX_LAYERS {
+        return Err(refuse(format!(
+            "it lists {} layers, more than {MAX_LAYERS}",
+            manifest.layers.len()
+        )));
+    }
+    let mut titles = BTreeSet::new();
+    let mut layers = Vec::new();
+    let mut total = 0u64;
+    for descriptor in &manifest.layers {
+        if !LAYER_MEDIA_TYPES.contains(&descriptor.media_type.as_str()) {
+            return Err(refuse(format!(
+                "it has a layer of media type `{}`, not one of {}",
+                descriptor.media_type,
+                LAYER_MEDIA_TYPES.join(", ")
+            )));
+        }
+        let sha256 = descriptor
+            .digest
+            .strip_prefix("sha256:")
+            .filter(|hex| murmur_manifest::lock::is_sha256_hex(hex))
+            .ok_or_else(|| {
+                refuse(format!(
+                    "a layer's digest `{}` is not `sha256:` and 64 lowercase hex digits",
+                    descriptor.digest.escape_debug()
+                ))
+            })?
+            .to_string();
+        let size = u64::try_from(descriptor.size)
+            .map_err(|_| refuse(format!("a layer has the size {}", descriptor.size)))?;
+        if size > limits.max_file_bytes {
+            return Err(RegistryError::TooLarge {
+                name: location.to_string(),
+                version: String::new(),
+                limit: limits.max_file_bytes,
+                size: Some(size),
+            });
+        }
+        total = total.saturating_add(size);
+        if total > limits.max_total_bytes {
+            return Err(RegistryError::TooLarge {
+                name: location.to_string(),
+                version: String::new(),
+                limit: limits.max_total_bytes,
+                size: Some(total),
+            });
+        }
+        let raw_title = descriptor
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TITLE_ANNOTATION))
+            .ok_or_else(|| refuse(format!("a layer has no `{TITLE_ANNOTATION}` annotation")))?;
+        let title = entry_path(raw_title.as_bytes())
+            .map_err(|why| refuse(format!("its layer titled `{}` {why}", raw_title.escape_debug())))?;
+        if title.is_empty() || title.split('/').any(|part| part.starts_with(".murmur")) {
+            return Err(refuse(format!(
+                "its layer titled `{}` is not a file an artifact may hold",
+                raw_title.escape_debug()
+            )));
+        }
+        if !titles.insert(title.clone()) {
+            return Err(refuse(format!("two layers are titled `{title}`")));
+        }
+        if (title == MANIFEST_NAME) != (descriptor.media_type == ARTIFACT_MANIFEST_MEDIA_TYPE) {
+            return Err(refuse(format!(
+                "its `{MANIFEST_NAME}` must be the one layer of `{ARTIFACT_MANIFEST_MEDIA_TYPE}`"
+            )));
+        }
+        layers.push(CheckedLayer {
+            descriptor: descriptor.clone(),
+            title,
+            sha256,
+            size,
+        });
+    }
+    // A file and a directory of one name cannot both be written.
+    for title in &titles {
+        let mut prefix = String::new();
+        for part in title.split('/') {
+            if !prefix.is_empty() && titles.contains(&prefix) {
+                return Err(refuse(format!(
+                    "`{prefix}` is both a file and a directory in it"
+                )));
+            }
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+        }
+    }
+    if !titles.contains(MANIFEST_NAME) {
+        return Err(refuse(format!("it has no `{MANIFEST_NAME}` layer")));
+    }
+    Ok(CheckedManifest {
+        runtime,
+        layers,
+        total,
+    })
+}
+
+/// The blobs and manifest of one artifact, as pushed.
+struct Built {
+    config: Vec<u8>,
+    layers: Vec<Vec<u8>>,
+    manifest: Vec<u8>,
+}
+
+/// The OCI manifest, config and layers of the artifact of `files` (see the module docs).
+fn build_manifest(
+    manifest: &ArtifactManifest,
+    files: &[(String, Vec<u8>)],
+) -> Result<Built, String> {
+    let is_skill = manifest.runtime == Runtime::Skill;
+    let descriptor = |media_type: &str, bytes: &[u8], title: &str| OciDescriptor {
+        media_type: media_type.to_string(),
+        digest: format!("sha256:{}", sha256_hex(bytes)),
+        size: bytes.len() as i64,
+        urls: None,
+        artifact_type: None,
+        annotations: Some(BTreeMap::from([(
+            TITLE_ANNOTATION.to_string(),
+            title.to_string(),
+        )])),
+    };
+    // The payload (component or skill) first, as Wasm tools read the first layer; then the
+    // artifact's own manifest.
+    let mut ordered: Vec<&(String, Vec<u8>)> = files.iter().collect();
+    ordered.sort_by_key(|(name, _)| name == MANIFEST_NAME);
+    let mut layers = Vec::new();
+    let mut descriptors = Vec::new();
+    for (name, bytes) in ordered {
+        let media_type = if name == MANIFEST_NAME {
+            ARTIFACT_MANIFEST_MEDIA_TYPE
+        } else if is_skill {
+            SKILL_LAYER_MEDIA_TYPE
+        } else {
+            WASM_LAYER_MEDIA_TYPE
+        };
+        descriptors.push(descriptor(media_type, bytes, name));
+        layers.push(bytes.clone());
+    }
+    let config = if is_skill {
+        json!({"name": manifest.name, "version": manifest.version, "runtime": "skill"})
+    } else {
+        let component = files
+            .iter()
+            .find(|(name, _)| name != MANIFEST_NAME)
+            .map(|(_, bytes)| bytes.as_slice())
+            .ok_or("it has no component")?;
+        let (imports, exports) = component_names(component)?;
+        json!({
+            "created": "1970-01-01T00:00:00Z",
+            "architecture": "wasm",
+            "os": "wasip2",
+            "layerDigests": descriptors.iter()
+                .filter(|d| d.media_type == WASM_LAYER_MEDIA_TYPE)
+                .map(|d| d.digest.clone()).collect::<Vec<_>>(),
+            "component": {"exports": exports, "imports": imports, "target": null},
+        })
+    };
+    let config = serde_json::to_vec(&config).map_err(|e| e.to_string())?;
+    let config_type = if is_skill {
+        SKILL_CONFIG_MEDIA_TYPE
+    } else {
+        WASM_CONFIG_MEDIA_TYPE
+    };
+    let mut annotations = BTreeMap::from([
+        (RUNTIME_ANNOTATION.to_string(), manifest.runtime.to_string()),
+        (
+            "org.opencontainers.image.title".to_string(),
+            manifest.name.clone(),
+        ),
+        (
+            "org.opencontainers.image.version".to_string(),
+            manifest.version.clone(),
+        ),
+    ]);
+    if let Some(description) = manifest.description.as_ref().filter(|d| !d.is_empty()) {
+        annotations.insert(
+            "org.opencontainers.image.description".to_string(),
+            description.clone(),
+        );
+    }
+    let oci = OciImageManifest {
+        schema_version: 2,
+        media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_string()),
+        config: OciDescriptor {
+            media_type: config_type.to_string(),
+            digest: format!("sha256:{}", sha256_hex(&config)),
+            size: config.len() as i64,
+            urls: None,
+            artifact_type: None,
+            annotations: None,
+        },
+        layers: descriptors,
+        subject: None,
+        artifact_type: None,
+        annotations: Some(annotations),
+    };
+    let manifest = serde_json::to_vec(&oci).map_err(|e| e.to_string())?;
+    Ok(Built {
+        config,
+        layers,
+        manifest,
+    })
+}
+
+/// The names a component imports and exports, as the Wasm config lists them.
+fn component_names(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
+    use wasmparser::{Parser, Payload};
+    let mut imports = Vec::new();
+    let mut exports = Vec::new();
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| format!("its component does not parse: {e}"))?;
+        match payload {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(section) if depth == 0 => {
+                for import in section {
+                    let import = import.map_err(|e| e.to_string())?;
+                    imports.push(import.name.name.to_string());
+                }
+            }
+            Payload::ComponentExportSection(section) if depth == 0 => {
+                for export in section {
+                    let export = export.map_err(|e| e.to_string())?;
+                    exports.push(export.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((imports, exports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registry_is_a_host_and_a_namespace_and_never_a_tag() {
+        let registry = OciRegistry::parse("oci://127.0.0.1:5000/team/agents").unwrap();
+        assert_eq!(registry.describe(), "oci://127.0.0.1:5000/team/agents");
+        assert_eq!(
+            registry.reference("read-file", "0.1.0+build.7").unwrap(),
+            "oci://127.0.0.1:5000/team/agents/read-file:0.1.0_build.7"
+        );
+        assert_eq!(
+            OciRegistry::parse("oci://localhost:5000").unwrap().describe(),
+            "oci://localhost:5000"
+        );
+        for bad in [
+            "oci://",
+            "oci:///ns",
+            "oci://host/ns/read-file:0.1.0",
+            "oci://host/ns@sha256:00",
+            "oci://user:secret@host/ns",
+            "oci://host/Upper",
+            "oci://host/a//b",
+            "oci://host/-a",
+        ] {
+            let error = OciRegistry::parse(bad).unwrap_err();
+            assert!(
+                matches!(error, RegistryError::NotARegistry { .. }),
+                "{bad}: {error}"
+            );
+            assert!(!error.to_string().contains("secret"), "{error}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_hosts_are_spoken_to_in_plain_http() {
+        for host in ["localhost:5000", "127.0.0.1:5000", "127.9.9.9", "[::1]:5000", "[::1]"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["registry.example:5000", "10.0.0.1:5000", "[2001:db8::1]:443", "localhost.example"] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn repository_names_follow_the_distribution_grammar() {
+        for good in ["a", "read-file", "a.b", "a_b", "a__b", "a---b", "x9"] {
+            assert!(check_path_component(good).is_ok(), "{good}");
+        }
+        for bad in ["", "A", "a_", ".a", "a..b", "a___b", "a-_b", "ä"] {
+            assert!(check_path_component(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn skill_manifest() -> ArtifactManifest {
+        serde_json::from_value(json!({
+            "name": "notes", "version": "1.0.0", "runtime": "skill", "description": "Notes"
+        }))
+        .expect("a skill manifest")
+    }
+
+    #[test]
+    fn the_same_files_make_the_same_manifest_and_it_passes_its_own_check() {
+        let manifest = skill_manifest();
+        let files = vec![
+            ("murmur.yaml".to_string(), b"name: notes\n".to_vec()),
+            ("skill.md".to_string(), b"# Notes\n".to_vec()),
+        ];
+        let first = build_manifest(&manifest, &files).unwrap();
+        let second = build_manifest(&manifest, &files).unwrap();
+        assert_eq!(first.manifest, second.manifest);
+        let checked = check_manifest(&first.manifest, "here", &UnpackLimits::default()).unwrap();
+        assert_eq!(checked.runtime, Runtime::Skill);
+        let titles: Vec<&str> = checked.layers.iter().map(|l| l.title.as_str()).collect();
+        assert_eq!(titles, ["skill.md", "murmur.yaml"]);
+        assert_eq!(checked.total, 12 + 8);
+    }
+
+    fn with_layer(title: &str, media_type: &str, size: i64) -> Vec<u8> {
+        let manifest = json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_IMAGE_MEDIA_TYPE,
+            "config": {"mediaType": WASM_CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", "0".repeat(64)), "size": 2},
+            "layers": [
+                {"mediaType": media_type, "digest": format!("sha256:{}", "1".repeat(64)), "size": size,
+                 "annotations": {TITLE_ANNOTATION: title}},
+                {"mediaType": ARTIFACT_MANIFEST_MEDIA_TYPE, "digest": format!("sha256:{}", "2".repeat(64)), "size": 10,
+                 "annotations": {TITLE_ANNOTATION: "murmur.yaml"}},
+            ],
+            "annotations": {RUNTIME_ANNOTATION: "tool"},
+        });
+        serde_json::to_vec(&manifest).unwrap()
+    }
+
+    #[test]
+    fn a_manifest_that_leads_out_of_the_artifact_or_past_the_limits_is_refused() {
+        let limits = UnpackLimits::default();
+        assert!(check_manifest(&with_layer("component.wasm", WASM_LAYER_MEDIA_TYPE, 10), "x", &limits).is_ok());
+        for (title, media_type, size) in [
+            ("../evil.wasm", WASM_LAYER_MEDIA_TYPE, 10),
+            ("/etc/passwd", WASM_LAYER_MEDIA_TYPE, 10),
+            (".murmur-receipt.json", WASM_LAYER_MEDIA_TYPE, 10),
+            ("murmur.yaml", WASM_LAYER_MEDIA_TYPE, 10),
+            ("murmur.yaml/x", WASM_LAYER_MEDIA_TYPE, 10),
+            ("c.wasm", "application/x-sh", 10),
+            ("c.wasm", WASM_LAYER_MEDIA_TYPE, -1),
+            ("c.wasm", WASM_LAYER_MEDIA_TYPE, 65 * 1024 * 1024),
+        ] {
+            let error = check_manifest(&with_layer(title, media_type, size), "x", &limits).unwrap_err();
+            assert!(
+                matches!(error, RegistryError::NotAnArtifact { .. } | RegistryError::TooLarge { .. }),
+                "{title} {media_type} {size}: {error}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_manifest_makes_the_check_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = check_manifest(&bytes, "x", &UnpackLimits::default());
+        }
+
+        #[test]
+        fn no_title_or_size_makes_the_check_panic(title in ".{0,40}", size in proptest::prelude::any::<i64>()) {
+            let _ = check_manifest(&with_layer(&title, WASM_LAYER_MEDIA_TYPE, size), "x", &UnpackLimits::default());
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Artifacts through a real OCI registry on loopback (`docker-registry`, started and stopped by
+//! each test): `mur publish --registry oci://…` pushes in the Wasm OCI layout, `mur install`
+//! pulls, verifies and pins by the manifest's digest, and `mur run` runs what was installed; a
+//! tampered blob, a moved tag and a registry asking for credentials are each refused with their
+//! own code, leaving nothing written.
+
+use std::path::Path;
+
+use crate::artifacts::{KEY, SCRIPT, capsule, tree};
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::oci_registry::OciRegistry;
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use base64::Engine;
+use serde_json::Value;
+
+/// `mur` with its own home, and a Docker credential directory of its own (empty unless a test
+/// writes one), so nothing of the machine's own login is used.
+fn mur(home: &Path) -> Mur {
+    Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home)
+        .env("DOCKER_CONFIG", home.join("docker"))
+}
+
+fn publish(home: &Path, registry: &str, artifacts: &[&str]) -> MurOutput {
+    let mut command = mur(home).args(["publish", "--json", "--registry", registry]);
+    for artifact in artifacts {
+        command = command.arg(repo_root().join("artifacts").join(artifact));
+    }
+    command.run()
+}
+
+fn install(home: &Path, capsule_dir: &Path, registry: &str, extra: &[&str]) -> MurOutput {
+    mur(home)
+        .args(["install", "--json", "--registry", registry])
+        .args(extra)
+        .arg(capsule_dir)
+        .run()
+}
+
+fn refused(output: &MurOutput, code: &str) {
+    assert_ne!(output.code, 0, "{output:#?}");
+    assert_eq!(output.json()["error"]["code"], code, "{output:#?}");
+}
+
+const FIRST_PARTY: [&str; 3] = ["driver-anthropic", "read-file", "write-file"];
+
+#[test]
+fn publish_to_an_oci_registry_then_install_and_run_from_it() {
+    let registry = OciRegistry::start();
+    let home = tempfile::tempdir().unwrap();
+    let oci = registry.oci("murmur/agents");
+
+    let published = publish(home.path(), &oci, &FIRST_PARTY);
+    assert_eq!(published.code, 0, "{published:#?}\n{}", registry.log());
+    let report = published.json();
+    let entries = report["published"].as_array().unwrap();
+    assert_eq!(entries.len(), 3);
+    let read_file = entries.iter().find(|e| e["name"] == "read-file").unwrap();
+    assert_eq!(
+        read_file["reference"],
+        format!("{oci}/read-file:0.1.0"),
+        "{report:#}"
+    );
+    assert_eq!(read_file["how"], "pushed");
+
+    // The layout other Wasm tools read: the Wasm config, the component as `application/wasm`
+    // first, the artifact's own murmur.yaml as a titled layer; the digest is the one printed.
+    let manifest_bytes = registry.manifest("murmur/agents/read-file", "0.1.0");
+    assert_eq!(
+        murmur_registry::sha256_hex(&manifest_bytes),
+        read_file["sha256"].as_str().unwrap()
+    );
+    let manifest: Value = serde_json::from_slice(&manifest_bytes).unwrap();
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    assert_eq!(manifest["layers"][0]["mediaType"], "application/wasm");
+    assert_eq!(
+        manifest["layers"][0]["annotations"]["org.opencontainers.image.title"],
+        "component.wasm"
+    );
+    assert_eq!(
+        manifest["layers"][1]["annotations"]["org.opencontainers.image.title"],
+        "murmur.yaml"
+    );
+    let config: Value = serde_json::from_slice(&registry.blob(
+        "murmur/agents/read-file",
+        manifest["config"]["digest"].as_str().unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(config["architecture"], "wasm");
+    assert_eq!(config["os"], "wasip2");
+    assert!(
+        config["component"]["exports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.as_str().unwrap().starts_with("murmur:tool/run")),
+        "{config:#}"
+    );
+    let shipped = registry.blob(
+        "murmur/agents/read-file",
+        manifest["layers"][1]["digest"].as_str().unwrap(),
+    );
+    assert_eq!(
+        shipped,
+        std::fs::read(repo_root().join("artifacts/read-file/murmur.yaml")).unwrap()
+    );
+
+    // The same files again change nothing.
+    let again = publish(home.path(), &oci, &["read-file"]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert_eq!(again.json()["published"][0]["how"], "unchanged");
+    assert_eq!(again.json()["published"][0]["sha256"], read_file["sha256"]);
+
+    // Install from it into a capsule naming the artifacts by name and version only.
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    capsule(&dir, &emulator.url());
+    let fresh_home = tempfile::tempdir().unwrap();
+    let installed = install(fresh_home.path(), &dir, &oci, &[]);
+    assert_eq!(installed.code, 0, "{installed:#?}\n{}", registry.log());
+    let installed = installed.json()["installed"].as_array().unwrap().clone();
+    assert!(installed.iter().all(|a| a["how"] == "fetched"), "{installed:?}");
+    assert!(installed.iter().all(|a| a["source"] == oci.as_str()));
+    let pinned = installed.iter().find(|a| a["name"] == "read-file").unwrap();
+    assert_eq!(pinned["sha256"], read_file["sha256"], "pinned by the manifest's digest");
+    let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();
+    assert!(lock.contains(read_file["sha256"].as_str().unwrap()), "{lock}");
+    assert!(
+        std::fs::read(dir.join(".murmur/artifacts/read-file/0.1.0/component.wasm")).unwrap()
+            == std::fs::read(repo_root().join("artifacts/read-file/component.wasm")).unwrap()
+    );
+
+    // Again, and --locked: nothing changes.
+    let locked = install(fresh_home.path(), &dir, &oci, &["--locked"]);
+    assert_eq!(locked.code, 0, "{locked:#?}");
+    assert!(
+        locked.json()["installed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["how"] == "unchanged")
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("murmur.lock")).unwrap(), lock);
+
+    // And `mur run` runs what was installed.
+    let run = mur(fresh_home.path())
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--task", "write and read a note"])
+        .arg(&dir)
+        .run();
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json()["tasks"][0]["result_text"], "It says installed.");
+}
+
+#[test]
+fn a_tampered_blob_is_refused_and_nothing_is_written() {
+    let registry = OciRegistry::start();
+    let home = tempfile::tempdir().unwrap();
+    let oci = registry.oci("murmur");
+    let published = publish(home.path(), &oci, &FIRST_PARTY);
+    assert_eq!(published.code, 0, "{published:#?}");
+
+    // The component's blob changes under the registry: same length, one byte off.
+    let manifest: Value =
+        serde_json::from_slice(&registry.manifest("murmur/read-file", "0.1.0")).unwrap();
+    let blob = registry.blob_file(manifest["layers"][0]["digest"].as_str().unwrap());
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&blob, bytes).unwrap();
+
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    capsule(&dir, "http://127.0.0.1:9");
+    let before = tree(&dir);
+    let output = install(home.path(), &dir, &oci, &[]);
+    refused(&output, "E-REG-004");
+    let message = output.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("component.wasm"), "{message}");
+    assert_eq!(tree(&dir), before, "nothing is written: no store, no lock");
+}
+
+#[test]
+fn a_tag_that_moved_is_refused_against_the_lock() {
+    let registry = OciRegistry::start();
+    let home = tempfile::tempdir().unwrap();
+    let oci = registry.oci("murmur");
+    assert_eq!(publish(home.path(), &oci, &FIRST_PARTY).code, 0);
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    capsule(&dir, "http://127.0.0.1:9");
+    let first = install(home.path(), &dir, &oci, &[]);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();
+
+    // Someone re-tags 0.1.0: the same blobs under another manifest (one annotation more).
+    let original = registry.manifest("murmur/read-file", "0.1.0");
+    let mut moved: Value = serde_json::from_slice(&original).unwrap();
+    moved["annotations"]["org.example.retagged"] = Value::from("yes");
+    registry.put_manifest("murmur/read-file", "0.1.0", &serde_json::to_vec(&moved).unwrap());
+
+    let output = install(home.path(), &dir, &oci, &[]);
+    refused(&output, "E-REG-005");
+    let message = output.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("has moved") && message.contains(&format!("{oci}/read-file:0.1.0")),
+        "{message}"
+    );
+    assert!(message.contains(&murmur_registry::sha256_hex(&original)), "{message}");
+    assert_eq!(std::fs::read_to_string(dir.join("murmur.lock")).unwrap(), lock);
+
+    // Publishing other files under a version already there is refused, and pushes nothing.
+    let other = tempfile::tempdir().unwrap();
+    let copy = other.path().join("read-file");
+    std::fs::create_dir_all(&copy).unwrap();
+    let source = repo_root().join("artifacts/read-file");
+    let manifest = std::fs::read_to_string(source.join("murmur.yaml")).unwrap();
+    let build = "build:\n  cargo: { package: read-file }\n";
+    assert!(manifest.contains(build), "{manifest}");
+    std::fs::write(copy.join("murmur.yaml"), manifest.replace(build, "")).unwrap();
+    let mut component = std::fs::read(source.join("component.wasm")).unwrap();
+    component.extend_from_slice(&[0, 4, 1, b'x', 0]); // a custom section: still a component
+    std::fs::write(copy.join("component.wasm"), component).unwrap();
+    let taken = mur(home.path())
+        .args(["publish", "--json", "--registry", &oci])
+        .arg(&copy)
+        .run();
+    refused(&taken, "E-REG-011");
+}
+
+#[test]
+fn a_registry_asking_for_credentials_is_given_them_from_the_sources_or_docker_login() {
+    let registry = OciRegistry::start_with_user("murmur-ci", "s3cret-pass");
+    let home = tempfile::tempdir().unwrap();
+    let oci = registry.oci("private");
+
+    // No credentials anywhere: refused, saying what to do.
+    let anonymous = publish(home.path(), &oci, &["read-file"]);
+    refused(&anonymous, "E-REG-015");
+    assert_eq!(anonymous.code, 1);
+    assert!(
+        anonymous.json()["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("MURMUR_REGISTRY_USERNAME")
+    );
+
+    // From the credential sources: the environment.
+    let pushed = mur(home.path())
+        .env("MURMUR_REGISTRY_USERNAME", "murmur-ci")
+        .env("MURMUR_REGISTRY_PASSWORD", "s3cret-pass")
+        .args(["publish", "--json", "--registry", &oci])
+        .arg(repo_root().join("artifacts/read-file"))
+        .run();
+    assert_eq!(pushed.code, 0, "{pushed:#?}\n{}", registry.log());
+
+    // A wrong password is refused, and never printed.
+    let wrong = mur(home.path())
+        .env("MURMUR_REGISTRY_USERNAME", "murmur-ci")
+        .env("MURMUR_REGISTRY_PASSWORD", "not-the-pass")
+        .args(["publish", "--json", "--registry", &oci])
+        .arg(repo_root().join("artifacts/read-file"))
+        .run();
+    refused(&wrong, "E-REG-015");
+    assert!(!wrong.stdout.contains("not-the-pass") && !wrong.stderr.contains("not-the-pass"));
+
+    // From the Docker credential file: install a capsule using the tool.
+    let docker = home.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode("murmur-ci:s3cret-pass");
+    std::fs::write(
+        docker.join("config.json"),
+        format!(r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#, registry.host()),
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        "name: private\nversion: \"0.1.0\"\nartifacts:\n  - { name: read-file, version: \"0.1.0\", runtime: tool }\n",
+    )
+    .unwrap();
+    let installed = install(home.path(), &dir, &oci, &[]);
+    assert_eq!(installed.code, 0, "{installed:#?}");
+    assert_eq!(installed.json()["installed"][0]["how"], "fetched");
+    let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();
+    assert!(!lock.contains("s3cret") && !lock.contains(&auth), "{lock}");
+    assert!(lock.contains(&oci), "{lock}");
+}
