@@ -7,10 +7,10 @@
 use std::path::Path;
 
 use crate::artifacts::{KEY, SCRIPT, capsule, tree};
+use base64::Engine;
 use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::oci_registry::OciRegistry;
 use murmur_testkit::{Mur, MurOutput, repo_root};
-use base64::Engine;
 use serde_json::Value;
 
 /// `mur` with its own home, and a Docker credential directory of its own (empty unless a test
@@ -126,12 +126,21 @@ fn publish_to_an_oci_registry_then_install_and_run_from_it() {
     let installed = install(fresh_home.path(), &dir, &oci, &[]);
     assert_eq!(installed.code, 0, "{installed:#?}\n{}", registry.log());
     let installed = installed.json()["installed"].as_array().unwrap().clone();
-    assert!(installed.iter().all(|a| a["how"] == "fetched"), "{installed:?}");
+    assert!(
+        installed.iter().all(|a| a["how"] == "fetched"),
+        "{installed:?}"
+    );
     assert!(installed.iter().all(|a| a["source"] == oci.as_str()));
     let pinned = installed.iter().find(|a| a["name"] == "read-file").unwrap();
-    assert_eq!(pinned["sha256"], read_file["sha256"], "pinned by the manifest's digest");
+    assert_eq!(
+        pinned["sha256"], read_file["sha256"],
+        "pinned by the manifest's digest"
+    );
     let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();
-    assert!(lock.contains(read_file["sha256"].as_str().unwrap()), "{lock}");
+    assert!(
+        lock.contains(read_file["sha256"].as_str().unwrap()),
+        "{lock}"
+    );
     assert!(
         std::fs::read(dir.join(".murmur/artifacts/read-file/0.1.0/component.wasm")).unwrap()
             == std::fs::read(repo_root().join("artifacts/read-file/component.wasm")).unwrap()
@@ -147,7 +156,10 @@ fn publish_to_an_oci_registry_then_install_and_run_from_it() {
             .iter()
             .all(|a| a["how"] == "unchanged")
     );
-    assert_eq!(std::fs::read_to_string(dir.join("murmur.lock")).unwrap(), lock);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("murmur.lock")).unwrap(),
+        lock
+    );
 
     // And `mur run` runs what was installed.
     let run = mur(fresh_home.path())
@@ -182,7 +194,10 @@ fn a_tampered_blob_is_refused_and_nothing_is_written() {
     let before = tree(&dir);
     let output = install(home.path(), &dir, &oci, &[]);
     refused(&output, "E-REG-004");
-    let message = output.json()["error"]["message"].as_str().unwrap().to_string();
+    let message = output.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(message.contains("component.wasm"), "{message}");
     assert_eq!(tree(&dir), before, "nothing is written: no store, no lock");
 }
@@ -204,17 +219,30 @@ fn a_tag_that_moved_is_refused_against_the_lock() {
     let original = registry.manifest("murmur/read-file", "0.1.0");
     let mut moved: Value = serde_json::from_slice(&original).unwrap();
     moved["annotations"]["org.example.retagged"] = Value::from("yes");
-    registry.put_manifest("murmur/read-file", "0.1.0", &serde_json::to_vec(&moved).unwrap());
+    registry.put_manifest(
+        "murmur/read-file",
+        "0.1.0",
+        &serde_json::to_vec(&moved).unwrap(),
+    );
 
     let output = install(home.path(), &dir, &oci, &[]);
     refused(&output, "E-REG-005");
-    let message = output.json()["error"]["message"].as_str().unwrap().to_string();
+    let message = output.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
         message.contains("has moved") && message.contains(&format!("{oci}/read-file:0.1.0")),
         "{message}"
     );
-    assert!(message.contains(&murmur_registry::sha256_hex(&original)), "{message}");
-    assert_eq!(std::fs::read_to_string(dir.join("murmur.lock")).unwrap(), lock);
+    assert!(
+        message.contains(&murmur_registry::sha256_hex(&original)),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("murmur.lock")).unwrap(),
+        lock
+    );
 
     // Publishing other files under a version already there is refused, and pushes nothing.
     let other = tempfile::tempdir().unwrap();
@@ -226,7 +254,7 @@ fn a_tag_that_moved_is_refused_against_the_lock() {
     assert!(manifest.contains(build), "{manifest}");
     std::fs::write(copy.join("murmur.yaml"), manifest.replace(build, "")).unwrap();
     let mut component = std::fs::read(source.join("component.wasm")).unwrap();
-    component.extend_from_slice(&[0, 4, 1, b'x', 0]); // a custom section: still a component
+    component.extend_from_slice(&[0, 3, 1, b'x', 0]); // a custom section: still a component
     std::fs::write(copy.join("component.wasm"), component).unwrap();
     let taken = mur(home.path())
         .args(["publish", "--json", "--registry", &oci])
@@ -277,7 +305,10 @@ fn a_registry_asking_for_credentials_is_given_them_from_the_sources_or_docker_lo
     let auth = base64::engine::general_purpose::STANDARD.encode("murmur-ci:s3cret-pass");
     std::fs::write(
         docker.join("config.json"),
-        format!(r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#, registry.host()),
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#,
+            registry.host()
+        ),
     )
     .unwrap();
     let work = tempfile::tempdir().unwrap();

@@ -442,8 +442,9 @@ impl Registry {
             Registry::Oci(registry) => {
                 return Err(RegistryError::NotARegistry {
                     given: registry.describe(),
-                    reason: "an OCI registry has no index.json: its artifacts are asked for by name"
-                        .to_string(),
+                    reason:
+                        "an OCI registry has no index.json: its artifacts are asked for by name"
+                            .to_string(),
                 });
             }
             Registry::Dir(dir) => {

@@ -351,23 +351,29 @@ fn fetch_and_stage(
         // An OCI artifact is its layers, each verified against its digest as it is written.
         Registry::Oci(oci) => {
             let name = resolved.name.clone();
-            let files = oci.stage(resolved, &staging_dir, &options.limits, &mut |done, total| {
-                progress(Progress::Fetching {
-                    name: &name,
-                    done,
-                    total,
-                })
-            })?;
+            let files = oci.stage(
+                resolved,
+                &staging_dir,
+                &options.limits,
+                &mut |done, total| {
+                    progress(Progress::Fetching {
+                        name: &name,
+                        done,
+                        total,
+                    })
+                },
+            )?;
             (None, "fetched", files)
         }
         _ => {
             let (bytes, how) = fetch_archive(options, progress, resolved)?;
-            let unpacked = archive::unpack(&bytes, &staging_dir, &options.limits).map_err(
-                |source| InstallError::Archive {
-                    name: locked.name.clone(),
-                    source,
-                },
-            )?;
+            let unpacked =
+                archive::unpack(&bytes, &staging_dir, &options.limits).map_err(|source| {
+                    InstallError::Archive {
+                        name: locked.name.clone(),
+                        source,
+                    }
+                })?;
             (Some(bytes), how, unpacked.files)
         }
     };

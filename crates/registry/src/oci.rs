@@ -48,7 +48,7 @@ use futures_util::StreamExt;
 use murmur_manifest::Runtime;
 use murmur_manifest::artifact::ArtifactManifest;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -176,7 +176,10 @@ impl Credentials {
             Err(error) => {
                 return Err(RegistryError::Credentials {
                     registry: host.to_string(),
-                    detail: format!("the Docker credential file {} cannot be read: {error}", file.display()),
+                    detail: format!(
+                        "the Docker credential file {} cannot be read: {error}",
+                        file.display()
+                    ),
                 });
             }
         };
@@ -257,7 +260,11 @@ impl OciRegistry {
     pub fn parse(given: &str) -> Result<OciRegistry, RegistryError> {
         // Shown without any user name or password written into it.
         let shown = match given.trim().strip_prefix(SCHEME) {
-            Some(rest) => match rest.split('/').next().and_then(|host| host.rsplit_once('@')) {
+            Some(rest) => match rest
+                .split('/')
+                .next()
+                .and_then(|host| host.rsplit_once('@'))
+            {
                 Some((_, host)) => format!("{SCHEME}…@{host}"),
                 None => given.to_string(),
             },
@@ -285,9 +292,8 @@ impl OciRegistry {
         }
         if !namespace.is_empty() {
             for part in namespace.split('/') {
-                check_path_component(part).map_err(|why| {
-                    refuse(format!("its repository path part `{part}` {why}"))
-                })?;
+                check_path_component(part)
+                    .map_err(|why| refuse(format!("its repository path part `{part}` {why}")))?;
             }
         }
         Ok(OciRegistry {
@@ -477,63 +483,86 @@ impl OciRegistry {
         let client = self.client();
         let auth = self.credentials.auth();
         let (client, auth, reference, shown) = (&client, &auth, &reference, &location);
-        let fetched = blocking_reporting(|report| async move {
-            let location = shown;
-            let (bytes, _) = client
-                .pull_manifest_raw(reference, auth, &[OCI_IMAGE_MEDIA_TYPE])
-                .await?;
-            let actual = sha256_hex(&bytes);
-            if actual != entry.sha256 {
-                return Ok(Err(RegistryError::HashMismatch {
-                    name: entry.name.clone(),
-                    version: entry.version.clone(),
-                    location: location.clone(),
-                    expected: entry.sha256.clone(),
-                    actual,
-                }));
-            }
-            let checked = match check_manifest(&bytes, location, limits) {
-                Ok(checked) => checked,
-                Err(error) => return Ok(Err(error)),
-            };
-            let mut files = Vec::new();
-            let mut done = 0u64;
-            let _ = report.send((0, checked.total));
-            for layer in &checked.layers {
-                let mut stream = client.pull_blob_stream(reference, &layer.descriptor).await?;
-                let mut bytes = Vec::with_capacity(layer.size.min(8 << 20) as usize);
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk?;
-                    if (bytes.len() + chunk.len()) as u64 > layer.size {
+        let fetched = blocking_reporting(
+            |report| async move {
+                let location = shown;
+                let (bytes, _) = client
+                    .pull_manifest_raw(reference, auth, &[OCI_IMAGE_MEDIA_TYPE])
+                    .await?;
+                let actual = sha256_hex(&bytes);
+                if actual != entry.sha256 {
+                    return Ok(Err(RegistryError::HashMismatch {
+                        name: entry.name.clone(),
+                        version: entry.version.clone(),
+                        location: location.clone(),
+                        expected: entry.sha256.clone(),
+                        actual,
+                    }));
+                }
+                let checked = match check_manifest(&bytes, location, limits) {
+                    Ok(checked) => checked,
+                    Err(error) => return Ok(Err(error)),
+                };
+                let mut files = Vec::new();
+                let mut done = 0u64;
+                let _ = report.send((0, checked.total));
+                for layer in &checked.layers {
+                    let mut stream = client
+                        .pull_blob_stream(reference, &layer.descriptor)
+                        .await?;
+                    let mut bytes = Vec::with_capacity(layer.size.min(8 << 20) as usize);
+                    while let Some(chunk) = stream.next().await {
+                        let chunk = match chunk {
+                            Ok(chunk) => chunk,
+                            // The client checks the digest too, at the end of the stream.
+                            Err(error) => match error
+                                .get_ref()
+                                .and_then(|inner| inner.downcast_ref::<DigestError>())
+                            {
+                                Some(DigestError::VerificationError { expected, actual }) => {
+                                    return Ok(Err(RegistryError::HashMismatch {
+                                        name: entry.name.clone(),
+                                        version: entry.version.clone(),
+                                        location: format!("{location} (layer `{}`)", layer.title),
+                                        expected: expected.clone(),
+                                        actual: actual.clone(),
+                                    }));
+                                }
+                                _ => return Err(error.into()),
+                            },
+                        };
+                        if (bytes.len() + chunk.len()) as u64 > layer.size {
+                            return Ok(Err(RegistryError::HashMismatch {
+                                name: entry.name.clone(),
+                                version: entry.version.clone(),
+                                location: format!("{location} (layer `{}`)", layer.title),
+                                expected: layer.sha256.clone(),
+                                actual: format!(
+                                    "more than the {} bytes the manifest lists",
+                                    layer.size
+                                ),
+                            }));
+                        }
+                        done += chunk.len() as u64;
+                        bytes.extend_from_slice(&chunk);
+                        let _ = report.send((done, checked.total));
+                    }
+                    let actual = sha256_hex(&bytes);
+                    if actual != layer.sha256 {
                         return Ok(Err(RegistryError::HashMismatch {
                             name: entry.name.clone(),
                             version: entry.version.clone(),
                             location: format!("{location} (layer `{}`)", layer.title),
                             expected: layer.sha256.clone(),
-                            actual: format!(
-                                "more than the {} bytes the manifest lists",
-                                layer.size
-                            ),
+                            actual,
                         }));
                     }
-                    done += chunk.len() as u64;
-                    bytes.extend_from_slice(&chunk);
-                    let _ = report.send((done, checked.total));
+                    files.push((layer.title.clone(), bytes));
                 }
-                let actual = sha256_hex(&bytes);
-                if actual != layer.sha256 {
-                    return Ok(Err(RegistryError::HashMismatch {
-                        name: entry.name.clone(),
-                        version: entry.version.clone(),
-                        location: format!("{location} (layer `{}`)", layer.title),
-                        expected: layer.sha256.clone(),
-                        actual,
-                    }));
-                }
-                files.push((layer.title.clone(), bytes));
-            }
-            Ok::<_, OciDistributionError>(Ok(files))
-        }, progress)
+                Ok::<_, OciDistributionError>(Ok(files))
+            },
+            progress,
+        )
         .map_err(|e| self.failure(&location, e))?
         .map_err(|e| self.failure(&location, e))??;
 
@@ -571,16 +600,15 @@ impl OciRegistry {
         let version = &manifest.version;
         let reference = self.tagged(name, version)?;
         let location = self.reference(name, version)?;
-        let built = build_manifest(manifest, files).map_err(|reason| {
-            RegistryError::Unpublishable {
+        let built =
+            build_manifest(manifest, files).map_err(|reason| RegistryError::Unpublishable {
                 name: name.clone(),
                 version: version.clone(),
                 reason,
-            }
-        })?;
+            })?;
         let sha256 = sha256_hex(&built.manifest);
-        let bytes = built.config.len() as u64
-            + built.layers.iter().map(|l| l.len() as u64).sum::<u64>();
+        let bytes =
+            built.config.len() as u64 + built.layers.iter().map(|l| l.len() as u64).sum::<u64>();
         let client = self.client();
         let auth = self.credentials.auth();
         let outcome = blocking(|| async {
@@ -605,11 +633,7 @@ impl OciRegistry {
                 Err(error) => return Err(error),
             }
             client
-                .auth(
-                    &reference,
-                    &auth,
-                    oci_client::RegistryOperation::Push,
-                )
+                .auth(&reference, &auth, oci_client::RegistryOperation::Push)
                 .await?;
             for layer in &built.layers {
                 let digest = format!("sha256:{}", sha256_hex(layer));
@@ -869,8 +893,17 @@ fn check_manifest(
             ))
         })?;
     let runtime = Runtime::parse(runtime_text)
-        .filter(|r| matches!(r, Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill))
-        .ok_or_else(|| refuse(format!("its runtime `{runtime_text}` is not an artifact runtime")))?;
+        .filter(|r| {
+            matches!(
+                r,
+                Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill
+            )
+        })
+        .ok_or_else(|| {
+            refuse(format!(
+                "its runtime `{runtime_text}` is not an artifact runtime"
+            ))
+        })?;
     let wanted_config = if runtime == Runtime::Skill {
         SKILL_CONFIG_MEDIA_TYPE
     } else {
@@ -939,8 +972,12 @@ fn check_manifest(
             .as_ref()
             .and_then(|a| a.get(TITLE_ANNOTATION))
             .ok_or_else(|| refuse(format!("a layer has no `{TITLE_ANNOTATION}` annotation")))?;
-        let title = entry_path(raw_title.as_bytes())
-            .map_err(|why| refuse(format!("its layer titled `{}` {why}", raw_title.escape_debug())))?;
+        let title = entry_path(raw_title.as_bytes()).map_err(|why| {
+            refuse(format!(
+                "its layer titled `{}` {why}",
+                raw_title.escape_debug()
+            ))
+        })?;
         if title.is_empty() || title.split('/').any(|part| part.starts_with(".murmur")) {
             return Err(refuse(format!(
                 "its layer titled `{}` is not a file an artifact may hold",
@@ -1136,7 +1173,9 @@ mod tests {
             "oci://127.0.0.1:5000/team/agents/read-file:0.1.0_build.7"
         );
         assert_eq!(
-            OciRegistry::parse("oci://localhost:5000").unwrap().describe(),
+            OciRegistry::parse("oci://localhost:5000")
+                .unwrap()
+                .describe(),
             "oci://localhost:5000"
         );
         for bad in [
@@ -1160,10 +1199,21 @@ mod tests {
 
     #[test]
     fn only_loopback_hosts_are_spoken_to_in_plain_http() {
-        for host in ["localhost:5000", "127.0.0.1:5000", "127.9.9.9", "[::1]:5000", "[::1]"] {
+        for host in [
+            "localhost:5000",
+            "127.0.0.1:5000",
+            "127.9.9.9",
+            "[::1]:5000",
+            "[::1]",
+        ] {
             assert!(is_loopback_host(host), "{host}");
         }
-        for host in ["registry.example:5000", "10.0.0.1:5000", "[2001:db8::1]:443", "localhost.example"] {
+        for host in [
+            "registry.example:5000",
+            "10.0.0.1:5000",
+            "[2001:db8::1]:443",
+            "localhost.example",
+        ] {
             assert!(!is_loopback_host(host), "{host}");
         }
     }
@@ -1221,7 +1271,14 @@ mod tests {
     #[test]
     fn a_manifest_that_leads_out_of_the_artifact_or_past_the_limits_is_refused() {
         let limits = UnpackLimits::default();
-        assert!(check_manifest(&with_layer("component.wasm", WASM_LAYER_MEDIA_TYPE, 10), "x", &limits).is_ok());
+        assert!(
+            check_manifest(
+                &with_layer("component.wasm", WASM_LAYER_MEDIA_TYPE, 10),
+                "x",
+                &limits
+            )
+            .is_ok()
+        );
         for (title, media_type, size) in [
             ("../evil.wasm", WASM_LAYER_MEDIA_TYPE, 10),
             ("/etc/passwd", WASM_LAYER_MEDIA_TYPE, 10),
@@ -1232,9 +1289,13 @@ mod tests {
             ("c.wasm", WASM_LAYER_MEDIA_TYPE, -1),
             ("c.wasm", WASM_LAYER_MEDIA_TYPE, 65 * 1024 * 1024),
         ] {
-            let error = check_manifest(&with_layer(title, media_type, size), "x", &limits).unwrap_err();
+            let error =
+                check_manifest(&with_layer(title, media_type, size), "x", &limits).unwrap_err();
             assert!(
-                matches!(error, RegistryError::NotAnArtifact { .. } | RegistryError::TooLarge { .. }),
+                matches!(
+                    error,
+                    RegistryError::NotAnArtifact { .. } | RegistryError::TooLarge { .. }
+                ),
                 "{title} {media_type} {size}: {error}"
             );
         }

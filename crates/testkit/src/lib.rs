@@ -14,9 +14,9 @@ pub mod door;
 pub mod emulator;
 mod mcp_python;
 mod mur;
+pub mod oci_registry;
 pub mod otlp;
 mod recording;
-pub mod oci_registry;
 pub mod registry;
 
 pub use emulator::{Emulator, Script};

@@ -116,7 +116,10 @@ impl OciRegistry {
             .expect("an HTTP client")
     }
 
-    fn authed(&self, request: reqwest::blocking::RequestBuilder) -> reqwest::blocking::RequestBuilder {
+    fn authed(
+        &self,
+        request: reqwest::blocking::RequestBuilder,
+    ) -> reqwest::blocking::RequestBuilder {
         match &self.user {
             Some((name, password)) => request.basic_auth(name, Some(password)),
             None => request,

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use murmur_manifest::Coded;
-use murmur_registry::source::{self, LocalArtifact};
 use murmur_registry::index::Registry;
+use murmur_registry::source::{self, LocalArtifact};
 use murmur_registry::{archive, index};
 use serde_json::json;
 
@@ -135,7 +135,12 @@ pub fn run(args: PublishArgs) -> Exit {
 fn refused_exit(error: &murmur_registry::index::RegistryError) -> Exit {
     match error.code() {
         "E-REG-011" | "E-REG-015" => Exit::Failed,
-        "E-REG-007" if matches!(error, murmur_registry::index::RegistryError::Unreachable { .. }) => {
+        "E-REG-007"
+            if matches!(
+                error,
+                murmur_registry::index::RegistryError::Unreachable { .. }
+            ) =>
+        {
             Exit::Stopped
         }
         _ => Exit::BadInput,
