@@ -98,19 +98,17 @@ const LAYER_MEDIA_TYPES: &[&str] = &[
 /// An OCI registry and the namespace artifacts are kept under in it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OciRegistry {
-    /// `HOST` or `HOST:PORT`.
-    host: String,
+    remote: Remote,
     /// Repository path components before the artifact's name; may be empty.
     namespace: String,
-    credentials: Credentials,
 }
 
 impl std::fmt::Debug for OciRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OciRegistry")
-            .field("host", &self.host)
+            .field("host", &self.remote.host)
             .field("namespace", &self.namespace)
-            .field("credentials", &self.credentials.origin())
+            .field("credentials", &self.remote.credentials.origin())
             .finish()
     }
 }
@@ -297,29 +295,28 @@ impl OciRegistry {
             }
         }
         Ok(OciRegistry {
-            host: host.to_string(),
+            remote: Remote::new(host),
             namespace: namespace.to_string(),
-            credentials: Credentials::Anonymous,
         })
     }
 
     /// The registry's host (`HOST` or `HOST:PORT`), the key of its credentials.
     pub fn host(&self) -> &str {
-        &self.host
+        &self.remote.host
     }
 
     /// The same registry, presenting `credentials`.
     pub fn with_credentials(mut self, credentials: Credentials) -> OciRegistry {
-        self.credentials = credentials;
+        self.remote.credentials = credentials;
         self
     }
 
     /// `oci://HOST/NAMESPACE`: what `murmur.lock` records as the source (no credentials).
     pub fn describe(&self) -> String {
         if self.namespace.is_empty() {
-            format!("{SCHEME}{}", self.host)
+            format!("{SCHEME}{}", self.remote.host)
         } else {
-            format!("{SCHEME}{}/{}", self.host, self.namespace)
+            format!("{SCHEME}{}/{}", self.remote.host, self.namespace)
         }
     }
 
@@ -339,46 +336,15 @@ impl OciRegistry {
 
     fn tagged(&self, name: &str, version: &str) -> Result<Reference, RegistryError> {
         Ok(Reference::with_tag(
-            self.host.clone(),
+            self.remote.host.clone(),
             self.repository(name)?,
             version_tag(version),
         ))
     }
 
-    fn by_digest(&self, name: &str, sha256: &str) -> Result<Reference, RegistryError> {
-        Ok(Reference::with_digest(
-            self.host.clone(),
-            self.repository(name)?,
-            format!("sha256:{sha256}"),
-        ))
-    }
-
     /// `oci://HOST/REPOSITORY:TAG` of artifact `name` at `version`.
     pub fn reference(&self, name: &str, version: &str) -> Result<String, RegistryError> {
-        let reference = self.tagged(name, version)?;
-        Ok(format!(
-            "{SCHEME}{}/{}:{}",
-            self.host,
-            reference.repository(),
-            version_tag(version)
-        ))
-    }
-
-    fn client(&self) -> Client {
-        // reqwest's rustls backend uses the process's default crypto provider.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let loopback = is_loopback_host(&self.host);
-        Client::new(ClientConfig {
-            protocol: if loopback {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            connect_timeout: Some(CONNECT_TIMEOUT),
-            read_timeout: Some(STALL_TIMEOUT),
-            no_proxy: loopback.then(|| "*".to_string()),
-            ..ClientConfig::default()
-        })
+        Ok(shown(&self.tagged(name, version)?))
     }
 
     /// Artifact `name` at `version` (else the newest version tagged): its manifest's sha256 as
@@ -390,53 +356,29 @@ impl OciRegistry {
             None => self.newest_version(name)?,
         };
         let reference = self.tagged(name, &version)?;
-        let client = self.client();
-        let auth = self.credentials.auth();
-        let location = self.reference(name, &version)?;
-        let fetched = blocking(|| async {
-            client
-                .pull_manifest_raw(&reference, &auth, &[OCI_IMAGE_MEDIA_TYPE])
-                .await
-        })
-        .map_err(|e| self.failure(&location, e))?;
-        let (bytes, _) = fetched.map_err(|e| match not_found(&e) {
-            true => RegistryError::NoVersion {
+        let Some(bytes) = self.remote.manifest(&reference)? else {
+            return Err(RegistryError::NoVersion {
                 name: name.to_string(),
-                version: version.clone(),
-                available: self.tags(name).unwrap_or_default(),
-            },
-            false => self.failure(&location, e),
-        })?;
+                version,
+                available: self.versions(name).unwrap_or_default(),
+            });
+        };
         let sha256 = sha256_hex(&bytes);
-        let checked = check_manifest(&bytes, &location, &UnpackLimits::default())?;
+        let checked = check_artifact(&bytes, &shown(&reference), &UnpackLimits::default())?;
         Ok(IndexEntry {
             name: name.to_string(),
             version,
             runtime: checked.runtime.to_string(),
-            url: format!(
-                "{SCHEME}{}/{}@sha256:{sha256}",
-                self.host,
-                reference.repository()
-            ),
+            url: shown(&reference.clone_with_digest(format!("sha256:{sha256}"))),
             sha256,
             size: Some(checked.total),
         })
     }
 
     /// The versions tagged in artifact `name`'s repository, as semantic versions, oldest first.
-    fn tags(&self, name: &str) -> Result<Vec<String>, RegistryError> {
-        let reference = self.tagged(name, "latest")?;
-        let client = self.client();
-        let auth = self.credentials.auth();
-        let location = format!("{SCHEME}{}/{}", self.host, reference.repository());
-        let listed = blocking(|| async { client.list_tags(&reference, &auth, None, None).await })
-            .map_err(|e| self.failure(&location, e))?;
-        let listed = match listed {
-            Ok(listed) => listed.tags,
-            Err(error) if not_found(&error) => Vec::new(),
-            Err(error) => return Err(self.failure(&location, error)),
-        };
-        let mut versions: Vec<semver::Version> = listed
+    fn versions(&self, name: &str) -> Result<Vec<String>, RegistryError> {
+        let tags = self.remote.tags(&self.tagged(name, "latest")?)?;
+        let mut versions: Vec<semver::Version> = tags
             .iter()
             .filter_map(|tag| semver::Version::parse(&tag.replace('_', "+")).ok())
             .collect();
@@ -445,7 +387,7 @@ impl OciRegistry {
     }
 
     fn newest_version(&self, name: &str) -> Result<String, RegistryError> {
-        let versions = self.tags(name)?;
+        let versions = self.versions(name)?;
         let parsed: Vec<semver::Version> = versions
             .iter()
             .filter_map(|v| semver::Version::parse(v).ok())
@@ -473,40 +415,200 @@ impl OciRegistry {
         limits: &UnpackLimits,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<Vec<(String, String)>, RegistryError> {
-        let reference = self.by_digest(&entry.name, &entry.sha256)?;
-        let location = format!(
-            "{SCHEME}{}/{}@sha256:{}",
-            self.host,
-            reference.repository(),
-            entry.sha256
-        );
+        let reference = self
+            .tagged(&entry.name, &entry.version)?
+            .clone_with_digest(format!("sha256:{}", entry.sha256));
+        let (_, layers) = self.remote.fetch_image(
+            &reference,
+            (&entry.name, &entry.version),
+            &|bytes, location| check_artifact(bytes, location, limits).map(|c| c.layers),
+            progress,
+        )?;
+        let write_failed = |path: &Path, e: std::io::Error| RegistryError::Write {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        std::fs::create_dir(dest).map_err(|e| write_failed(dest, e))?;
+        let mut written = Vec::new();
+        for (layer, bytes) in layers {
+            write_new(&dest.join(&layer.title), &bytes)?;
+            written.push((layer.title, layer.sha256));
+        }
+        Ok(written)
+    }
+
+    /// Pushes the artifact made of `files` ([`crate::archive::packed_files`]) whose manifest is
+    /// `manifest`, tagged with its version: `unchanged` when the tag already names these very
+    /// files, `E-REG-011` (nothing pushed) when it names others.
+    pub fn push(
+        &self,
+        manifest: &ArtifactManifest,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<Pushed, RegistryError> {
+        let (name, version) = (&manifest.name, &manifest.version);
+        let reference = self.tagged(name, version)?;
+        let built =
+            build_manifest(manifest, files).map_err(|reason| RegistryError::Unpublishable {
+                name: name.clone(),
+                version: version.clone(),
+                reason,
+            })?;
+        self.remote.push_image(&reference, (name, version), &built)
+    }
+}
+
+/// `path`, a new file, holding `bytes` (its directories made as needed).
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    let write_failed = |path: &Path, e: std::io::Error| RegistryError::Write {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| write_failed(parent, e))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| write_failed(path, e))?;
+    std::io::Write::write_all(&mut file, bytes).map_err(|e| write_failed(path, e))
+}
+
+/// `oci://HOST/REPOSITORY:TAG`, or `…@sha256:…` for a reference by digest.
+pub(crate) fn shown(reference: &Reference) -> String {
+    match (reference.digest(), reference.tag()) {
+        (Some(digest), _) => format!(
+            "{SCHEME}{}/{}@{digest}",
+            reference.registry(),
+            reference.repository()
+        ),
+        (None, Some(tag)) => format!(
+            "{SCHEME}{}/{}:{tag}",
+            reference.registry(),
+            reference.repository()
+        ),
+        (None, None) => format!(
+            "{SCHEME}{}/{}",
+            reference.registry(),
+            reference.repository()
+        ),
+    }
+}
+
+/// A registry's host and the credentials presented to it: what every request needs.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Remote {
+    /// `HOST` or `HOST:PORT`.
+    pub(crate) host: String,
+    pub(crate) credentials: Credentials,
+}
+
+impl Remote {
+    pub(crate) fn new(host: &str) -> Remote {
+        Remote {
+            host: host.to_string(),
+            credentials: Credentials::Anonymous,
+        }
+    }
+
+    fn client(&self) -> Client {
+        // reqwest's rustls backend uses the process's default crypto provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let loopback = is_loopback_host(&self.host);
+        Client::new(ClientConfig {
+            protocol: if loopback {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            read_timeout: Some(STALL_TIMEOUT),
+            no_proxy: loopback.then(|| "*".to_string()),
+            ..ClientConfig::default()
+        })
+    }
+
+    /// The manifest bytes at `reference` (a tag or a digest), or `None` when it names none.
+    pub(crate) fn manifest(&self, reference: &Reference) -> Result<Option<Vec<u8>>, RegistryError> {
         let client = self.client();
         let auth = self.credentials.auth();
-        let (client, auth, reference, shown) = (&client, &auth, &reference, &location);
+        let fetched = blocking(|| async {
+            client
+                .pull_manifest_raw(reference, &auth, &[OCI_IMAGE_MEDIA_TYPE])
+                .await
+        })
+        .map_err(|e| self.failure(&shown(reference), e))?;
+        match fetched {
+            Ok((bytes, _)) => Ok(Some(bytes.to_vec())),
+            Err(error) if not_found(&error) => Ok(None),
+            Err(error) => Err(self.failure(&shown(reference), error)),
+        }
+    }
+
+    /// The tags of `reference`'s repository (none when it has none).
+    pub(crate) fn tags(&self, reference: &Reference) -> Result<Vec<String>, RegistryError> {
+        let client = self.client();
+        let auth = self.credentials.auth();
+        let location = format!("{SCHEME}{}/{}", self.host, reference.repository());
+        let listed = blocking(|| async { client.list_tags(reference, &auth, None, None).await })
+            .map_err(|e| self.failure(&location, e))?;
+        match listed {
+            Ok(listed) => Ok(listed.tags),
+            Err(error) if not_found(&error) => Ok(Vec::new()),
+            Err(error) => Err(self.failure(&location, error)),
+        }
+    }
+
+    /// The image at `reference`: its manifest (whose sha256 must be the reference's digest,
+    /// when it has one), checked by `check`, then each layer `check` gives, read no further
+    /// than its size and verified against its digest. `who` (a name and version) names it in a
+    /// mismatch. Returns the manifest's sha256 and each layer with its bytes.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn fetch_image(
+        &self,
+        reference: &Reference,
+        who: (&str, &str),
+        check: &(dyn Fn(&[u8], &str) -> Result<Vec<CheckedLayer>, RegistryError> + Sync),
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<(String, Vec<(CheckedLayer, Vec<u8>)>), RegistryError> {
+        let location = shown(reference);
+        let mismatch =
+            |location: String, expected: String, actual: String| RegistryError::HashMismatch {
+                name: who.0.to_string(),
+                version: who.1.to_string(),
+                location,
+                expected,
+                actual,
+            };
+        let client = self.client();
+        let auth = self.credentials.auth();
+        let (client, auth, shown_at) = (&client, &auth, &location);
         let fetched = blocking_reporting(
             |report| async move {
-                let location = shown;
+                let location = shown_at;
                 let (bytes, _) = client
                     .pull_manifest_raw(reference, auth, &[OCI_IMAGE_MEDIA_TYPE])
                     .await?;
-                let actual = sha256_hex(&bytes);
-                if actual != entry.sha256 {
-                    return Ok(Err(RegistryError::HashMismatch {
-                        name: entry.name.clone(),
-                        version: entry.version.clone(),
-                        location: location.clone(),
-                        expected: entry.sha256.clone(),
-                        actual,
-                    }));
+                let sha256 = sha256_hex(&bytes);
+                if let Some(expected) = reference.digest()
+                    && expected != format!("sha256:{sha256}")
+                {
+                    return Ok(Err(mismatch(
+                        location.clone(),
+                        expected.to_string(),
+                        sha256,
+                    )));
                 }
-                let checked = match check_manifest(&bytes, location, limits) {
-                    Ok(checked) => checked,
+                let layers = match check(&bytes, location) {
+                    Ok(layers) => layers,
                     Err(error) => return Ok(Err(error)),
                 };
-                let mut files = Vec::new();
+                let total: u64 = layers.iter().map(|l| l.size).sum();
+                let mut fetched = Vec::new();
                 let mut done = 0u64;
-                let _ = report.send((0, checked.total));
-                for layer in &checked.layers {
+                let _ = report.send((0, total));
+                for layer in layers {
+                    let at = format!("{location} (layer `{}`)", layer.title);
                     let mut stream = client
                         .pull_blob_stream(reference, &layer.descriptor)
                         .await?;
@@ -520,145 +622,93 @@ impl OciRegistry {
                                 .and_then(|inner| inner.downcast_ref::<DigestError>())
                             {
                                 Some(DigestError::VerificationError { expected, actual }) => {
-                                    return Ok(Err(RegistryError::HashMismatch {
-                                        name: entry.name.clone(),
-                                        version: entry.version.clone(),
-                                        location: format!("{location} (layer `{}`)", layer.title),
-                                        expected: expected.clone(),
-                                        actual: actual.clone(),
-                                    }));
+                                    return Ok(Err(mismatch(at, expected.clone(), actual.clone())));
                                 }
                                 _ => return Err(error.into()),
                             },
                         };
                         if (bytes.len() + chunk.len()) as u64 > layer.size {
-                            return Ok(Err(RegistryError::HashMismatch {
-                                name: entry.name.clone(),
-                                version: entry.version.clone(),
-                                location: format!("{location} (layer `{}`)", layer.title),
-                                expected: layer.sha256.clone(),
-                                actual: format!(
-                                    "more than the {} bytes the manifest lists",
-                                    layer.size
-                                ),
-                            }));
+                            let actual =
+                                format!("more than the {} bytes the manifest lists", layer.size);
+                            return Ok(Err(mismatch(at, layer.sha256.clone(), actual)));
                         }
                         done += chunk.len() as u64;
                         bytes.extend_from_slice(&chunk);
-                        let _ = report.send((done, checked.total));
+                        let _ = report.send((done, total));
                     }
                     let actual = sha256_hex(&bytes);
                     if actual != layer.sha256 {
-                        return Ok(Err(RegistryError::HashMismatch {
-                            name: entry.name.clone(),
-                            version: entry.version.clone(),
-                            location: format!("{location} (layer `{}`)", layer.title),
-                            expected: layer.sha256.clone(),
-                            actual,
-                        }));
+                        return Ok(Err(mismatch(at, layer.sha256.clone(), actual)));
                     }
-                    files.push((layer.title.clone(), bytes));
+                    fetched.push((layer, bytes));
                 }
-                Ok::<_, OciDistributionError>(Ok(files))
+                Ok::<_, OciDistributionError>(Ok((sha256, fetched)))
             },
             progress,
         )
         .map_err(|e| self.failure(&location, e))?
         .map_err(|e| self.failure(&location, e))??;
-
-        let write_failed = |path: &Path, e: std::io::Error| RegistryError::Write {
-            path: path.to_path_buf(),
-            source: e,
-        };
-        std::fs::create_dir(dest).map_err(|e| write_failed(dest, e))?;
-        let mut written = Vec::new();
-        for (title, bytes) in fetched {
-            let path = dest.join(&title);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| write_failed(parent, e))?;
-            }
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .map_err(|e| write_failed(&path, e))?;
-            std::io::Write::write_all(&mut file, &bytes).map_err(|e| write_failed(&path, e))?;
-            written.push((title, sha256_hex(&bytes)));
-        }
-        Ok(written)
+        Ok(fetched)
     }
 
-    /// Pushes the artifact made of `files` ([`crate::archive::packed_files`]) whose manifest is
-    /// `manifest`, tagged with its version: `unchanged` when the tag already names these very
-    /// files, `E-REG-011` (nothing pushed) when it names others.
-    pub fn push(
+    /// Pushes `built` tagged as `reference` says: `unchanged` when the tag already names this
+    /// very manifest, `E-REG-011` (nothing pushed) when it names another; `who` names it.
+    pub(crate) fn push_image(
         &self,
-        manifest: &ArtifactManifest,
-        files: &[(String, Vec<u8>)],
+        reference: &Reference,
+        who: (&str, &str),
+        built: &Built,
     ) -> Result<Pushed, RegistryError> {
-        let name = &manifest.name;
-        let version = &manifest.version;
-        let reference = self.tagged(name, version)?;
-        let location = self.reference(name, version)?;
-        let built =
-            build_manifest(manifest, files).map_err(|reason| RegistryError::Unpublishable {
-                name: name.clone(),
-                version: version.clone(),
-                reason,
-            })?;
+        let location = shown(reference);
         let sha256 = sha256_hex(&built.manifest);
         let bytes =
             built.config.len() as u64 + built.layers.iter().map(|l| l.len() as u64).sum::<u64>();
+        if let Some(existing) = self.manifest(reference)? {
+            let existing = sha256_hex(&existing);
+            if existing != sha256 {
+                return Err(RegistryError::VersionTaken {
+                    name: who.0.to_string(),
+                    version: who.1.to_string(),
+                    existing: format!("sha256:{existing} (its manifest)"),
+                    offered: format!("sha256:{sha256}"),
+                });
+            }
+            return Ok(Pushed {
+                reference: location,
+                sha256,
+                bytes,
+                how: "unchanged",
+            });
+        }
         let client = self.client();
         let auth = self.credentials.auth();
-        let outcome = blocking(|| async {
-            match client
-                .pull_manifest_raw(&reference, &auth, &[OCI_IMAGE_MEDIA_TYPE])
-                .await
-            {
-                Ok((existing, _)) => {
-                    let existing = sha256_hex(&existing);
-                    return Ok(if existing == sha256 {
-                        Ok("unchanged")
-                    } else {
-                        Err(RegistryError::VersionTaken {
-                            name: name.clone(),
-                            version: version.clone(),
-                            existing: format!("sha256:{existing} (the manifest)"),
-                            offered: format!("sha256:{sha256}"),
-                        })
-                    });
-                }
-                Err(error) if not_found(&error) => {}
-                Err(error) => return Err(error),
-            }
+        blocking(|| async {
             client
-                .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+                .auth(reference, &auth, oci_client::RegistryOperation::Push)
                 .await?;
             for layer in &built.layers {
                 let digest = format!("sha256:{}", sha256_hex(layer));
-                client.push_blob(&reference, layer.clone(), &digest).await?;
+                client.push_blob(reference, layer.clone(), &digest).await?;
             }
             let digest = format!("sha256:{}", sha256_hex(&built.config));
             client
-                .push_blob(&reference, built.config.clone(), &digest)
+                .push_blob(reference, built.config.clone(), &digest)
                 .await?;
             client
                 .push_manifest_raw(
-                    &reference,
+                    reference,
                     built.manifest.clone(),
                     http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
                 )
-                .await?;
-            Ok(Ok("pushed"))
+                .await
         })
         .map_err(|e| self.failure(&location, e))?
-        .map_err(|e| self.failure(&location, e))??;
+        .map_err(|e| self.failure(&location, e))?;
         Ok(Pushed {
             reference: location,
             sha256,
             bytes,
-            how: outcome,
+            how: "pushed",
         })
     }
 
@@ -842,14 +892,15 @@ fn check_path_component(part: &str) -> Result<(), &'static str> {
 
 /// A layer the manifest lists, checked.
 #[derive(Debug)]
-struct CheckedLayer {
-    descriptor: OciDescriptor,
-    title: String,
-    sha256: String,
-    size: u64,
+pub(crate) struct CheckedLayer {
+    pub(crate) descriptor: OciDescriptor,
+    /// Its path inside the artifact or capsule: plain, relative, `/`-separated.
+    pub(crate) title: String,
+    pub(crate) sha256: String,
+    pub(crate) size: u64,
 }
 
-/// A manifest checked against the bounds.
+/// An artifact's manifest, checked against the bounds.
 #[derive(Debug)]
 struct CheckedManifest {
     runtime: Runtime,
@@ -857,12 +908,24 @@ struct CheckedManifest {
     total: u64,
 }
 
-/// Checks the manifest `bytes` of the artifact at `location` (see the module docs).
-fn check_manifest(
+/// What an image may hold, for [`check_image`].
+pub(crate) struct Layout<'a> {
+    /// The config media types it may have.
+    pub(crate) configs: &'a [&'a str],
+    /// The layer media types it may have.
+    pub(crate) layers: &'a [&'a str],
+    pub(crate) max_layers: usize,
+}
+
+/// The manifest `bytes` of the image at `location`, checked against `layout` and `limits`
+/// (see the module docs): every layer's media type, digest, size and title. What it is not is
+/// `E-REG-002` (`E-REG-003` for a size over a limit).
+pub(crate) fn check_image(
     bytes: &[u8],
     location: &str,
+    layout: &Layout<'_>,
     limits: &UnpackLimits,
-) -> Result<CheckedManifest, RegistryError> {
+) -> Result<(OciImageManifest, Vec<CheckedLayer>), RegistryError> {
     let refuse = |reason: String| RegistryError::NotAnArtifact {
         location: location.to_string(),
         reason,
@@ -883,35 +946,10 @@ fn check_manifest(
         )));
     }
     let config_type = manifest.config.media_type.as_str();
-    let runtime_text = manifest
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RUNTIME_ANNOTATION))
-        .ok_or_else(|| {
-            refuse(format!(
-                "it is not a Murmur artifact: its manifest has no `{RUNTIME_ANNOTATION}` annotation"
-            ))
-        })?;
-    let runtime = Runtime::parse(runtime_text)
-        .filter(|r| {
-            matches!(
-                r,
-                Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill
-            )
-        })
-        .ok_or_else(|| {
-            refuse(format!(
-                "its runtime `{runtime_text}` is not an artifact runtime"
-            ))
-        })?;
-    let wanted_config = if runtime == Runtime::Skill {
-        SKILL_CONFIG_MEDIA_TYPE
-    } else {
-        WASM_CONFIG_MEDIA_TYPE
-    };
-    if config_type != wanted_config {
+    if !layout.configs.contains(&config_type) {
         return Err(refuse(format!(
-            "its config is `{config_type}`, and a {runtime} artifact's is `{wanted_config}`"
+            "its config is `{config_type}`, not {}",
+            layout.configs.join(" or ")
         )));
     }
     if manifest.config.size < 0 || manifest.config.size as u64 > MAX_CONFIG_BYTES {
@@ -920,21 +958,22 @@ fn check_manifest(
             manifest.config.size
         )));
     }
-    if manifest.layers.len() > MAX_LAYERS {
+    if manifest.layers.len() > layout.max_layers {
         return Err(refuse(format!(
-            "it lists {} layers, more than {MAX_LAYERS}",
-            manifest.layers.len()
+            "it lists {} layers, more than {}",
+            manifest.layers.len(),
+            layout.max_layers
         )));
     }
     let mut titles = BTreeSet::new();
     let mut layers = Vec::new();
     let mut total = 0u64;
     for descriptor in &manifest.layers {
-        if !LAYER_MEDIA_TYPES.contains(&descriptor.media_type.as_str()) {
+        if !layout.layers.contains(&descriptor.media_type.as_str()) {
             return Err(refuse(format!(
                 "it has a layer of media type `{}`, not one of {}",
                 descriptor.media_type,
-                LAYER_MEDIA_TYPES.join(", ")
+                layout.layers.join(", ")
             )));
         }
         let sha256 = descriptor
@@ -978,19 +1017,15 @@ fn check_manifest(
                 raw_title.escape_debug()
             ))
         })?;
-        if title.is_empty() || title.split('/').any(|part| part.starts_with(".murmur")) {
+        // Nothing hidden: not the install receipt, not a project store, not a dotfile.
+        if title.is_empty() || title.split('/').any(|part| part.starts_with('.')) {
             return Err(refuse(format!(
-                "its layer titled `{}` is not a file an artifact may hold",
+                "its layer titled `{}` is not a file it may hold",
                 raw_title.escape_debug()
             )));
         }
         if !titles.insert(title.clone()) {
             return Err(refuse(format!("two layers are titled `{title}`")));
-        }
-        if (title == MANIFEST_NAME) != (descriptor.media_type == ARTIFACT_MANIFEST_MEDIA_TYPE) {
-            return Err(refuse(format!(
-                "its `{MANIFEST_NAME}` must be the one layer of `{ARTIFACT_MANIFEST_MEDIA_TYPE}`"
-            )));
         }
         layers.push(CheckedLayer {
             descriptor: descriptor.clone(),
@@ -1014,9 +1049,71 @@ fn check_manifest(
             prefix.push_str(part);
         }
     }
-    if !titles.contains(MANIFEST_NAME) {
+    Ok((manifest, layers))
+}
+
+/// Checks the manifest `bytes` of the artifact at `location` (see the module docs).
+fn check_artifact(
+    bytes: &[u8],
+    location: &str,
+    limits: &UnpackLimits,
+) -> Result<CheckedManifest, RegistryError> {
+    let refuse = |reason: String| RegistryError::NotAnArtifact {
+        location: location.to_string(),
+        reason,
+    };
+    let layout = Layout {
+        configs: &[WASM_CONFIG_MEDIA_TYPE, SKILL_CONFIG_MEDIA_TYPE],
+        layers: LAYER_MEDIA_TYPES,
+        max_layers: MAX_LAYERS,
+    };
+    let (manifest, layers) = check_image(bytes, location, &layout, limits)?;
+    let runtime_text = manifest
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RUNTIME_ANNOTATION))
+        .ok_or_else(|| {
+            refuse(format!(
+                "it is not a Murmur artifact: its manifest has no `{RUNTIME_ANNOTATION}` annotation"
+            ))
+        })?;
+    let runtime = Runtime::parse(runtime_text)
+        .filter(|r| {
+            matches!(
+                r,
+                Runtime::Tool | Runtime::Driver | Runtime::Hook | Runtime::Skill
+            )
+        })
+        .ok_or_else(|| {
+            refuse(format!(
+                "its runtime `{}` is not an artifact runtime",
+                runtime_text.escape_debug()
+            ))
+        })?;
+    let wanted_config = if runtime == Runtime::Skill {
+        SKILL_CONFIG_MEDIA_TYPE
+    } else {
+        WASM_CONFIG_MEDIA_TYPE
+    };
+    if manifest.config.media_type != wanted_config {
+        return Err(refuse(format!(
+            "its config is `{}`, and a {runtime} artifact's is `{wanted_config}`",
+            manifest.config.media_type
+        )));
+    }
+    for layer in &layers {
+        if (layer.title == MANIFEST_NAME)
+            != (layer.descriptor.media_type == ARTIFACT_MANIFEST_MEDIA_TYPE)
+        {
+            return Err(refuse(format!(
+                "its `{MANIFEST_NAME}` must be the one layer of `{ARTIFACT_MANIFEST_MEDIA_TYPE}`"
+            )));
+        }
+    }
+    if !layers.iter().any(|l| l.title == MANIFEST_NAME) {
         return Err(refuse(format!("it has no `{MANIFEST_NAME}` layer")));
     }
+    let total = layers.iter().map(|l| l.size).sum();
     Ok(CheckedManifest {
         runtime,
         layers,
@@ -1024,11 +1121,11 @@ fn check_manifest(
     })
 }
 
-/// The blobs and manifest of one artifact, as pushed.
-struct Built {
-    config: Vec<u8>,
-    layers: Vec<Vec<u8>>,
-    manifest: Vec<u8>,
+/// The blobs and manifest of one image (an artifact or a capsule), as pushed.
+pub(crate) struct Built {
+    pub(crate) config: Vec<u8>,
+    pub(crate) layers: Vec<Vec<u8>>,
+    pub(crate) manifest: Vec<u8>,
 }
 
 /// The OCI manifest, config and layers of the artifact of `files` (see the module docs).
@@ -1245,7 +1342,7 @@ mod tests {
         let first = build_manifest(&manifest, &files).unwrap();
         let second = build_manifest(&manifest, &files).unwrap();
         assert_eq!(first.manifest, second.manifest);
-        let checked = check_manifest(&first.manifest, "here", &UnpackLimits::default()).unwrap();
+        let checked = check_artifact(&first.manifest, "here", &UnpackLimits::default()).unwrap();
         assert_eq!(checked.runtime, Runtime::Skill);
         let titles: Vec<&str> = checked.layers.iter().map(|l| l.title.as_str()).collect();
         assert_eq!(titles, ["skill.md", "murmur.yaml"]);
@@ -1272,7 +1369,7 @@ mod tests {
     fn a_manifest_that_leads_out_of_the_artifact_or_past_the_limits_is_refused() {
         let limits = UnpackLimits::default();
         assert!(
-            check_manifest(
+            check_artifact(
                 &with_layer("component.wasm", WASM_LAYER_MEDIA_TYPE, 10),
                 "x",
                 &limits
@@ -1290,7 +1387,7 @@ mod tests {
             ("c.wasm", WASM_LAYER_MEDIA_TYPE, 65 * 1024 * 1024),
         ] {
             let error =
-                check_manifest(&with_layer(title, media_type, size), "x", &limits).unwrap_err();
+                check_artifact(&with_layer(title, media_type, size), "x", &limits).unwrap_err();
             assert!(
                 matches!(
                     error,
@@ -1304,12 +1401,12 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn no_manifest_makes_the_check_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
-            let _ = check_manifest(&bytes, "x", &UnpackLimits::default());
+            let _ = check_artifact(&bytes, "x", &UnpackLimits::default());
         }
 
         #[test]
         fn no_title_or_size_makes_the_check_panic(title in ".{0,40}", size in proptest::prelude::any::<i64>()) {
-            let _ = check_manifest(&with_layer(&title, WASM_LAYER_MEDIA_TYPE, size), "x", &UnpackLimits::default());
+            let _ = check_artifact(&with_layer(&title, WASM_LAYER_MEDIA_TYPE, size), "x", &UnpackLimits::default());
         }
     }
 }
