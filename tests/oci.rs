@@ -326,3 +326,153 @@ fn a_registry_asking_for_credentials_is_given_them_from_the_sources_or_docker_lo
     assert!(!lock.contains("s3cret") && !lock.contains(&auth), "{lock}");
     assert!(lock.contains(&oci), "{lock}");
 }
+
+#[test]
+fn a_whole_capsule_pushes_pulls_by_digest_installs_its_pins_and_runs() {
+    let registry = OciRegistry::start();
+    let home = tempfile::tempdir().unwrap();
+    let artifacts = registry.oci("murmur");
+    assert_eq!(
+        publish(home.path(), &artifacts, &["driver-anthropic", "write-file"]).code,
+        0
+    );
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+
+    // A capsule with registry artifacts, a local one (`path:`) and a prompt file.
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("notes");
+    let local = dir.join("artifacts/read-file");
+    std::fs::create_dir_all(&local).unwrap();
+    let source = repo_root().join("artifacts/read-file");
+    let manifest = std::fs::read_to_string(source.join("murmur.yaml")).unwrap();
+    let build = "build:\n  cargo: { package: read-file }\n";
+    std::fs::write(local.join("murmur.yaml"), manifest.replace(build, "")).unwrap();
+    std::fs::copy(source.join("component.wasm"), local.join("component.wasm")).unwrap();
+    std::fs::write(dir.join("prompt.md"), "Keep notes.\n").unwrap();
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            r#"name: notes
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    gateway: {{ endpoint: "{}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: ./artifacts/read-file }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+  system_prompt_file: prompt.md
+"#,
+            emulator.url()
+        ),
+    )
+    .unwrap();
+    let installed = install(home.path(), &dir, &artifacts, &[]);
+    assert_eq!(installed.code, 0, "{installed:#?}");
+
+    let capsules = format!("oci://{}/capsules/notes", registry.host());
+    let pushed = mur(home.path())
+        .args(["push", "--json", &capsules])
+        .arg(&dir)
+        .run();
+    assert_eq!(pushed.code, 0, "{pushed:#?}\n{}", registry.log());
+    let pushed = pushed.json();
+    assert_eq!(pushed["reference"], format!("{capsules}:0.1.0"));
+    let mut files: Vec<&str> = pushed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "artifacts/read-file",
+            "murmur.lock",
+            "murmur.yaml",
+            "prompt.md"
+        ],
+        "registry artifacts travel as the lock's pins, not as files"
+    );
+    let again = mur(home.path())
+        .args(["push", "--json", &capsules])
+        .arg(&dir)
+        .run();
+    assert_eq!(again.json()["how"], "unchanged", "{again:#?}");
+    assert_eq!(again.json()["sha256"], pushed["sha256"]);
+
+    // Pulled by digest elsewhere: the same tree.
+    let sha256 = pushed["sha256"].as_str().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let pulled_dir = elsewhere.path().join("notes");
+    let pulled = mur(home.path())
+        .args(["pull", "--json", &format!("{capsules}@sha256:{sha256}")])
+        .arg(&pulled_dir)
+        .run();
+    assert_eq!(pulled.code, 0, "{pulled:#?}");
+    assert_eq!(pulled.json()["sha256"], sha256);
+    for file in [
+        "murmur.yaml",
+        "murmur.lock",
+        "prompt.md",
+        "artifacts/read-file/murmur.yaml",
+        "artifacts/read-file/component.wasm",
+    ] {
+        assert_eq!(
+            std::fs::read(pulled_dir.join(file)).unwrap(),
+            std::fs::read(dir.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    assert!(
+        !pulled_dir.join(".murmur").exists(),
+        "no installed copies travel"
+    );
+
+    // Its pins are fetched where it was pulled, as locked; then it runs.
+    let fresh_home = tempfile::tempdir().unwrap();
+    let locked = install(fresh_home.path(), &pulled_dir, &artifacts, &["--locked"]);
+    assert_eq!(locked.code, 0, "{locked:#?}");
+    let run = mur(fresh_home.path())
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--task", "write and read a note"])
+        .arg(&pulled_dir)
+        .run();
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json()["tasks"][0]["result_text"], "It says installed.");
+
+    // Never over files, never what the registry does not have; nothing written either way.
+    let again = mur(home.path())
+        .args(["pull", "--json", &format!("{capsules}:0.1.0")])
+        .arg(&pulled_dir)
+        .run();
+    refused(&again, "E-REG-016");
+    let missing = elsewhere.path().join("missing");
+    let absent = mur(home.path())
+        .args(["pull", "--json", &format!("{capsules}:9.9.9")])
+        .arg(&missing)
+        .run();
+    refused(&absent, "E-REG-006");
+    assert!(!missing.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(elsewhere.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(leftovers, ["notes"], "no staging directory is left behind");
+
+    // A capsule naming a file outside itself cannot be pushed.
+    std::fs::write(work.path().join("outside.md"), "x").unwrap();
+    murmur_testkit::replace_in(&dir.join("murmur.yaml"), "prompt.md", "../outside.md");
+    let outside = mur(home.path())
+        .args(["push", "--json", &format!("{capsules}:outside")])
+        .arg(&dir)
+        .run();
+    refused(&outside, "E-REG-016");
+}

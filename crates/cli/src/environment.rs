@@ -49,10 +49,23 @@ pub fn registry(
         &given,
         &std::env::current_dir().unwrap_or_default(),
     )?;
+    registry.with_credentials(&credential_lookup())
+}
+
+/// The credentials for OCI registry `host`: from the credential sources (the environment, then
+/// the user's credentials file), else the Docker credential file.
+pub fn registry_credentials(
+    host: &str,
+) -> Result<murmur_registry::oci::Credentials, murmur_registry::index::RegistryError> {
+    murmur_registry::oci::Credentials::find(host, &credential_lookup())
+}
+
+/// Looks a credential up in the environment, then the user's credentials file.
+fn credential_lookup() -> impl Fn(&str) -> Option<String> {
     let file = user_credentials().ok().map(|(credentials, _)| credentials);
-    registry.with_credentials(&|name| {
+    move |name| {
         host_env(name).or_else(|| file.as_ref().and_then(|credentials| credentials.get(name)))
-    })
+    }
 }
 
 /// The registry used when none is given: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.

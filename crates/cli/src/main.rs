@@ -59,8 +59,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Add artifacts to a directory registry (built and packed first).
+    /// Add artifacts to a registry: a directory, or an OCI registry (built and packed first).
     Publish(commands::publish::PublishArgs),
+    /// Push a whole capsule (manifest, lock, local artifacts) to an OCI registry.
+    Push(commands::push_pull::PushArgs),
+    /// Pull a whole capsule from an OCI registry into a new directory.
+    Pull(commands::push_pull::PullArgs),
     /// Install a capsule's registry artifacts and write `murmur.lock`.
     Install(commands::install::InstallArgs),
     /// The Model Context Protocol: serve a capsule's tools to MCP clients.
@@ -117,6 +121,8 @@ fn main() -> ExitCode {
             json,
         ),
         Command::Publish(args) => commands::publish::run(args),
+        Command::Push(args) => commands::push_pull::push(args),
+        Command::Pull(args) => commands::push_pull::pull(args),
         Command::Install(args) => commands::install::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Send(args) => commands::send::run(args),

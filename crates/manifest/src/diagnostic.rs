@@ -327,6 +327,7 @@ codes! {
     E_REG_013 = "E-REG-013": "`mur new`: the name is not one an artifact can take";
     E_REG_014 = "E-REG-014": "`mur new`: the directory already holds files, or the artifact cannot be written into it";
     E_REG_015 = "E-REG-015": "an OCI registry asks for credentials, or refused the ones given";
+    E_REG_016 = "E-REG-016": "a capsule cannot be pushed or pulled as asked: a file it names lies outside its directory or cannot be packed, or the destination already holds files";
 
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";

@@ -203,6 +203,9 @@ pub enum RegistryError {
     /// What an OCI registry holds there is not a Murmur artifact, or breaks a bound.
     #[error("{location} is not an artifact mur installs: {reason}")]
     NotAnArtifact { location: String, reason: String },
+    /// A capsule cannot be pushed or pulled as asked.
+    #[error("capsule {capsule}: {reason}")]
+    CapsuleNotMovable { capsule: String, reason: String },
     /// Writing into a directory registry failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -229,6 +232,7 @@ impl Coded for RegistryError {
             RegistryError::VersionTaken { .. } => code::E_REG_011,
             RegistryError::Credentials { .. } => code::E_REG_015,
             RegistryError::NotAnArtifact { .. } => code::E_REG_002,
+            RegistryError::CapsuleNotMovable { .. } => code::E_REG_016,
         }
     }
 
@@ -291,6 +295,10 @@ impl Coded for RegistryError {
                 MURMUR_REGISTRY_PASSWORD (or MURMUR_REGISTRY_TOKEN) in the environment, the \
                 .env or $MURMUR_HOME/credentials.yaml, or log in to the registry with a Docker \
                 credential file"
+                .into(),
+            RegistryError::CapsuleNotMovable { .. } => "keep every file the capsule names \
+                (its local artifacts, prompt files, component) inside its directory and built; \
+                pull into a new or empty directory"
                 .into(),
             RegistryError::NotAnArtifact { .. } => "do not use it: check the reference, and \
                 push the artifact with `mur publish --registry oci://HOST/NAMESPACE`"

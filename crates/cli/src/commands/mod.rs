@@ -6,6 +6,7 @@ pub mod install;
 pub mod mcp;
 pub mod new;
 pub mod publish;
+pub mod push_pull;
 pub mod run;
 pub mod send;
 pub mod tool;

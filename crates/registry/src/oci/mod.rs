@@ -35,9 +35,12 @@
 //!   refuses the request for want of credentials is `E-REG-015`.
 //! - **Plain HTTP only on loopback.** A registry on `localhost`, `127.0.0.0/8` or `::1` is
 //!   spoken to over HTTP (and never through a proxy); any other over HTTPS.
+//! - **Whole capsules** go the same way ([`capsule`]).
 //! - **Blocking calls**, each on a thread of its own, so callers inside an async runtime or
 //!   not may make them; a connect timeout, a stall timeout on every read, and an overall
 //!   deadline.
+
+pub mod capsule;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -818,7 +821,7 @@ fn is_unauthorized(error: &OciDistributionError) -> bool {
 }
 
 /// A version as a tag: tags cannot hold `+`.
-fn version_tag(version: &str) -> String {
+pub(crate) fn version_tag(version: &str) -> String {
     version.replace('+', "_")
 }
 
@@ -835,7 +838,7 @@ fn is_loopback_host(host: &str) -> bool {
 }
 
 /// Whether `host` is `NAME[:PORT]` or `[IPv6][:PORT]`.
-fn check_host(host: &str) -> Result<(), String> {
+pub(crate) fn check_host(host: &str) -> Result<(), String> {
     if host.is_empty() {
         return Err("it names no host".to_string());
     }
@@ -856,7 +859,7 @@ fn check_host(host: &str) -> Result<(), String> {
 
 /// Whether `part` is a repository path component: lowercase letters and digits, separated by
 /// one `.`, one or two `_`, or any number of `-`.
-fn check_path_component(part: &str) -> Result<(), &'static str> {
+pub(crate) fn check_path_component(part: &str) -> Result<(), &'static str> {
     if part.is_empty() || part.len() > 128 {
         return Err("must have 1 to 128 characters");
     }
