@@ -8,6 +8,7 @@ mod artifacts;
 mod capsule_components;
 mod check;
 mod control;
+mod deploy;
 mod door;
 mod door_auth;
 mod driver_choices;

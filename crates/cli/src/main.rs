@@ -70,6 +70,10 @@ enum Command {
     /// The Model Context Protocol: serve a capsule's tools to MCP clients.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
+    /// Render what serves a capsule elsewhere: `kubernetes` (Deployment, Service,
+    /// NetworkPolicy).
+    #[command(subcommand)]
+    Deploy(commands::deploy::DeployCommand),
     /// Run a capsule: stage it, then run its tasks through the agent loop as one session.
     Run(commands::run::RunArgs),
     /// Send a message to an A2A agent (a served capsule) and print its answer.
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
         ),
         Command::Publish(args) => commands::publish::run(args),
         Command::Push(args) => commands::push_pull::push(args),
+        Command::Deploy(command) => commands::deploy::run(command),
         Command::Pull(args) => commands::push_pull::pull(args),
         Command::Install(args) => commands::install::run(args),
         Command::Run(args) => commands::run::run(args),

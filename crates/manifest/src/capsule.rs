@@ -579,6 +579,45 @@ fn positive_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
 }
 
 impl CapsuleManifest {
+    /// Every credential the capsule names, each once, sorted by name: a driver's
+    /// `gateway.api_key`, an MCP server header's, a door principal's and a peer's
+    /// `${NAME}`, and each `control.secrets` name. `true` beside a name `control.secrets`
+    /// lists: a controller may inject it at run time, so it need not be set beforehand.
+    pub fn credential_names(&self) -> Vec<(String, bool)> {
+        let mut names: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        for entry in &self.artifacts {
+            if let Some(name) = entry.gateway.as_ref().and_then(Gateway::env_reference) {
+                names.insert(name);
+            }
+            if let Some(server) = &entry.server {
+                names.extend(
+                    server
+                        .headers
+                        .values()
+                        .filter_map(|v| credential_reference(v)),
+                );
+            }
+        }
+        let presented = self
+            .door
+            .auth
+            .iter()
+            .filter_map(crate::door::Principal::presented)
+            .chain(self.peers.iter().filter_map(crate::door::Peer::presented));
+        let presented: Vec<_> = presented.collect();
+        names.extend(presented.iter().map(|p| p.credential()));
+        names.extend(self.control.secrets.iter().map(String::as_str));
+        names
+            .into_iter()
+            .map(|name| {
+                (
+                    name.to_string(),
+                    self.control.secrets.iter().any(|s| s == name),
+                )
+            })
+            .collect()
+    }
+
     /// What `entry` holds. Without a word in the entry: a tool gets the workdir read-write,
     /// the `read_only` paths and the capsule's whole network allowlist; an MCP server the
     /// workdir read-write and the `read_only` paths, no network; a hook gets no

@@ -329,6 +329,11 @@ codes! {
     E_REG_015 = "E-REG-015": "an OCI registry asks for credentials, or refused the ones given";
     E_REG_016 = "E-REG-016": "a capsule cannot be pushed or pulled as asked: a file it names lies outside its directory or cannot be packed, or the destination already holds files";
 
+    E_DEP_001 = "E-DEP-001": "`mur deploy`: the capsule cannot be served on a cluster as it is (no `door.auth`, a capsule component, no inference, or a name that is not a DNS label)";
+    E_DEP_002 = "E-DEP-002": "`mur deploy`: the capsule cannot be pulled at start as asked (a reference not pinned by digest, or registry artifacts not locked from one OCI registry)";
+    E_DEP_003 = "E-DEP-003": "`mur deploy`: the rendered objects cannot be written";
+    W_DEP_004 = "W-DEP-004": "`mur deploy`: the capsule needs what the image must supply (a harness CLI, the binaries its shell grant runs, its read-only paths)";
+
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";
     E_TRC_003 = "E-TRC-003": "a trace cannot be read or is malformed: a line that is not a trace event, no event, or no `session_start` (`mur trace`)";
@@ -425,7 +430,7 @@ mod tests {
     use std::collections::HashSet;
 
     const AREAS: &[&str] = &[
-        "MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC", "MCP",
+        "MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC", "MCP", "DEP",
     ];
 
     #[test]

@@ -31,6 +31,16 @@ pub struct NetworkRule {
     reach: Reach,
 }
 
+/// The host an entry reaches, as [`NetworkRule::host`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EgressHost {
+    /// A DNS name, lowercase, without a trailing dot.
+    Name(String),
+    /// Any subdomain of this name.
+    Subdomains(String),
+    Ip(IpAddr),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum HostPattern {
     /// A DNS name, lowercase, without a trailing dot.
@@ -82,6 +92,16 @@ impl NetworkRule {
     /// The entry as written.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The host this entry reaches: a DNS name (lowercase), `*.suffix` for any subdomain of
+    /// `suffix`, or an IP address.
+    pub fn host(&self) -> EgressHost {
+        match &self.host {
+            HostPattern::Name(name) => EgressHost::Name(name.clone()),
+            HostPattern::Subdomains(suffix) => EgressHost::Subdomains(suffix.clone()),
+            HostPattern::Ip(ip) => EgressHost::Ip(*ip),
+        }
     }
 
     /// The TCP ports any of `rules` reaches (what a confined child may `connect` to).

@@ -2,6 +2,7 @@ pub mod build;
 pub mod cache;
 pub mod check;
 pub mod control;
+pub mod deploy;
 pub mod install;
 pub mod mcp;
 pub mod new;
