@@ -347,9 +347,8 @@ fn a_whole_capsule_pushes_pulls_by_digest_installs_its_pins_and_runs() {
     let local = dir.join("artifacts/read-file");
     std::fs::create_dir_all(&local).unwrap();
     let source = repo_root().join("artifacts/read-file");
-    let manifest = std::fs::read_to_string(source.join("murmur.yaml")).unwrap();
-    let build = "build:\n  cargo: { package: read-file }\n";
-    std::fs::write(local.join("murmur.yaml"), manifest.replace(build, "")).unwrap();
+    // Its own manifest still says how to build it: where it is pulled it must not be rebuilt.
+    std::fs::copy(source.join("murmur.yaml"), local.join("murmur.yaml")).unwrap();
     std::fs::copy(source.join("component.wasm"), local.join("component.wasm")).unwrap();
     std::fs::write(dir.join("prompt.md"), "Keep notes.\n").unwrap();
     std::fs::write(
@@ -436,7 +435,10 @@ inference:
         "no installed copies travel"
     );
 
-    // Its pins are fetched where it was pulled, as locked; then it runs.
+    // Its pins are fetched where it was pulled, as locked; then it runs, the pulled local
+    // artifact as it came (not rebuilt: its component keeps its time).
+    let component = pulled_dir.join("artifacts/read-file/component.wasm");
+    let pulled_at = std::fs::metadata(&component).unwrap().modified().unwrap();
     let fresh_home = tempfile::tempdir().unwrap();
     let locked = install(fresh_home.path(), &pulled_dir, &artifacts, &["--locked"]);
     assert_eq!(locked.code, 0, "{locked:#?}");
@@ -447,6 +449,12 @@ inference:
         .run();
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(run.json()["tasks"][0]["result_text"], "It says installed.");
+    assert_eq!(
+        std::fs::metadata(&component).unwrap().modified().unwrap(),
+        pulled_at,
+        "the pulled component was rebuilt: {}",
+        run.stderr
+    );
 
     // Never over files, never what the registry does not have; nothing written either way.
     let again = mur(home.path())

@@ -267,7 +267,8 @@ impl Coded for RegistryError {
                 match closest(name, names) {
                     Some(close) => format!("did you mean `{close}`?"),
                     None => "check the artifact's name in murmur.yaml, or publish it with \
-                             `mur publish`"
+                             `mur publish` (a whole capsule: check the reference, or push it \
+                             with `mur push`)"
                         .into(),
                 }
             }

@@ -65,8 +65,12 @@ pub fn push(args: PushArgs) -> Exit {
     };
     let (file, capsule_dir) = capsule_paths(args.dir.as_deref());
     let source = murmur_manifest::CapsuleSource::read(&file, &host_env);
-    let (Some(text), Some(manifest)) = (source.text.as_deref(), source.loaded.manifest.as_ref())
-    else {
+    let has_errors = source.loaded.diagnostics.iter().any(|d| d.is_error());
+    let (Some(text), Some(manifest), false) = (
+        source.text.as_deref(),
+        source.loaded.manifest.as_ref(),
+        has_errors,
+    ) else {
         if args.json {
             println!("{:#}", json!({ "diagnostics": source.loaded.diagnostics }));
         } else {

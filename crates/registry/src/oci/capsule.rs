@@ -16,7 +16,8 @@
 //! - **Pulling is checked and all or nothing** ([`pull`]): by digest, the manifest's bytes
 //!   must have it; every layer is held to the image bounds (media types, sizes, plain
 //!   relative titles with no hidden part, at most [`MAX_CAPSULE_LAYERS`]), verified against
-//!   its digest, and artifact archives are unpacked with the archive guards; everything is
+//!   its digest, and artifact archives are unpacked with the archive guards (their files given
+//!   one time, so a local artifact is as built and never rebuilt where it lands); everything is
 //!   written into a staging directory beside the destination and renamed into place only when
 //!   all of it is there. The destination must not exist or be empty (`E-REG-016`).
 
@@ -484,6 +485,19 @@ pub fn pull(
                     reason: e.to_string(),
                 }
             })?;
+            // As built: its files share one time, so no source looks newer than its component
+            // and `mur run` does not build it again where it was pulled (written one after the
+            // other, the manifest could be a clock tick younger than the component).
+            let now = std::time::SystemTime::now();
+            for (file, _) in &unpacked.files {
+                let opened = std::fs::OpenOptions::new().write(true).open(path.join(file));
+                opened
+                    .and_then(|f| f.set_modified(now))
+                    .map_err(|e| RegistryError::Write {
+                        path: path.join(file),
+                        source: e,
+                    })?;
+            }
             written.extend(
                 unpacked
                     .files
