@@ -490,7 +490,9 @@ pub fn pull(
             // other, the manifest could be a clock tick younger than the component).
             let now = std::time::SystemTime::now();
             for (file, _) in &unpacked.files {
-                let opened = std::fs::OpenOptions::new().write(true).open(path.join(file));
+                let opened = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path.join(file));
                 opened
                     .and_then(|f| f.set_modified(now))
                     .map_err(|e| RegistryError::Write {
@@ -568,6 +570,14 @@ mod tests {
                 .err()
                 .unwrap_or_else(|| panic!("{bad}"));
             assert!(!error.to_string().contains("pw@"), "{error}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_reference_makes_parsing_panic(text in "(oci://)?[ -~]{0,60}") {
+            let _ = CapsuleReference::parse(&text);
+            let _ = super::super::OciRegistry::parse(&text);
         }
     }
 

@@ -21,10 +21,10 @@
 //!   lists (`E-REG-004` otherwise).
 //! - **A hostile registry is held to bounds.** A manifest of another media type, with more
 //!   than [`MAX_LAYERS`] layers, a layer of an unknown media type, a digest that is not sha256,
-//!   a size over the unpacking limits, a title that is not a plain relative path inside the
-//!   artifact (or is the install receipt's name), two layers of one title, or no `murmur.yaml`
-//!   is refused (`E-REG-002`) before any layer is read; a layer body is never read past the
-//!   size the manifest gives it.
+//!   a size over the unpacking limits (`E-REG-003`), a title that is not a plain relative path
+//!   inside the artifact or has a hidden part (the install receipt, a project store), two
+//!   layers of one title, or no `murmur.yaml` is refused (`E-REG-002`) before any layer is
+//!   read; a layer body is never read past the size the manifest gives it.
 //! - **Publishing** ([`OciRegistry::push`]) the same files again changes nothing; other files
 //!   under a version already there are refused (`E-REG-011`) and nothing is pushed.
 //! - **Credentials** ([`Credentials::find`]): `MURMUR_REGISTRY_USERNAME` and
