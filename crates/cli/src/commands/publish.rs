@@ -91,7 +91,7 @@ pub fn run(args: PublishArgs) -> Exit {
         };
         let manifest = &artifact.manifest;
         match index::publish(
-            &registry,
+            registry,
             &manifest.name,
             &manifest.version,
             &manifest.runtime.to_string(),
