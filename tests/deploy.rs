@@ -213,3 +213,226 @@ fn a_capsule_that_cannot_be_served_or_pulled_as_asked_is_refused_with_its_code()
         deploy(&team, &[]).stdout
     );
 }
+
+/// A rendered container run here as the pod would run it: as its user (65532), with its args
+/// and environment, each volume's mount path mapped to a directory under `root`.
+struct Pod {
+    root: PathBuf,
+    mur: PathBuf,
+    secrets: Vec<(&'static str, String)>,
+}
+
+impl Pod {
+    const MOUNTS: [&'static str; 4] = ["/capsule", "/work", "/murmur-home", "/tmp"];
+
+    fn mapped(&self, text: &str) -> String {
+        for mount in Pod::MOUNTS {
+            if text == mount || text.starts_with(&format!("{mount}/")) {
+                return format!("{}{text}", self.root.display());
+            }
+        }
+        text.to_string()
+    }
+
+    fn command(&self, container: &serde_json::Value) -> Command {
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid=65532", "--regid=65532", "--clear-groups", "--"])
+            .arg(&self.mur)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        for arg in container["args"].as_array().unwrap() {
+            command.arg(self.mapped(arg.as_str().unwrap()));
+        }
+        for variable in container["env"].as_array().unwrap() {
+            let name = variable["name"].as_str().unwrap();
+            if let Some(value) = variable["value"].as_str() {
+                command.env(name, self.mapped(value));
+            } else {
+                let reference = &variable["valueFrom"]["secretKeyRef"];
+                let key = reference["key"].as_str().unwrap();
+                match self.secrets.iter().find(|(k, _)| *k == key) {
+                    Some((_, value)) => {
+                        command.env(name, value);
+                    }
+                    None => assert_eq!(
+                        reference["optional"], true,
+                        "a required Secret key the test does not supply: {key}"
+                    ),
+                }
+            }
+        }
+        command
+    }
+}
+
+fn chown(path: &Path, uid: u32) {
+    let status = Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn the_rendered_pod_pulls_installs_and_serves_as_its_own_user_from_a_read_only_capsule() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: running as the pod's user (65532) needs root, as CI has");
+        return;
+    }
+    use crate::artifacts::{KEY, SCRIPT, capsule};
+    use murmur_testkit::emulator::{Emulator, Script};
+    use murmur_testkit::oci_registry::OciRegistry;
+
+    // Artifacts in an OCI registry, a capsule installed from it and pushed.
+    let registry = OciRegistry::start();
+    let home = tempfile::tempdir().unwrap();
+    let mur = |home: &Path| Mur::new(env!("CARGO_BIN_EXE_mur")).env("MURMUR_HOME", home);
+    let artifacts = registry.oci("murmur");
+    let mut publish = mur(home.path()).args(["publish", "--registry", &artifacts]);
+    for name in ["driver-anthropic", "read-file", "write-file"] {
+        publish = publish.arg(repo_root().join("artifacts").join(name));
+    }
+    assert_eq!(publish.run().code, 0);
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("served");
+    let file = capsule(&dir, &emulator.url());
+    let mut manifest = std::fs::read_to_string(&file).unwrap();
+    manifest.push_str("door:\n  auth:\n    - { principal: ops, bearer: \"${OPS_TOKEN}\" }\n");
+    std::fs::write(&file, manifest).unwrap();
+    let installed = mur(home.path())
+        .args(["install", "--registry", &artifacts])
+        .arg(&dir)
+        .run();
+    assert_eq!(installed.code, 0, "{installed:#?}");
+    let capsules = format!("oci://{}/capsules/served", registry.host());
+    let pushed = mur(home.path())
+        .args(["push", "--json", &capsules])
+        .arg(&dir)
+        .run();
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    let reference = format!(
+        "{capsules}@sha256:{}",
+        pushed.json()["sha256"].as_str().unwrap()
+    );
+
+    // What runs it.
+    let port = murmur_testkit::free_port();
+    let rendered = mur(home.path())
+        .env("EMU_KEY", KEY)
+        .args([
+            "deploy",
+            "kubernetes",
+            "--json",
+            "--capsule-ref",
+            &reference,
+        ])
+        .args(["--port", &port.to_string()])
+        .arg(&dir)
+        .run();
+    assert_eq!(rendered.code, 0, "{rendered:#?}");
+    let objects = rendered.json();
+    let deployment = objects["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap()
+        .clone();
+    let spec = &deployment["spec"]["template"]["spec"];
+
+    // The pod's volumes: empty directories its user owns; the binary where that user can run it.
+    let pod_root = tempfile::tempdir().unwrap();
+    let root = pod_root.path().to_path_buf();
+    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for mount in Pod::MOUNTS {
+        std::fs::create_dir_all(root.join(&mount[1..])).unwrap();
+        chown(&root.join(&mount[1..]), 65532);
+    }
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_mur"), bin.join("mur")).unwrap();
+    let pod = Pod {
+        root: root.clone(),
+        mur: bin.join("mur"),
+        secrets: vec![
+            ("EMU_KEY", KEY.to_string()),
+            ("OPS_TOKEN", "pod-token".to_string()),
+        ],
+    };
+
+    // The init containers, in order: pull by digest, install as locked.
+    let init = spec["initContainers"].as_array().unwrap();
+    assert_eq!(init.len(), 2);
+    for container in init {
+        let output = pod.command(container).output().unwrap();
+        assert!(
+            output.status.success(),
+            "init container `{}`: {}{}",
+            container["name"],
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert!(
+        root.join("capsule/.murmur/artifacts/read-file/0.1.0")
+            .is_dir()
+    );
+
+    // The capsule's container mounts /capsule read-only: the pod's user can no longer write it.
+    chown(&root.join("capsule"), 0);
+    let main = &spec["containers"][0];
+    assert_eq!(main["volumeMounts"][3]["readOnly"], true);
+    let mut server = pod
+        .command(main)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("listening on "), "{first}");
+
+    // Its probe path answers, and a task sent with the door's credential is answered.
+    let probe = deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+        ["httpGet"]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(
+        &mut stream,
+        format!("GET {probe} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let sent = mur(home.path())
+        .env("OPS_TOKEN", "pod-token")
+        .args(["send", &format!("http://127.0.0.1:{port}/")])
+        .args([
+            "--text",
+            "write and read a note",
+            "--credential",
+            "OPS_TOKEN",
+        ])
+        .run();
+    assert!(sent.stdout.contains("It says installed."), "{sent:#?}");
+    let _ = server.kill();
+    let _ = server.wait();
+    // The session wrote only where the pod may: its workdir is under /work.
+    assert!(
+        std::fs::read_dir(root.join("work"))
+            .unwrap()
+            .next()
+            .is_some(),
+        "the session's workdir is under /work"
+    );
+    assert!(!root.join("capsule/workdir").exists());
+}

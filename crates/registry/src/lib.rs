@@ -2,6 +2,7 @@
 //!
 //! This crate promises that a component the runtime is handed is the one its artifact declares:
 //!
+//! - [`answer`]: what a registry answers: an artifact as it lists it, or why it could not.
 //! - [`source`]: built from the artifact's own sources when it is missing or older than them.
 //! - [`archive`]: an artifact packed into one reproducible archive whose sha256 is its identity,
 //!   and unpacked with guards against paths out of it, links, special files and oversized
@@ -18,6 +19,7 @@
 //!
 //! `murmur.lock` itself is `murmur_manifest::lock`.
 
+pub mod answer;
 pub mod archive;
 pub mod index;
 pub mod install;

@@ -4,7 +4,6 @@
 //! storage can be tampered with and its tags moved behind its back, as a hostile registry would.
 
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,11 +33,7 @@ impl OciRegistry {
 
     fn launch(user: Option<(String, String)>) -> OciRegistry {
         let storage = tempfile::tempdir().expect("a storage directory");
-        // A free port: bound, noted and released; the registry binds it next.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         let mut config = format!(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
             storage.path().join("data").display()

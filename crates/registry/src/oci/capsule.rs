@@ -18,8 +18,9 @@
 //!   relative titles with no hidden part, at most [`MAX_CAPSULE_LAYERS`]), verified against
 //!   its digest, and artifact archives are unpacked with the archive guards (their files given
 //!   one time, so a local artifact is as built and never rebuilt where it lands); everything is
-//!   written into a staging directory beside the destination and renamed into place only when
-//!   all of it is there. The destination must not exist or be empty (`E-REG-016`).
+//!   written into a staging directory and put in place only when all of it is there: renamed
+//!   to a new destination, or moved into an existing empty one (a volume's mount point, whose
+//!   parent may be read-only). The destination must not exist or be empty (`E-REG-016`).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -33,8 +34,8 @@ use super::{
     Built, Credentials, Layout, Pushed, Remote, SCHEME, TITLE_ANNOTATION, WASM_LAYER_MEDIA_TYPE,
     check_host, check_image, check_path_component, shown, write_new,
 };
+use crate::answer::RegistryError;
 use crate::archive::{self, UnpackLimits};
-use crate::index::RegistryError;
 use crate::sha256_hex;
 use crate::source::LocalArtifact;
 
@@ -456,7 +457,11 @@ pub fn pull(
             .remote
             .fetch_image(&target, (&shown(&target), ""), &check, progress)?;
 
+    // An existing empty destination (a volume's mount point, whose parent may be read-only)
+    // holds the staging directory itself; a new one is staged beside it.
+    let into_existing = dest.is_dir();
     let parent = match dest.parent() {
+        _ if into_existing => dest.to_path_buf(),
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
@@ -511,26 +516,47 @@ pub fn pull(
             written.push(layer.title);
         }
     }
-    if dest.exists() {
-        std::fs::remove_dir(dest).map_err(|e| RegistryError::Write {
-            path: dest.to_path_buf(),
-            source: e,
+    if into_existing {
+        move_entries(staging.path(), dest)?;
+    } else {
+        let staged = staging.keep();
+        std::fs::rename(&staged, dest).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&staged);
+            RegistryError::Write {
+                path: dest.to_path_buf(),
+                source: e,
+            }
         })?;
     }
-    let staged = staging.keep();
-    std::fs::rename(&staged, dest).map_err(|e| {
-        let _ = std::fs::remove_dir_all(&staged);
-        RegistryError::Write {
-            path: dest.to_path_buf(),
-            source: e,
-        }
-    })?;
     written.sort();
     Ok(Pulled {
         reference: shown(&target.clone_with_digest(format!("sha256:{sha256}"))),
         sha256,
         files: written,
     })
+}
+
+/// Moves every entry of `staging` into `dest` (on one filesystem: renames); when one cannot be
+/// moved, those moved already are taken out again, so `dest` is left as it was.
+fn move_entries(staging: &Path, dest: &Path) -> Result<(), RegistryError> {
+    let failed = |path: &Path, e: std::io::Error| RegistryError::Write {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let entries = std::fs::read_dir(staging).map_err(|e| failed(staging, e))?;
+    let mut moved = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| failed(staging, e))?;
+        let target = dest.join(entry.file_name());
+        if let Err(error) = std::fs::rename(entry.path(), &target) {
+            for done in moved.iter().rev() {
+                let _ = std::fs::remove_dir_all(done).or_else(|_| std::fs::remove_file(done));
+            }
+            return Err(failed(&target, error));
+        }
+        moved.push(target);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

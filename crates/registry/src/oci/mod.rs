@@ -57,8 +57,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde_json::json;
 
+use crate::answer::{IndexEntry, RegistryError};
 use crate::archive::{MANIFEST_NAME, UnpackLimits, entry_path};
-use crate::index::{IndexEntry, RegistryError};
 use crate::sha256_hex;
 
 /// The scheme that names an OCI registry.
@@ -739,7 +739,7 @@ impl Remote {
         }
         RegistryError::Unreachable {
             location: location.to_string(),
-            detail: crate::index::error_chain(&error),
+            detail: crate::answer::error_chain(&error),
         }
     }
 }
