@@ -304,13 +304,13 @@ fn plan(
 
     let mut egress = Egress::default();
     for rule in &manifest.capabilities.network.allow {
-        egress.add(rule, args.port);
+        egress.add(rule);
     }
     for entry in &manifest.artifacts {
         if let Some(gateway) = &entry.gateway
             && let Some(rule) = origin_rule(&gateway.endpoint)
         {
-            egress.add(&rule, args.port);
+            egress.add(&rule);
         }
     }
     if let Some(pulled) = &pulled {
@@ -325,7 +325,7 @@ fn plan(
                 format!("https://{host}:443")
             };
             if let Some(rule) = origin_rule(&url) {
-                egress.add(&rule, args.port);
+                egress.add(&rule);
             }
         }
     }
@@ -461,7 +461,7 @@ struct Egress {
 }
 
 impl Egress {
-    fn add(&mut self, rule: &NetworkRule, _door_port: u16) {
+    fn add(&mut self, rule: &NetworkRule) {
         match rule.host() {
             EgressHost::Ip(ip) => {
                 self.addresses.entry(ip).or_default().extend(rule.ports());

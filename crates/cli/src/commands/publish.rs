@@ -80,8 +80,9 @@ pub fn run(args: PublishArgs) -> Exit {
             }
             continue;
         }
+        // An HTTP index was refused above: what is left is a directory.
         let Registry::Dir(registry) = &registry else {
-            unreachable!("an HTTP registry was refused above");
+            continue;
         };
         let packed = match archive::pack(artifact) {
             Ok(packed) => packed,
