@@ -22,6 +22,7 @@ mod mcp_serve;
 mod oci;
 mod otel;
 mod process_transport;
+mod replay;
 mod run_credentials;
 mod run_driver_answers;
 mod run_session;

@@ -307,6 +307,8 @@ codes! {
     E_RUN_022 = "E-RUN-022": "the runtime could not write or read its own file in the session workdir (`out/result.txt`, a context's `history.json`, a log): a link or a directory was planted there, or the disk is full";
     E_RUN_023 = "E-RUN-023": "a tool's or driver's `data` is over the limit the runtime takes (10 MiB)";
     E_RUN_024 = "E-RUN-024": "the session to resume is not there, cannot be read, or saved no conversation (`mur run --resume`)";
+    E_RUN_029 = "E-RUN-029": "`mur run --replay`: a driver's request differs from the one the cassette recorded, or goes past its end";
+    E_RUN_030 = "E-RUN-030": "a cassette cannot be read or written (`mur run --record`, `--replay`)";
     E_RUN_027 = "E-RUN-027": "the agent CLI of `transport: process` is not on PATH, or is not an executable file";
     E_RUN_028 = "E-RUN-028": "the agent CLI of `transport: process` failed: it exited non-zero, printed a line that is not its event stream, was refused a permission, or ran past `inference.timeout_seconds`";
     E_RUN_026 = "E-RUN-026": "a capsule component's capsule declares MCP servers (`runtime: mcp`), which only an agent's model can call";

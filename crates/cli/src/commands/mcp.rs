@@ -76,7 +76,7 @@ fn serve(args: ServeArgs) -> Exit {
         Err(exit) => return exit,
     };
     let source = murmur_manifest::CapsuleSource::read(&file, &crate::environment::host_env);
-    let staged = match stage_capsule(&source, &engine, false) {
+    let staged = match stage_capsule(&source, &engine, false, false) {
         Ok(staged) => staged,
         Err(exit) => return exit,
     };

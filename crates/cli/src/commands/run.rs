@@ -21,6 +21,7 @@ use murmur_door::auth::DoorAuth;
 use murmur_door::{DoorConfig, OnListening, control};
 use murmur_runtime::Engine;
 use murmur_runtime::grants::ChunkKind;
+use murmur_runtime::grants::cassette::Cassette;
 use murmur_runtime::session::capsule::{self, CapsuleConfig};
 use murmur_runtime::session::resume;
 use murmur_runtime::session::staging::Lookups;
@@ -71,6 +72,16 @@ pub struct RunArgs {
     /// Every task of this run continues that conversation, starting on the primary choice.
     #[arg(long, value_name = "SESSION", num_args = 0..=1, conflicts_with = "serve")]
     resume: Option<Option<String>>,
+    /// Record every driver exchange (request and answer, credentials scrubbed) to CASSETTE.
+    #[arg(long, value_name = "CASSETTE", conflicts_with_all = ["replay", "serve"])]
+    record: Option<PathBuf>,
+    /// Answer every driver request from CASSETTE, sending nothing; no credential is needed.
+    #[arg(long, value_name = "CASSETTE", conflicts_with = "serve")]
+    replay: Option<PathBuf>,
+    /// With --replay: `strict` (each request must be the recorded one) or `lenient` (the next
+    /// recorded answer, whatever was asked).
+    #[arg(long, requires = "replay", value_parser = ["strict", "lenient"], default_value = "strict")]
+    replay_mode: String,
 }
 
 /// Prints what a session says while it runs: streamed text on stdout, notes on stderr, each
@@ -152,10 +163,15 @@ pub fn run(args: RunArgs) -> Exit {
         Ok(started) => started,
         Err(exit) => return exit,
     };
-    let staged = match stage_capsule(&source, &engine, args.json) {
+    let mut staged = match stage_capsule(&source, &engine, args.json, args.replay.is_some()) {
         Ok(staged) => staged,
         Err(exit) => return exit,
     };
+    staged.cassette = match cassette(&args, &staged) {
+        Ok(cassette) => cassette,
+        Err(exit) => return exit,
+    };
+    let cassette = staged.cassette.clone();
     // Warnings go to stderr whatever the output mode: stdout stays one JSON document.
     render::diagnostics_human(&staged.warnings);
     let workdir_root = args
@@ -276,6 +292,14 @@ pub fn run(args: RunArgs) -> Exit {
     } else {
         runtime.block_on(session::run(engine, staged, &config, observer.clone()))
     };
+    if let Some(exit) = finish_cassette(&args, cassette.as_ref()) {
+        if let Ok(report) = &outcome
+            && !args.json
+        {
+            print_report(report, false);
+        }
+        return exit;
+    }
     match outcome {
         Ok(report) => {
             if args.stream {
@@ -505,16 +529,92 @@ pub(crate) fn stage_capsule(
     source: &murmur_manifest::CapsuleSource,
     engine: &Engine,
     json: bool,
+    replaying: bool,
 ) -> Result<session::Staged, Exit> {
     let credentials = crate::environment::user_credentials_warned()
         .map_err(|diagnostic| stage_failed(StageError::Manifest(vec![*diagnostic]), json))?;
-    let config_lookup = |name: &str| credentials.get(name);
+    // Replaying sends nothing: a credential set nowhere stands as a placeholder never sent.
+    let config_lookup = |name: &str| {
+        credentials
+            .get(name)
+            .or_else(|| replaying.then(|| REPLAY_PLACEHOLDER.to_string()))
+    };
     let lookups = Lookups {
         env: &host_env,
         config: &config_lookup,
     };
     session::staging::stage_source(source, engine, &lookups)
         .map_err(|error| stage_failed(error, json))
+}
+
+/// What a driver credential set nowhere is while replaying: never sent, as nothing is.
+const REPLAY_PLACEHOLDER: &str = "replayed-without-a-key";
+
+/// The cassette `--record` or `--replay` asks for: recording scrubs every credential value the
+/// capsule resolves; replaying loads the file (`E-RUN-030` when it cannot).
+fn cassette(args: &RunArgs, staged: &session::Staged) -> Result<Option<Cassette>, Exit> {
+    if let Some(path) = &args.replay {
+        return Cassette::replaying(path, args.replay_mode == "lenient")
+            .map(Some)
+            .map_err(|why| {
+                render::failure(
+                    args.json,
+                    "E-RUN-030",
+                    &why,
+                    "record one with `mur run --record CASSETTE`",
+                    Exit::BadInput,
+                )
+            });
+    }
+    if args.record.is_none() {
+        return Ok(None);
+    }
+    let credentials = crate::environment::user_credentials().ok().map(|(c, _)| c);
+    let config = |name: &str| credentials.as_ref().and_then(|c| c.get(name));
+    let secrets = staged
+        .capsule
+        .credential_names()
+        .into_iter()
+        .filter_map(|(name, _)| {
+            murmur_manifest::credentials::resolve(&name, &staged.capsule_file, &host_env, &config)
+                .map(|(value, _)| value)
+        })
+        .collect();
+    Ok(Some(Cassette::recording(secrets)))
+}
+
+/// After the session: a recording is saved (`E-RUN-030` when it cannot be); a replay that was
+/// refused a request is `E-RUN-029`, naming the first difference. `Some` is the exit then.
+fn finish_cassette(args: &RunArgs, cassette: Option<&Cassette>) -> Option<Exit> {
+    let cassette = cassette?;
+    if let Some(path) = &args.record {
+        if let Err(error) = cassette.save(path) {
+            return Some(render::failure(
+                args.json,
+                "E-RUN-030",
+                &format!("the cassette {} cannot be written: {error}", path.display()),
+                "check the directory exists and is writable",
+                Exit::Failed,
+            ));
+        }
+        eprintln!(
+            "recorded {} driver exchanges to {}",
+            cassette.len(),
+            path.display()
+        );
+        return None;
+    }
+    let mismatch = cassette.mismatch()?;
+    Some(render::failure(
+        args.json,
+        "E-RUN-029",
+        &format!(
+            "the replay stopped: {mismatch} (cassette {})",
+            args.replay.as_deref().unwrap_or(Path::new("?")).display()
+        ),
+        "record the cassette again if the change is intended, or replay with --replay-mode lenient",
+        Exit::Failed,
+    ))
 }
 
 /// The door's principals (`door.auth`), each credential looked up where staging looks: the

@@ -13,6 +13,8 @@
 //!   enters the sandbox. A credential injected at run time (`control.secrets`) is read from the
 //!   [`SecretStore`] on every request, so a rotation applies to the next request; while nothing
 //!   is injected, no credential header is attached.
+//! - With a cassette ([`super::cassette`]), an allowed request is recorded as it is sent, or
+//!   answered from the cassette and not sent at all.
 
 use std::sync::Arc;
 
@@ -271,14 +273,21 @@ pub struct Refusal {
 pub(crate) struct HttpGrant {
     policy: NetworkPolicy,
     credential: Option<GatewayCredential>,
+    /// A driver's exchanges recorded or served back ([`super::cassette`]).
+    cassette: Option<super::cassette::Cassette>,
     pub(crate) refusals: Vec<Refusal>,
 }
 
 impl HttpGrant {
-    pub(crate) fn new(policy: NetworkPolicy, credential: Option<GatewayCredential>) -> HttpGrant {
+    pub(crate) fn new(
+        policy: NetworkPolicy,
+        credential: Option<GatewayCredential>,
+        cassette: Option<super::cassette::Cassette>,
+    ) -> HttpGrant {
         HttpGrant {
             policy,
             credential,
+            cassette,
             refusals: Vec::new(),
         }
     }
@@ -329,6 +338,15 @@ impl WasiHttpHooks for HttpGrant {
                     request.headers_mut().remove(&credential.header);
                 }
             }
+        }
+        if let Some(cassette) = self.cassette.clone() {
+            let header = self.credential.as_ref().map(|c| c.header.clone());
+            return Box::new(async move {
+                let response = cassette.exchange(request, options, header).await?;
+                let done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
+                    Box::new(async { Ok(()) });
+                Ok((response, done))
+            });
         }
         Box::new(async move {
             use http_body_util::BodyExt;

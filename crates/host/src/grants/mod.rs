@@ -34,6 +34,7 @@
 //! session.
 
 pub mod artifacts;
+pub mod cassette;
 pub mod chunks;
 pub mod env;
 pub mod fs;
@@ -77,6 +78,8 @@ pub struct Grants {
     pub chunks: Option<ChunkSink>,
     /// For a driver: the credential attached to requests bound for its gateway.
     pub credential: Option<GatewayCredential>,
+    /// For a driver: where its exchanges are recorded, or served from.
+    pub cassette: Option<cassette::Cassette>,
     /// For a tool inside an A2A task: who answers `request-input`.
     pub input: Option<task::SharedBroker>,
     /// For a tool: the task its `murmur:message/send` calls are stamped with. `None` denies
@@ -99,6 +102,7 @@ impl Grants {
             limits: CallLimits::default(),
             chunks: None,
             credential: None,
+            cassette: None,
             input: None,
             sender: None,
             peers: std::sync::Arc::new([]),
@@ -181,7 +185,11 @@ impl Grants {
             wasi: builder.build(),
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
-            http_grant: http::HttpGrant::new(self.network.clone(), self.credential.clone()),
+            http_grant: http::HttpGrant::new(
+                self.network.clone(),
+                self.credential.clone(),
+                self.cassette.clone(),
+            ),
             limiter: MemoryLimiter::new(self.limits.memory_bytes),
             chunks: self.chunks.clone(),
             stdout,

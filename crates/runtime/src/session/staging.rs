@@ -235,6 +235,9 @@ pub struct Staged {
     pub peers: Arc<[crate::grants::message::PeerCredential]>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
+    /// Where the drivers' exchanges are recorded or served from (`mur run --record` /
+    /// `--replay`); `None` sends them as they are.
+    pub cassette: Option<crate::grants::cassette::Cassette>,
 }
 
 impl Staged {
@@ -545,6 +548,7 @@ pub fn stage_source(
         manifest_sha256,
         warnings,
         capsule,
+        cassette: None,
     })
 }
 

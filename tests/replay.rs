@@ -1,0 +1,182 @@
+//! Record and replay through the real `mur`: `mur run --record` against the provider emulator
+//! keeps every driver exchange with no credential in the file; `mur run --replay` answers the
+//! same session with the emulator gone and no key set; a changed request is refused naming
+//! the first difference (`E-RUN-029`), `--replay-mode lenient` serves turn for turn, a
+//! cassette run past its end or not a cassette at all is refused with its code.
+
+use std::path::Path;
+
+use crate::artifacts::{KEY, SCRIPT, capsule};
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, MurOutput, repo_root};
+
+/// A capsule of the first-party driver and tools from the project's artifacts, its driver's
+/// gateway at `endpoint`.
+fn local_capsule(dir: &Path, endpoint: &str) {
+    capsule(dir, endpoint);
+    let file = dir.join("murmur.yaml");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    for name in ["driver-anthropic", "read-file", "write-file"] {
+        let path = repo_root().join("artifacts").join(name);
+        text = text.replace(
+            &format!("name: {name}\n    version: \"0.1.0\"\n"),
+            &format!(
+                "name: {name}\n    version: \"0.1.0\"\n    path: {}\n",
+                path.display()
+            ),
+        );
+        text = text.replace(
+            &format!("{{ name: {name}, version: \"0.1.0\", runtime: tool }}"),
+            &format!(
+                "{{ name: {name}, version: \"0.1.0\", runtime: tool, path: {} }}",
+                path.display()
+            ),
+        );
+    }
+    std::fs::write(file, text).unwrap();
+}
+
+fn run(dir: &Path, key: Option<&str>, extra: &[&str]) -> MurOutput {
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"));
+    if let Some(key) = key {
+        mur = mur.env("EMU_KEY", key);
+    }
+    mur.args(["run", "--json", "--task", "write and read a note"])
+        .args(extra)
+        .arg(dir)
+        .run()
+}
+
+#[test]
+fn a_session_recorded_against_the_provider_replays_with_no_key_and_no_network() {
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    local_capsule(&dir, &emulator.url());
+    let cassette = work.path().join("notes.cassette.json");
+
+    let recorded = run(&dir, Some(KEY), &["--record", cassette.to_str().unwrap()]);
+    assert_eq!(recorded.code, 0, "{recorded:#?}");
+    assert_eq!(
+        recorded.json()["tasks"][0]["result_text"],
+        "It says installed."
+    );
+    assert!(
+        recorded.stderr.contains("recorded 3 driver exchanges"),
+        "{}",
+        recorded.stderr
+    );
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    assert!(!text.contains(KEY), "a cassette never holds the credential");
+    let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let exchanges = file["exchanges"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 3);
+    for exchange in exchanges {
+        let headers = exchange["request"]["headers"].as_array().unwrap();
+        assert!(
+            headers
+                .iter()
+                .all(|h| h[0] != "x-api-key" && h[0] != "authorization"),
+            "{headers:?}"
+        );
+        assert!(
+            exchange["request"]["body"]
+                .as_str()
+                .unwrap()
+                .contains("\"messages\"")
+        );
+        assert_eq!(exchange["response"]["status"], 200);
+    }
+
+    // The provider gone, no key anywhere: the same session from the cassette.
+    drop(emulator);
+    let replayed = run(&dir, None, &["--replay", cassette.to_str().unwrap()]);
+    assert_eq!(replayed.code, 0, "{replayed:#?}");
+    assert_eq!(
+        replayed.json()["tasks"][0]["result_text"],
+        "It says installed."
+    );
+    assert_eq!(replayed.json()["totals"]["turns"], 3);
+    assert_eq!(replayed.json()["totals"]["tool_calls"], 2);
+    // Tools ran for real: the note is in the new session's workdir.
+    let workdir = replayed.json()["workdir"].as_str().unwrap().to_string();
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&workdir).join("note.md")).unwrap(),
+        "installed"
+    );
+}
+
+#[test]
+fn a_replay_refuses_a_changed_request_naming_the_first_difference_unless_lenient() {
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    local_capsule(&dir, &emulator.url());
+    let cassette = work.path().join("c.json");
+    assert_eq!(
+        run(&dir, Some(KEY), &["--record", cassette.to_str().unwrap()]).code,
+        0
+    );
+    drop(emulator);
+
+    let changed = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["run", "--json", "--task", "write a different note"])
+        .args(["--replay", cassette.to_str().unwrap()])
+        .arg(&dir)
+        .run();
+    assert_eq!(changed.code, 1, "{changed:#?}");
+    let error = &changed.json()["error"];
+    assert_eq!(error["code"], "E-RUN-029", "{changed:#?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("request 1")
+            && message.contains("messages[0]")
+            && message.contains("write a different note"),
+        "{message}"
+    );
+
+    // Lenient: the recorded answers, turn for turn.
+    let lenient = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["run", "--json", "--task", "write a different note"])
+        .args([
+            "--replay",
+            cassette.to_str().unwrap(),
+            "--replay-mode",
+            "lenient",
+        ])
+        .arg(&dir)
+        .run();
+    assert_eq!(lenient.code, 0, "{lenient:#?}");
+    assert_eq!(
+        lenient.json()["tasks"][0]["result_text"],
+        "It says installed."
+    );
+
+    // A cassette that ends early: the request past its end is refused.
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cassette).unwrap()).unwrap();
+    file["exchanges"].as_array_mut().unwrap().truncate(1);
+    let short = work.path().join("short.json");
+    std::fs::write(&short, file.to_string()).unwrap();
+    let past = run(&dir, None, &["--replay", short.to_str().unwrap()]);
+    assert_eq!(past.json()["error"]["code"], "E-RUN-029", "{past:#?}");
+    assert!(
+        past.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request 2")
+    );
+
+    // Not a cassette.
+    let bogus = work.path().join("bogus.json");
+    std::fs::write(&bogus, "{\"format\": 9, \"exchanges\": []}").unwrap();
+    let refused = run(&dir, None, &["--replay", bogus.to_str().unwrap()]);
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    assert_eq!(refused.json()["error"]["code"], "E-RUN-030");
+}
