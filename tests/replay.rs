@@ -180,3 +180,69 @@ fn a_replay_refuses_a_changed_request_naming_the_first_difference_unless_lenient
     assert_eq!(refused.code, 2, "{refused:#?}");
     assert_eq!(refused.json()["error"]["code"], "E-RUN-030");
 }
+
+#[test]
+fn a_streamed_session_of_another_driver_records_and_replays_too() {
+    // The OpenAI Chat Completions driver, streaming (server-sent events), with the volatile
+    // prompt cache key it sends: recorded whole, replayed from the cassette.
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    std::fs::create_dir_all(&dir).unwrap();
+    let artifacts = repo_root().join("artifacts");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            r#"name: streamed
+version: "0.1.0"
+artifacts:
+  - name: driver-openai-chat
+    version: "0.1.0"
+    runtime: driver
+    path: {chat}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read} }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool, path: {write} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-openai-chat }}
+"#,
+            chat = artifacts.join("driver-openai-chat").display(),
+            read = artifacts.join("read-file").display(),
+            write = artifacts.join("write-file").display(),
+            endpoint = emulator.url(),
+        ),
+    )
+    .unwrap();
+    let cassette = work.path().join("streamed.json");
+    let recorded = run(
+        &dir,
+        Some(KEY),
+        &["--stream", "--record", cassette.to_str().unwrap()],
+    );
+    assert_eq!(recorded.code, 0, "{recorded:#?}");
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    assert!(!text.contains(KEY));
+    assert!(
+        text.contains("data: "),
+        "the streamed body is kept as it came"
+    );
+    drop(emulator);
+    let replayed = run(
+        &dir,
+        None,
+        &["--stream", "--replay", cassette.to_str().unwrap()],
+    );
+    assert_eq!(replayed.code, 0, "{replayed:#?}");
+    // Streamed: the answer as it arrived, then the report.
+    assert!(
+        replayed.stdout.starts_with("It says installed."),
+        "{replayed:#?}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&replayed.stdout[replayed.stdout.find('{').unwrap()..]).unwrap();
+    assert_eq!(report["totals"]["turns"], 3);
+}

@@ -240,9 +240,13 @@ impl Cassette {
         }
         let request = http::Request::from_parts(parts.clone(), full(body.clone()));
         let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+        // The connection is driven by `io`: it runs beside the body's collection (a streamed
+        // body arrives only while it does).
+        tokio::spawn(async move {
+            let _ = io.await;
+        });
         let (response_parts, response_body) = response.into_parts();
         let response_body = collect(response_body.boxed_unsync()).await?;
-        let _ = io.await;
         let mut state = self.lock();
         let Mode::Recording { secrets } = &state.mode else {
             unreachable!("the mode never changes");
@@ -398,25 +402,31 @@ fn difference(
     }
 }
 
-/// Volatile ids (UUIDs, Murmur's `ses_`/`tsk_`/`ctx_`/`msg_`/`evt_` ids) as placeholders.
+/// Volatile ids as placeholders, wherever they stand in a string: Murmur's own (`ses_…`,
+/// `tsk_…`, `ctx_…`, `msg_…`, `evt_…`), UUIDs, and runs of 12 or more hex digits (hashes
+/// derived from them, as in a prompt cache key).
 fn normalize(value: &mut Value) {
     match value {
-        Value::String(text) if is_volatile(text) => *text = "<id>".to_string(),
+        Value::String(text) => {
+            let replaced = volatile().replace_all(text, "<id>");
+            if let std::borrow::Cow::Owned(replaced) = replaced {
+                *text = replaced;
+            }
+        }
         Value::Array(items) => items.iter_mut().for_each(normalize),
         Value::Object(map) => map.values_mut().for_each(normalize),
         _ => {}
     }
 }
 
-fn is_volatile(text: &str) -> bool {
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let uuid = text.len() == 36
-        && text.split('-').map(str::len).eq([8usize, 4, 4, 4, 12])
-        && text.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    let murmur = ["ses_", "tsk_", "ctx_", "msg_", "evt_"]
-        .iter()
-        .any(|prefix| text.strip_prefix(prefix).is_some_and(|rest| hex(rest, 32)));
-    uuid || murmur
+fn volatile() -> &'static regex::Regex {
+    static VOLATILE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"\b(?:(?:ses|tsk|ctx|msg|evt)_[0-9A-Za-z]+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-f]{12,})\b",
+        )
+        .expect("the volatile-id pattern compiles")
+    });
+    &VOLATILE
 }
 
 /// Where `now` first differs from `was`, as a JSON path with both values.
@@ -543,11 +553,16 @@ mod tests {
             found,
             "`messages[0].content` is \"bye\" where \"hi\" was recorded"
         );
-        let mut a = serde_json::json!({"id": "ses_0123456789abcdef0123456789abcdef"});
-        let mut b = serde_json::json!({"id": "ses_fedcba9876543210fedcba9876543210"});
+        let mut a = serde_json::json!({"id": "ses_0123456789abcdef0123456789abcdef",
+            "key": "hello:ctx_49ffc762483d466ba4e3b938:tsk_5:7b961e43be43fec9"});
+        let mut b = serde_json::json!({"id": "ses_fedcba9876543210fedcba9876543210",
+            "key": "hello:ctx_e6356daccd67456c9ac9da81:tsk_2:962382a02cda0e9a"});
         normalize(&mut a);
         normalize(&mut b);
         assert_eq!(first_difference(&a, &b, ""), None);
+        let mut c = serde_json::json!({"text": "write a note"});
+        normalize(&mut c);
+        assert_eq!(c["text"], "write a note", "words are not ids");
     }
 
     proptest::proptest! {
