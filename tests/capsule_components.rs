@@ -27,7 +27,7 @@ fn registry(home: &Path, dir: &Path) {
 }
 
 /// A capsule with no `inference:` whose one artifact is the capsule-puller component.
-fn capsule(dir: &Path) -> PathBuf {
+pub(crate) fn capsule(dir: &Path) -> PathBuf {
     let fixture = repo_root().join("tests/fixtures/capsule-puller");
     let text = format!(
         r#"name: puller
@@ -54,7 +54,7 @@ fn run(home: &Path, dir: &Path, registry: &Path) -> MurOutput {
 }
 
 /// The session's report, `report.json` and its trace's events.
-fn session(output: &MurOutput) -> (Value, PathBuf, Value, Vec<Value>) {
+pub(crate) fn session(output: &MurOutput) -> (Value, PathBuf, Value, Vec<Value>) {
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
     assert_eq!(report["exit_status"], "ok", "{output:#?}");

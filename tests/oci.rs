@@ -484,3 +484,34 @@ inference:
         .run();
     refused(&outside, "E-REG-016");
 }
+
+#[test]
+fn a_capsule_component_pulls_a_tool_from_an_oci_registry_mid_session() {
+    // The session's own pull (`murmur:artifact-manager/manage.pull`, from inside the async
+    // session) goes to the OCI registry as `mur install` does, and pins by digest.
+    let registry = OciRegistry::start();
+    let home = tempfile::tempdir().unwrap();
+    let oci = registry.oci("murmur");
+    let published = publish(home.path(), &oci, &["write-file"]);
+    assert_eq!(published.code, 0, "{published:#?}");
+    let digest = published.json()["published"][0]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let work = tempfile::tempdir().unwrap();
+    let dir = crate::capsule_components::capsule(&work.path().join("puller"));
+    let output = mur(home.path())
+        .args(["run", "--json", "--registry", &oci])
+        .arg(&dir)
+        .run();
+    let (_, workdir, seen, _) = crate::capsule_components::session(&output);
+    assert_eq!(seen["pull"]["ok"], true, "{seen:#}");
+    assert_eq!(seen["pull"]["info"]["sha256"], digest.as_str(), "{seen:#}");
+    assert_eq!(seen["invoke"]["status"], "passed", "{seen:#}");
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("pulled.md")).unwrap(),
+        "pulled and written"
+    );
+    let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();
+    assert!(lock.contains(&digest) && lock.contains(&oci), "{lock}");
+}
