@@ -26,17 +26,16 @@ use std::path::{Component, Path, PathBuf};
 
 use murmur_manifest::capsule::CapsuleManifest;
 use oci_client::Reference;
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use serde_json::json;
 use std::collections::BTreeMap;
 
 use super::{
-    Built, Credentials, Layout, Pushed, Remote, SCHEME, TITLE_ANNOTATION, WASM_LAYER_MEDIA_TYPE,
-    check_host, check_image, check_path_component, shown, write_new,
+    Built, Credentials, Layout, Pushed, Remote, SCHEME, WASM_LAYER_MEDIA_TYPE, check_host,
+    check_image, check_path_component, descriptor, shown, write_new,
 };
 use crate::answer::RegistryError;
 use crate::archive::{self, UnpackLimits};
-use crate::sha256_hex;
 use crate::source::LocalArtifact;
 
 /// A capsule image's config.
@@ -306,29 +305,12 @@ fn build(name: &str, version: &str, files: &[CapsuleFile]) -> Result<Built, Stri
         .map_err(|e| e.to_string())?;
     let descriptors = files
         .iter()
-        .map(|file| OciDescriptor {
-            media_type: file.media_type.to_string(),
-            digest: format!("sha256:{}", sha256_hex(&file.bytes)),
-            size: file.bytes.len() as i64,
-            urls: None,
-            artifact_type: None,
-            annotations: Some(BTreeMap::from([(
-                TITLE_ANNOTATION.to_string(),
-                file.title.clone(),
-            )])),
-        })
+        .map(|file| descriptor(file.media_type, &file.bytes, Some(&file.title)))
         .collect();
     let manifest = OciImageManifest {
         schema_version: 2,
         media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_string()),
-        config: OciDescriptor {
-            media_type: CAPSULE_CONFIG_MEDIA_TYPE.to_string(),
-            digest: format!("sha256:{}", sha256_hex(&config)),
-            size: config.len() as i64,
-            urls: None,
-            artifact_type: None,
-            annotations: None,
-        },
+        config: descriptor(CAPSULE_CONFIG_MEDIA_TYPE, &config, None),
         layers: descriptors,
         subject: None,
         artifact_type: None,

@@ -1124,6 +1124,19 @@ fn check_artifact(
     })
 }
 
+/// The descriptor of the blob `bytes` of `media_type`, titled `title` when it is a layer.
+pub(crate) fn descriptor(media_type: &str, bytes: &[u8], title: Option<&str>) -> OciDescriptor {
+    OciDescriptor {
+        media_type: media_type.to_string(),
+        digest: format!("sha256:{}", sha256_hex(bytes)),
+        size: bytes.len() as i64,
+        urls: None,
+        artifact_type: None,
+        annotations: title
+            .map(|title| BTreeMap::from([(TITLE_ANNOTATION.to_string(), title.to_string())])),
+    }
+}
+
 /// The blobs and manifest of one image (an artifact or a capsule), as pushed.
 pub(crate) struct Built {
     pub(crate) config: Vec<u8>,
@@ -1137,17 +1150,6 @@ fn build_manifest(
     files: &[(String, Vec<u8>)],
 ) -> Result<Built, String> {
     let is_skill = manifest.runtime == Runtime::Skill;
-    let descriptor = |media_type: &str, bytes: &[u8], title: &str| OciDescriptor {
-        media_type: media_type.to_string(),
-        digest: format!("sha256:{}", sha256_hex(bytes)),
-        size: bytes.len() as i64,
-        urls: None,
-        artifact_type: None,
-        annotations: Some(BTreeMap::from([(
-            TITLE_ANNOTATION.to_string(),
-            title.to_string(),
-        )])),
-    };
     // The payload (component or skill) first, as Wasm tools read the first layer; then the
     // artifact's own manifest.
     let mut ordered: Vec<&(String, Vec<u8>)> = files.iter().collect();
@@ -1162,7 +1164,7 @@ fn build_manifest(
         } else {
             WASM_LAYER_MEDIA_TYPE
         };
-        descriptors.push(descriptor(media_type, bytes, name));
+        descriptors.push(descriptor(media_type, bytes, Some(name)));
         layers.push(bytes.clone());
     }
     let config = if is_skill {
@@ -1210,14 +1212,7 @@ fn build_manifest(
     let oci = OciImageManifest {
         schema_version: 2,
         media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_string()),
-        config: OciDescriptor {
-            media_type: config_type.to_string(),
-            digest: format!("sha256:{}", sha256_hex(&config)),
-            size: config.len() as i64,
-            urls: None,
-            artifact_type: None,
-            annotations: None,
-        },
+        config: descriptor(config_type, &config, None),
         layers: descriptors,
         subject: None,
         artifact_type: None,
