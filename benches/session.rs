@@ -104,6 +104,7 @@ fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
         control: None,
         cancel: None,
         resume: None,
+        seed: None,
     };
     let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(50));
@@ -141,6 +142,7 @@ fn staged_session(
         control: None,
         cancel: None,
         resume: None,
+        seed: None,
     };
     (staged, config)
 }

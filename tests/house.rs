@@ -468,6 +468,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("murmur-mcp", 2),
     ("murmur-runtime", 3),
     ("murmur-door", 4),
+    ("murmur-eval", 4),
     ("murmur-cli", 5),
 ];
 

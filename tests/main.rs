@@ -13,6 +13,7 @@ mod door;
 mod door_auth;
 mod driver_choices;
 mod escape;
+mod eval;
 mod first_party_hooks;
 mod guest_languages;
 mod hooks;

@@ -76,6 +76,9 @@ enum Command {
     Deploy(commands::deploy::DeployCommand),
     /// Run a capsule: stage it, then run its tasks through the agent loop as one session.
     Run(commands::run::RunArgs),
+    /// Evaluate a capsule: run a dataset of cases through its arms, score, compare runs.
+    #[command(subcommand)]
+    Eval(commands::eval::EvalCommand),
     /// Send a message to an A2A agent (a served capsule) and print its answer.
     Send(commands::send::SendArgs),
     /// Read and change a served capsule's settings and secrets (its control plane).
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         Command::Pull(args) => commands::push_pull::pull(args),
         Command::Install(args) => commands::install::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Eval(command) => commands::eval::run(command),
         Command::Send(args) => commands::send::run(args),
         Command::Control { command } => commands::control::run(command),
         Command::Trace { command } => commands::trace::run(command),

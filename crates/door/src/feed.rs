@@ -182,6 +182,7 @@ pub async fn serve(
         cancel: None,
         // Served tasks bring their own contexts.
         resume: None,
+        seed: None,
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;

@@ -336,6 +336,11 @@ codes! {
     E_DEP_003 = "E-DEP-003": "`mur deploy`: the rendered objects cannot be written";
     W_DEP_004 = "W-DEP-004": "`mur deploy`: the capsule needs what the image must supply (a harness CLI, the binaries its shell grant runs, its read-only paths)";
 
+    E_EVAL_001 = "E-EVAL-001": "`mur eval run`: the dataset cannot be read, or a line is not a case (its line and field named)";
+    E_EVAL_002 = "E-EVAL-002": "`mur eval run`: the arms file cannot be read, names no such arm, or an arm cannot run (its overlay refused, a choice the capsule has not, no cassette directory to record into)";
+    E_EVAL_003 = "E-EVAL-003": "`mur eval show`/`diff`: no such run, or its files are not a run's";
+    E_EVAL_004 = "E-EVAL-004": "`mur eval`: a run's results or report cannot be written";
+
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";
     E_TRC_003 = "E-TRC-003": "a trace cannot be read or is malformed: a line that is not a trace event, no event, or no `session_start` (`mur trace`)";
@@ -432,7 +437,7 @@ mod tests {
     use std::collections::HashSet;
 
     const AREAS: &[&str] = &[
-        "MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC", "MCP", "DEP",
+        "MAN", "CAP", "RUN", "REG", "HOOK", "CTL", "A2A", "TRC", "MCP", "DEP", "EVAL",
     ];
 
     #[test]

@@ -43,8 +43,8 @@ pub use artifact::{ArtifactManifest, Build, Runtime, UpstreamAuth};
 pub use capsule::CapsuleManifest;
 pub use diagnostic::{CODES, CodeInfo, Coded, Diagnostic, Severity};
 pub use load::{
-    CapsuleSource, MANIFEST_MAX_BYTES, load, load_artifact, load_capsule, load_str, place_in_file,
-    variable,
+    CapsuleSource, MANIFEST_MAX_BYTES, load, load_artifact, load_capsule, load_str, merge_overlay,
+    parse_yaml, place_in_file, variable,
 };
 pub use local::{check_local_artifacts, local_paths};
 pub use lock::{Lock, LockedArtifact};

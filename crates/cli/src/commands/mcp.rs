@@ -171,6 +171,7 @@ impl Sessions for CapsuleSessions {
                 control: None,
                 cancel: None,
                 resume: None,
+                seed: None,
             };
             let (served, end) = session::open_served(
                 self.engine.clone(),

@@ -3,6 +3,7 @@ pub mod cache;
 pub mod check;
 pub mod control;
 pub mod deploy;
+pub mod eval;
 pub mod install;
 pub mod mcp;
 pub mod new;

@@ -21,7 +21,7 @@ use murmur_door::auth::DoorAuth;
 use murmur_door::{DoorConfig, OnListening, control};
 use murmur_runtime::Engine;
 use murmur_runtime::grants::ChunkKind;
-use murmur_runtime::grants::cassette::Cassette;
+use murmur_runtime::grants::cassette::{Cassette, REPLAY_CREDENTIAL};
 use murmur_runtime::session::capsule::{self, CapsuleConfig};
 use murmur_runtime::session::resume;
 use murmur_runtime::session::staging::Lookups;
@@ -213,6 +213,7 @@ pub fn run(args: RunArgs) -> Exit {
         control: None,
         cancel: None,
         resume,
+        seed: None,
     };
     let observer = Arc::new(Terminal {
         stream: args.stream,
@@ -537,7 +538,7 @@ pub(crate) fn stage_capsule(
     let config_lookup = |name: &str| {
         credentials
             .get(name)
-            .or_else(|| replaying.then(|| REPLAY_PLACEHOLDER.to_string()))
+            .or_else(|| replaying.then(|| REPLAY_CREDENTIAL.to_string()))
     };
     let lookups = Lookups {
         env: &host_env,
@@ -546,9 +547,6 @@ pub(crate) fn stage_capsule(
     session::staging::stage_source(source, engine, &lookups)
         .map_err(|error| stage_failed(error, json))
 }
-
-/// What a driver credential set nowhere is while replaying: never sent, as nothing is.
-const REPLAY_PLACEHOLDER: &str = "replayed-without-a-key";
 
 /// The cassette `--record` or `--replay` asks for: recording scrubs every credential value the
 /// capsule resolves; replaying loads the file (`E-RUN-030` when it cannot).
@@ -571,15 +569,10 @@ fn cassette(args: &RunArgs, staged: &session::Staged) -> Result<Option<Cassette>
     }
     let credentials = crate::environment::user_credentials().ok().map(|(c, _)| c);
     let config = |name: &str| credentials.as_ref().and_then(|c| c.get(name));
-    let secrets = staged
-        .capsule
-        .credential_names()
-        .into_iter()
-        .filter_map(|(name, _)| {
-            murmur_manifest::credentials::resolve(&name, &staged.capsule_file, &host_env, &config)
-                .map(|(value, _)| value)
-        })
-        .collect();
+    let secrets = staged.credential_values(&Lookups {
+        env: &host_env,
+        config: &config,
+    });
     Ok(Some(Cassette::recording(secrets)))
 }
 

@@ -32,6 +32,8 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 pub const FORMAT: u64 = 1;
 /// What a scrubbed secret reads as.
 pub const SCRUBBED: &str = "[scrubbed]";
+/// What a driver credential set nowhere stands as while replaying: never sent, as nothing is.
+pub const REPLAY_CREDENTIAL: &str = "replayed-without-a-key";
 /// Headers never recorded, whatever the driver: they carry credentials.
 const CREDENTIAL_HEADERS: &[&str] = &[
     "authorization",

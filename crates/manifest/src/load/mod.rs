@@ -92,6 +92,70 @@ impl CapsuleSource {
     }
 }
 
+impl CapsuleSource {
+    /// The capsule manifest at `path` with `overlay` merged over its YAML ([`merge_overlay`])
+    /// before anything else is done with it: interpolation, types and checks see the merged
+    /// manifest, whose text (as JSON, which is YAML) is [`CapsuleSource::text`]. Diagnostics
+    /// name `path`; their lines are those of the merged text.
+    pub fn overlaid(path: &Path, overlay: &Value, env: Env<'_>) -> CapsuleSource {
+        let file = manifest_file(path);
+        let failed = |diagnostics| CapsuleSource {
+            file: file.clone(),
+            text: None,
+            loaded: Loaded::failed(diagnostics),
+        };
+        let text = match read_manifest(&file) {
+            Ok(text) => text,
+            Err(diagnostic) => return failed(vec![*diagnostic]),
+        };
+        let mut value = match parse_yaml(&text) {
+            Ok(value) => value,
+            Err(mut diagnostics) => {
+                place_in_file(&mut diagnostics, &file);
+                return failed(diagnostics);
+            }
+        };
+        merge_overlay(&mut value, overlay);
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        let loaded = capsule_of(load_text(&text, &file, env, Want::Capsule));
+        CapsuleSource {
+            file,
+            text: Some(text),
+            loaded,
+        }
+    }
+}
+
+/// YAML `text` as a JSON value under the loader's rules (see the `yaml` module): one document,
+/// a mapping at the top, no merge keys, no key twice, bounded depth. The diagnostics carry a
+/// line and column but no file.
+pub fn parse_yaml(text: &str) -> Result<Value, Vec<Diagnostic>> {
+    let (document, found) = yaml::parse(text)?;
+    if found.iter().any(Diagnostic::is_error) {
+        return Err(found);
+    }
+    Ok(document.value)
+}
+
+/// Merges `overlay` over `base`: a mapping merges into a mapping key by key, a `null` removes
+/// the key it stands at, anything else replaces what was there (a list replaces a list).
+pub fn merge_overlay(base: &mut Value, overlay: &Value) {
+    match (base, overlay) {
+        (Value::Object(base), Value::Object(overlay)) => {
+            for (key, value) in overlay {
+                if value.is_null() {
+                    base.remove(key);
+                } else if let Some(existing) = base.get_mut(key) {
+                    merge_overlay(existing, value);
+                } else {
+                    base.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        (base, overlay) => *base = overlay.clone(),
+    }
+}
+
 fn capsule_of(loaded: Loaded<Manifest>) -> Loaded<CapsuleManifest> {
     match loaded.manifest {
         Some(Manifest::Capsule(capsule)) => Loaded::new(Some(capsule), loaded.diagnostics),

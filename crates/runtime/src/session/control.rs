@@ -107,6 +107,20 @@ impl ControlState {
         })
     }
 
+    /// A launch's control state on the choice at `index` of `staged.choices` (the operator's
+    /// pick at launch, as `mur eval`'s arms make it; no grant is asked and no change recorded);
+    /// `primary` when there is no such choice.
+    pub fn starting_on(staged: Arc<Staged>, index: usize) -> Arc<ControlState> {
+        let index = if index < staged.choices.len() {
+            index
+        } else {
+            0
+        };
+        let state = ControlState::new(staged);
+        state.settings().driver = index;
+        state
+    }
+
     fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
         self.settings.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -63,6 +63,8 @@ pub enum TaskSource {
     A2a,
     /// Tool calls from an MCP client (`mur mcp serve`).
     Mcp,
+    /// A case of a dataset (`mur eval run`).
+    Eval,
 }
 
 impl TaskSource {
@@ -72,6 +74,7 @@ impl TaskSource {
             TaskSource::TaskMd => "task.md",
             TaskSource::A2a => "a2a",
             TaskSource::Mcp => "mcp",
+            TaskSource::Eval => "eval",
         }
     }
 }
@@ -272,6 +275,9 @@ pub struct SessionConfig {
     /// The conversation an earlier session left, to go on with: every task runs on its
     /// context (see [`resume`]).
     pub resume: Option<resume::Resume>,
+    /// A directory whose files the session's workdir starts with ([`Workdir::seed_from`]);
+    /// one that cannot be copied ends the session before it begins (`E-RUN-001`).
+    pub seed: Option<PathBuf>,
 }
 
 /// A session that could not start (its workdir or trace could not be made) or whose trace

@@ -178,6 +178,18 @@ pub(crate) async fn in_session(
 ) -> Result<SessionReport, SessionError> {
     let started = Instant::now();
     let (session_id, workdir) = open_workdir(&config.workdir_root)?;
+    if let Some(seed) = &config.seed {
+        workdir.seed_from(seed).map_err(|error| SessionError {
+            code: "E-RUN-001",
+            message: format!(
+                "the session workdir {} could not be seeded from {}: {error}",
+                workdir.root.display(),
+                seed.display()
+            ),
+            hint: "a seed is a directory of regular files and directories".to_string(),
+            workdir: Some(workdir.root.clone()),
+        })?;
+    }
     let context = crate::session::task::SessionContext::new(
         engine,
         staged.clone(),

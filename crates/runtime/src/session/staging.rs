@@ -249,6 +249,20 @@ impl Staged {
             .find(|driver| driver.name == name)
     }
 
+    /// The value of every credential the capsule names that `lookups` resolve (as staging
+    /// resolves them: the environment, the `.env` beside the manifest, then `config`): what a
+    /// recording scrubs.
+    pub fn credential_values(&self, lookups: &Lookups<'_>) -> Vec<String> {
+        self.capsule
+            .credential_names()
+            .into_iter()
+            .filter_map(|(name, _)| {
+                credentials::resolve(&name, &self.capsule_file, lookups.env, lookups.config)
+                    .map(|(value, _)| value)
+            })
+            .collect()
+    }
+
     /// The staged skill named `name`.
     pub fn skill_named(&self, name: &str) -> Option<&StagedSkill> {
         self.skills.iter().find(|skill| skill.spec.name == name)

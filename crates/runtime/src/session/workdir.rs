@@ -144,12 +144,91 @@ impl Workdir {
             .collect()
     }
 
+    /// Copies the directory `fixture` into the workdir, as the files a session starts with:
+    /// its directories and regular files, at most [`SEED_MAX_FILES`] files and
+    /// [`SEED_MAX_BYTES`] in all. A link or special file in it is refused (nothing is followed),
+    /// and so is a name the runtime writes itself (`out/`, `logs/`, `contexts/`, `MURMUR.md`,
+    /// `trace.jsonl`): a seed is what the agent finds, never what the runtime keeps.
+    pub fn seed_from(&self, fixture: &Path) -> std::io::Result<()> {
+        let mut budget = (SEED_MAX_FILES, SEED_MAX_BYTES);
+        self.seed_dir(fixture, Path::new(""), 0, &mut budget)
+    }
+
+    fn seed_dir(
+        &self,
+        from: &Path,
+        rel: &Path,
+        depth: usize,
+        budget: &mut (usize, u64),
+    ) -> std::io::Result<()> {
+        let refuse = |why: String| std::io::Error::other(why);
+        if depth > 16 {
+            return Err(refuse(format!(
+                "{} nests deeper than 16 directories",
+                from.display()
+            )));
+        }
+        let mut entries = std::fs::read_dir(from)?.collect::<Result<Vec<_>, _>>()?;
+        entries.sort_by_key(|entry| entry.file_name());
+        for entry in entries {
+            let name = entry.file_name();
+            let target = rel.join(&name);
+            if depth == 0
+                && ["out", "logs", "contexts", "MURMUR.md", TRACE]
+                    .iter()
+                    .any(|own| name == *own)
+            {
+                return Err(refuse(format!(
+                    "{} holds `{}`, a name the runtime writes in a session workdir",
+                    from.display(),
+                    name.to_string_lossy()
+                )));
+            }
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                self.dir
+                    .create_dir_all(&target)
+                    .map_err(BeneathError::into_io)?;
+                self.seed_dir(&entry.path(), &target, depth + 1, budget)?;
+            } else if kind.is_file() {
+                let bytes = std::fs::read(entry.path())?;
+                budget.0 = budget.0.checked_sub(1).ok_or_else(|| {
+                    refuse(format!(
+                        "{} holds more than {SEED_MAX_FILES} files",
+                        from.display()
+                    ))
+                })?;
+                budget.1 = budget.1.checked_sub(bytes.len() as u64).ok_or_else(|| {
+                    refuse(format!(
+                        "{} holds more than {} MiB",
+                        from.display(),
+                        SEED_MAX_BYTES >> 20
+                    ))
+                })?;
+                self.dir
+                    .write_whole(&target, &bytes)
+                    .map_err(BeneathError::into_io)?;
+            } else {
+                return Err(refuse(format!(
+                    "{} is a link or a special file: a seed holds only directories and regular files",
+                    entry.path().display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `MURMUR.md`: who the agent is, its tools, its limits.
     pub fn write_murmur_md(&self, staged: &Staged) -> Result<(), BeneathError> {
         self.dir
             .write_whole("MURMUR.md", murmur_md(staged).as_bytes())
     }
 }
+
+/// The most files a seed ([`Workdir::seed_from`]) may hold.
+pub const SEED_MAX_FILES: usize = 10_000;
+/// The most bytes a seed may hold in all (256 MiB).
+pub const SEED_MAX_BYTES: u64 = 256 << 20;
 
 /// The most files under `out/` a task's report lists ([`Workdir::outputs_since`]).
 pub const OUTPUTS_LISTED: usize = 32;

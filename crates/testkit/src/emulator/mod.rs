@@ -11,6 +11,14 @@
 //!   the faults first, one per request, then the answer; after the answer the script moves to
 //!   the next turn. A request that comes when every turn has been answered gets a `500` in the
 //!   provider's error shape saying the script is exhausted, so a test fails clearly.
+//! - **Several sessions at once: conversations.** A conversation answers the requests whose
+//!   first user message contains its `task`, picking its reply by how many model turns the
+//!   request already holds (assistant messages; for Responses, runs of output items plus the
+//!   stored `previous_response_id` chain). It keeps no state, so independent sessions can run
+//!   against one emulator concurrently, each getting its own scripted replies. Precedence:
+//!   `by_model`, then conversations, then `turns`; a request matching no conversation takes
+//!   the next turn as before. Past a conversation's last reply: a `500` saying it is
+//!   exhausted. Details: [`Conversation`].
 //! - **A reply is provider-neutral** (thinking, text, tool calls, stop reason, usage) and is
 //!   rendered in the shape of whichever API was called: its JSON body, or, when the request
 //!   says `"stream": true`, its real server-sent-event sequence. Usage members the script
@@ -56,6 +64,12 @@
 //! by_model:                   # standing replies: a request for this model is answered with
 //!   summary-model:            # this reply every time, without taking a turn
 //!     text: "Summary: …"
+//! conversations:              # stateless per-session replies (after by_model, before turns)
+//!   - task: "write a note"    # a substring of the request's first user message
+//!     turns:                  # replies (as `reply:` above), one per model turn already held
+//!       - { text: "Writing.", tool_calls: [ { name: write-file, input: { path: a.md } } ],
+//!           usage: { input: 100, output: 20 } }
+//!       - { text: "done" }
 //! ```
 //!
 //! The same script in Rust: [`Script::new`], [`Turn::reply`], [`Reply::text`] and the `with_*`
@@ -98,7 +112,8 @@ mod server;
 mod wire;
 
 pub use script::{
-    Answer, Fault, HttpFault, Reply, Script, ScriptError, Stop, Thinking, ToolCall, Turn, Usage,
+    Answer, Conversation, Fault, HttpFault, Reply, Script, ScriptError, Stop, Thinking, ToolCall,
+    Turn, Usage,
 };
 pub use server::{Emulator, EmulatorBuilder};
 
@@ -145,13 +160,15 @@ pub struct Recorded {
     /// The body as JSON; `null` when empty, a JSON string of the text when not valid JSON.
     pub body: Value,
     /// The index of the turn the request used; `None` when refused before the script (bad
-    /// credential, invalid body, unknown path) or when the script was exhausted.
+    /// credential, invalid body, unknown path), when the script was exhausted, or when
+    /// `by_model` or a conversation answered (see `outcome`).
     pub turn: Option<usize>,
     /// The attempt within that turn (0 = first; faults come first).
     pub attempt: Option<usize>,
     /// The HTTP status answered (`0` for a dropped connection).
     pub status: u16,
-    /// What was answered: `reply`, `fault: <name>`, `refused: <message>`, `exhausted`.
+    /// What was answered: `reply`, `reply (by model)`, `reply (conversation N turn K)`,
+    /// `fault: <name>`, `refused: <message>`, `exhausted`, `exhausted (conversation N)`.
     pub outcome: String,
     /// When it arrived, in milliseconds since the Unix epoch.
     pub unix_ms: u64,

@@ -53,12 +53,22 @@ pub(crate) struct Stored {
     /// The `call_id`s of this response's own `function_call`s: the next request must answer
     /// them.
     pub open_calls: Vec<String>,
+    /// The text of the first user message of the chain up to this response, if it has one.
+    pub first_user: Option<String>,
+    /// The model turns in the chain up to and including this response.
+    pub model_turns: usize,
 }
 
 /// What validation learnt about a request, for remembering its response.
 pub(crate) struct Checked {
     pub known_calls: HashSet<String>,
     pub store: bool,
+    /// The text of the conversation's first user message: the stored chain's, else this
+    /// request's.
+    pub first_user: Option<String>,
+    /// The model turns the conversation holds before this request's answer: the stored
+    /// chain's, plus the runs of output items in `input`.
+    pub model_turns: usize,
 }
 
 fn missing(param: &str) -> Refusal {
@@ -170,12 +180,16 @@ pub(crate) fn validate(body: &Value, stored: &HashMap<String, Stored>) -> Result
     // The conversation so far, as `previous_response_id` names it.
     let mut known: HashSet<String> = HashSet::new();
     let mut open: Vec<String> = Vec::new();
+    let mut first_user = None;
+    let mut model_turns = 0;
     match obj.get("previous_response_id") {
         None | Some(Value::Null) => {}
         Some(Value::String(id)) => match stored.get(id) {
             Some(previous) => {
                 known.clone_from(&previous.known_calls);
                 open.clone_from(&previous.open_calls);
+                first_user.clone_from(&previous.first_user);
+                model_turns = previous.model_turns;
             }
             None => {
                 return Err(
@@ -203,10 +217,62 @@ pub(crate) fn validate(body: &Value, stored: &HashMap<String, Stored>) -> Result
                 .param("input"),
         );
     }
+    let (input_user, input_turns) = input_position(obj.get("input").unwrap_or(&Value::Null));
     Ok(Checked {
         known_calls: known,
         store,
+        first_user: first_user.or(input_user),
+        model_turns: model_turns + input_turns,
     })
+}
+
+/// Where a (valid) `input` stands, for the script's conversations: the text of its first user
+/// message (a string `input` is one), and the runs of consecutive output items it holds, each
+/// a model turn.
+fn input_position(input: &Value) -> (Option<String>, usize) {
+    let items = match input {
+        Value::String(text) => return (Some(text.clone()), 0),
+        Value::Array(items) => items,
+        _ => return (None, 0),
+    };
+    let has_role = |item: &Value, r: &str| item.get("role").and_then(Value::as_str) == Some(r);
+    let first_user = items
+        .iter()
+        .find(|item| item_kind(item) == "message" && has_role(item, "user"))
+        .map(|item| match item.get("content") {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        });
+    let mut turns = 0;
+    let mut in_output = false;
+    for item in items {
+        let output = match item_kind(item) {
+            "message" => has_role(item, "assistant"),
+            // A reference to an earlier item: neither side.
+            "item_reference" => continue,
+            "reasoning" | "mcp_list_tools" | "mcp_approval_request" => true,
+            kind => kind.ends_with("_call"),
+        };
+        if output && !in_output {
+            turns += 1;
+        }
+        in_output = output;
+    }
+    (first_user, turns)
+}
+
+/// An input item's `type` (a bare `{role, content}` is a message).
+fn item_kind(item: &Value) -> &str {
+    match item.get("type").and_then(Value::as_str) {
+        Some(kind) => kind,
+        None if item.get("role").is_some() => "message",
+        None => "",
+    }
 }
 
 fn check_tools(tools: &Value) -> Result<(), Refusal> {
@@ -432,6 +498,8 @@ pub(crate) fn remember(checked: Checked, r: &Resolved) -> Option<Stored> {
     Some(Stored {
         known_calls: known,
         open_calls: open,
+        first_user: checked.first_user,
+        model_turns: checked.model_turns + 1,
     })
 }
 

@@ -3,6 +3,23 @@
 //! A script is read from YAML ([`Script::from_yaml`], [`Script::from_file`]) or built in Rust
 //! ([`Script::new`] and the `with_*` methods). The YAML keys are the serde names of the types
 //! here; unknown keys are refused, so a typo fails loudly instead of being ignored.
+//!
+//! A script answers a request in one of three ways, tried in this order:
+//!
+//! 1. **`by_model`**: a request whose `model` is a key there gets that standing reply, every
+//!    time. Nothing is used up.
+//! 2. **`conversations`**: a request whose first user message contains a conversation's `task`
+//!    (the first such conversation in the list) gets the reply of that conversation at the
+//!    position the request is at: `turns[0]` when the request holds no model turn yet,
+//!    `turns[1]` when it holds one, and so on. The emulator keeps no count for this; the
+//!    position is read from the request itself, so several sessions can run against one
+//!    emulator at once, in any interleaving, and a retried request gets the same reply again.
+//!    A request past a conversation's last turn gets a `500` saying the conversation is
+//!    exhausted. See [`Conversation`] for how the first user message and the model turns are
+//!    read in each API.
+//! 3. **`turns`**: every other request takes the next step of the global turns, in arrival
+//!    order (faults first, then the answer); when none is left, a `500` saying the script is
+//!    exhausted.
 
 use std::path::Path;
 
@@ -11,7 +28,8 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Number, Value};
 
-/// A whole script: the expected credential and the turns, answered in order.
+/// A whole script: the expected credential, the standing replies by model, the conversations,
+/// and the turns answered in order.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
@@ -20,13 +38,54 @@ pub struct Script {
     /// still be sent.
     #[serde(default)]
     pub api_key: Option<String>,
-    /// The turns, in the order requests consume them.
+    /// The turns, in the order requests consume them (those answered neither by `by_model` nor
+    /// by a conversation). Absent in YAML: none.
+    #[serde(default)]
     pub turns: Vec<Turn>,
     /// Standing replies by model: a request whose `model` is a key here is answered with that
     /// reply, every time, without taking a turn. For a helper model (a compaction hook's
     /// summarizer, say) whose calls come at moments a test cannot script in order.
     #[serde(default)]
     pub by_model: std::collections::BTreeMap<String, Reply>,
+    /// Scripted conversations, each answering the requests of its own session whatever the
+    /// order of arrival. Tried after `by_model`, before `turns`.
+    #[serde(default)]
+    pub conversations: Vec<Conversation>,
+}
+
+/// A conversation: the replies for one session, chosen by what each request already holds
+/// rather than by arrival order.
+///
+/// - **Which conversation**: the first one whose `task` is a substring of the text of the
+///   request's first user message, and whose `model`, when it names one, is the request's.
+///   Anthropic: the first message with role `user`; its `content` string, or its `text`
+///   blocks joined with newlines. Chat Completions: the same with the `text` of its content
+///   parts. Responses: a string `input`, or the first `input`
+///   item that is a message with role `user` (its content string or its parts' `text`); when
+///   the request continues a stored response (`previous_response_id`), the first user message
+///   of that stored chain comes first. A request that matches no conversation goes on to
+///   `turns`. An empty `task` matches every request that has a user message.
+/// - **Which turn**: the number of model turns the request already holds. Anthropic and Chat
+///   Completions: the number of messages with role `assistant`. Responses: the number of runs
+///   of consecutive output items (assistant `message`, `function_call`, `reasoning`, and the
+///   other `*_call` items the model produces) in `input`, so a model turn that answered with
+///   text, thinking and tool calls counts once; plus, with `previous_response_id`, the
+///   responses in the stored chain it names (each response the emulator produced counts as
+///   one model turn, whatever answered it).
+/// - **Past the last turn**: a `500` in the provider's error shape saying the conversation is
+///   exhausted.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conversation {
+    /// A substring of the first user message of the requests this conversation answers.
+    pub task: String,
+    /// When set, only requests for this `model` (so one emulator can play two models, each
+    /// with its own conversation for the same task).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The replies, one per model turn, in order.
+    #[serde(deserialize_with = "replies")]
+    pub turns: Vec<Reply>,
 }
 
 /// One turn: zero or more faults (one per attempt), then the answer that ends the turn.
@@ -210,6 +269,17 @@ impl Script {
         self.with_turn(Turn::reply(reply))
     }
 
+    /// Adds a conversation answering the requests whose first user message contains `task`
+    /// with `turns`, one per model turn (see [`Conversation`]).
+    pub fn with_conversation(
+        mut self,
+        task: impl Into<String>,
+        turns: impl IntoIterator<Item = Reply>,
+    ) -> Script {
+        self.conversations.push(Conversation::new(task, turns));
+        self
+    }
+
     /// Sets the credential requests must carry.
     pub fn with_api_key(mut self, key: impl Into<String>) -> Script {
         self.api_key = Some(key.into());
@@ -250,6 +320,32 @@ impl Script {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ScriptError(format!("{}: {e}", path.display())))?;
         Script::from_yaml(&text).map_err(|e| ScriptError(format!("{}: {e}", path.display())))
+    }
+}
+
+impl Conversation {
+    /// A conversation answering the requests whose first user message contains `task`.
+    pub fn new(task: impl Into<String>, turns: impl IntoIterator<Item = Reply>) -> Conversation {
+        Conversation {
+            task: task.into(),
+            model: None,
+            turns: turns.into_iter().collect(),
+        }
+    }
+
+    /// The conversation `text` (a request's first user message) belongs to: the index of the
+    /// first one whose `task` it contains.
+    pub(crate) fn find<'a>(
+        conversations: &'a [Conversation],
+        text: &str,
+        model: Option<&str>,
+    ) -> Option<(usize, &'a Conversation)> {
+        conversations.iter().enumerate().find(|(_, c)| {
+            text.contains(c.task.as_str())
+                && c.model
+                    .as_deref()
+                    .is_none_or(|wanted| Some(wanted) == model)
+        })
     }
 }
 
@@ -485,9 +581,7 @@ impl TryFrom<TurnSpec> for Turn {
     fn try_from(spec: TurnSpec) -> Result<Turn, String> {
         let answer = match (spec.reply, spec.fault) {
             (Some(reply), None) => {
-                if reply.usage.is_some() && reply.raw_usage.is_some() {
-                    return Err("a reply gives `usage` or `raw_usage`, not both".into());
-                }
+                check_reply(&reply)?;
                 Answer::Reply(reply)
             }
             (None, Some(fault)) => Answer::Fault(fault),
@@ -507,6 +601,22 @@ impl TryFrom<TurnSpec> for Turn {
             event_delay_ms: spec.event_delay_ms,
         })
     }
+}
+
+fn check_reply(reply: &Reply) -> Result<(), String> {
+    if reply.usage.is_some() && reply.raw_usage.is_some() {
+        return Err("a reply gives `usage` or `raw_usage`, not both".into());
+    }
+    Ok(())
+}
+
+/// A conversation's replies, each checked as a turn's reply is.
+fn replies<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Reply>, D::Error> {
+    let replies = Vec::<Reply>::deserialize(deserializer)?;
+    for (i, reply) in replies.iter().enumerate() {
+        check_reply(reply).map_err(|e| D::Error::custom(format!("turn {i}: {e}")))?;
+    }
+    Ok(replies)
 }
 
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
@@ -569,4 +679,73 @@ fn scalar_to_json(scalar: &Scalar<'_>) -> Result<Value, String> {
             .ok_or_else(|| format!("`{}` is not a finite number", f.into_inner()))?,
         Scalar::String(s) => Value::String(s.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversations_read_from_yaml() {
+        let script = Script::from_yaml(
+            r#"
+conversations:
+  - task: "write a note"
+    turns:
+      - { text: "Writing.", tool_calls: [ { name: write-file, input: { path: a.md } } ],
+          usage: { input: 100, output: 20 } }
+      - { text: "done" }
+  - task: other
+    turns: []
+"#,
+        )
+        .unwrap();
+        assert!(script.turns.is_empty(), "`turns` may be left out");
+        let expected = Script::new()
+            .with_conversation(
+                "write a note",
+                [
+                    Reply::text("Writing.")
+                        .with_tool_call("", "write-file", serde_json::json!({"path": "a.md"}))
+                        .with_usage(Usage {
+                            input: Some(100),
+                            output: Some(20),
+                            ..Usage::default()
+                        }),
+                    Reply::text("done"),
+                ],
+            )
+            .with_conversation("other", []);
+        assert_eq!(script, expected);
+    }
+
+    #[test]
+    fn a_conversation_with_an_unknown_key_is_refused() {
+        let error =
+            Script::from_yaml("conversations:\n  - task: x\n    turns: []\n    replies: []\n")
+                .unwrap_err();
+        assert!(error.0.contains("conversations[0]"), "{error}");
+        assert!(error.0.contains("unknown field `replies`"), "{error}");
+        let error = Script::from_yaml("conversations:\n  - task: x\n    turns: [ { txt: hi } ]\n")
+            .unwrap_err();
+        assert!(error.0.contains("unknown field `txt`"), "{error}");
+        let error = Script::from_yaml("conversations:\n  - turns: []\n").unwrap_err();
+        assert!(error.0.contains("missing field `task`"), "{error}");
+        let error = Script::from_yaml(
+            "conversations:\n  - task: x\n    turns: [ { usage: {input: 1}, raw_usage: 3 } ]\n",
+        )
+        .unwrap_err();
+        assert!(error.0.contains("not both"), "{error}");
+    }
+
+    #[test]
+    fn the_first_conversation_whose_task_is_contained_matches() {
+        let script = Script::new()
+            .with_conversation("note", [])
+            .with_conversation("write", []);
+        let find = |text| Conversation::find(&script.conversations, text, None).map(|(i, _)| i);
+        assert_eq!(find("please write a note"), Some(0));
+        assert_eq!(find("please write it"), Some(1));
+        assert_eq!(find("nothing here"), None);
+    }
 }

@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::responses::Stored;
-use super::script::{Answer, Fault, Reply, Script, Turn, Usage};
+use super::script::{Answer, Conversation, Fault, Reply, Script, Turn, Usage};
 use super::wire::{
     Refusal, Resolved, ResolvedCall, ResolvedThinking, SseEvent, UsageOut, error_body,
     fault_refusal, unix_seconds,
@@ -123,15 +123,7 @@ impl EmulatorBuilder {
             )),
             None => None,
         };
-        let shared = Arc::new(Shared {
-            api_key: self.api_key.or(self.script.api_key),
-            turns: self.script.turns,
-            by_model: self.script.by_model,
-            state: Mutex::new(State::default()),
-            recorded: Mutex::new(Vec::new()),
-            record_file,
-            ids: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new(self.script, self.api_key, record_file));
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::io::Result<()>>();
         let state = shared.clone();
@@ -179,6 +171,7 @@ impl EmulatorBuilder {
 struct Shared {
     turns: Vec<Turn>,
     by_model: std::collections::BTreeMap<String, Reply>,
+    conversations: Vec<Conversation>,
     api_key: Option<String>,
     state: Mutex<State>,
     recorded: Mutex<Vec<Recorded>>,
@@ -376,6 +369,20 @@ enum Step<'a> {
 }
 
 impl Shared {
+    /// `api_key` overrides the script's.
+    fn new(script: Script, api_key: Option<String>, record_file: Option<Mutex<File>>) -> Shared {
+        Shared {
+            api_key: api_key.or(script.api_key),
+            turns: script.turns,
+            by_model: script.by_model,
+            conversations: script.conversations,
+            state: Mutex::new(State::default()),
+            recorded: Mutex::new(Vec::new()),
+            record_file,
+            ids: AtomicU64::new(0),
+        }
+    }
+
     fn next_id(&self, prefix: &str) -> String {
         let n = self.ids.fetch_add(1, Ordering::SeqCst) + 1;
         format!("{prefix}emu{n:08}")
@@ -475,6 +482,43 @@ impl Shared {
             drop(state);
             let mut plan = self.reply_plan(provider, &resolved, body, streaming, &request_id);
             plan.outcome = "reply (by model)".into();
+            return plan;
+        }
+        // A conversation, when the request's first user message names one.
+        let (first_user, model_turns) = match (provider, &checked) {
+            (Provider::Anthropic, _) => anthropic::conversation_position(body),
+            (Provider::OpenAiChat, _) => chat::conversation_position(body),
+            (_, Some(checked)) => (checked.first_user.clone(), checked.model_turns),
+            (_, None) => (None, 0),
+        };
+        if let Some((index, conversation)) = first_user.as_deref().and_then(|text| {
+            let model = body.get("model").and_then(Value::as_str);
+            Conversation::find(&self.conversations, text, model)
+        }) {
+            let Some(reply) = conversation.turns.get(model_turns) else {
+                drop(state);
+                let mut plan = refuse(
+                    Refusal::bad(format!(
+                        "murmur-emulator: the conversation `{}` is exhausted: all {} turn(s) \
+                         were scripted and this request already holds {model_turns} model \
+                         turn(s), so none is left for it",
+                        conversation.task,
+                        conversation.turns.len()
+                    ))
+                    .with_status(500),
+                );
+                plan.outcome = format!("exhausted (conversation {index})");
+                return plan;
+            };
+            let resolved = self.resolve(reply, provider, body);
+            if let Some(checked) = checked
+                && let Some(stored) = responses::remember(checked, &resolved)
+            {
+                state.stored.insert(resolved.id.clone(), stored);
+            }
+            drop(state);
+            let mut plan = self.reply_plan(provider, &resolved, body, streaming, &request_id);
+            plan.outcome = format!("reply (conversation {index} turn {model_turns})");
             return plan;
         }
         // Take the next step of the script.
@@ -836,4 +880,280 @@ fn mask(key: &str) -> String {
     let start: String = chars[..3].iter().collect();
     let end: String = chars[chars.len() - 4..].iter().collect();
     format!("{start}{}{end}", "*".repeat(chars.len() - 7))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ask(shared: &Shared, provider: Provider, body: Value) -> Plan {
+        let (path, headers): (&str, &[(&str, &str)]) = match provider {
+            Provider::Anthropic => (
+                "/v1/messages",
+                &[
+                    ("x-api-key", "k"),
+                    ("anthropic-version", "2023-06-01"),
+                    ("content-type", "application/json"),
+                ],
+            ),
+            Provider::OpenAiChat => (
+                "/v1/chat/completions",
+                &[
+                    ("authorization", "Bearer k"),
+                    ("content-type", "application/json"),
+                ],
+            ),
+            _ => (
+                "/v1/responses",
+                &[
+                    ("authorization", "Bearer k"),
+                    ("content-type", "application/json"),
+                ],
+            ),
+        };
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        shared.plan(provider, "POST", path, &headers, &Ok(body))
+    }
+
+    fn body_of(plan: &Plan) -> Value {
+        match &plan.body {
+            PlanBody::Whole(bytes) => serde_json::from_slice(bytes).expect("a JSON body"),
+            PlanBody::Chunks { .. } => panic!("a streamed answer"),
+        }
+    }
+
+    /// An Anthropic request: the first user message `task`, then `assistants` exchanges.
+    fn anthropic(task: &str, assistants: usize) -> Value {
+        let mut messages = vec![json!({"role": "user", "content": [
+            {"type": "text", "text": "<context>"},
+            {"type": "text", "text": task},
+        ]})];
+        for i in 0..assistants {
+            messages.push(json!({"role": "assistant", "content": format!("answer {i}")}));
+            messages.push(json!({"role": "user", "content": "go on"}));
+        }
+        json!({"model": "m", "max_tokens": 100, "messages": messages})
+    }
+
+    fn anthropic_text(plan: &Plan) -> String {
+        assert_eq!(plan.status, 200, "{}", plan.outcome);
+        body_of(plan)["content"][0]["text"]
+            .as_str()
+            .expect("a text block")
+            .to_string()
+    }
+
+    fn texts(prefix: &str, n: usize) -> Vec<Reply> {
+        (0..n)
+            .map(|i| Reply::text(format!("{prefix}{i}")))
+            .collect()
+    }
+
+    #[test]
+    fn interleaved_conversations_each_get_their_own_turns() {
+        let shared = Shared::new(
+            Script::new()
+                .with_conversation("write a note", texts("note ", 2))
+                .with_conversation("write a poem", texts("poem ", 2))
+                .with_reply(Reply::text("global")),
+            None,
+            None,
+        );
+        let steps = [
+            ("write a note", 0, "note 0", "reply (conversation 0 turn 0)"),
+            ("write a poem", 0, "poem 0", "reply (conversation 1 turn 0)"),
+            ("write a poem", 1, "poem 1", "reply (conversation 1 turn 1)"),
+            ("write a note", 1, "note 1", "reply (conversation 0 turn 1)"),
+            // Stateless: asking again from the same place gets the same reply.
+            ("write a note", 0, "note 0", "reply (conversation 0 turn 0)"),
+        ];
+        for (task, assistants, text, outcome) in steps {
+            let plan = ask(&shared, Provider::Anthropic, anthropic(task, assistants));
+            assert_eq!(anthropic_text(&plan), text);
+            assert_eq!(plan.outcome, outcome);
+            assert_eq!((plan.turn, plan.attempt), (None, None));
+        }
+        assert_eq!(lock(&shared.state).turn, 0, "no global turn was taken");
+    }
+
+    #[test]
+    fn the_turn_is_the_number_of_assistant_messages() {
+        let shared = Shared::new(
+            Script::new().with_conversation("fix the bug", texts("step ", 3)),
+            None,
+            None,
+        );
+        let plan = ask(&shared, Provider::Anthropic, anthropic("fix the bug", 2));
+        assert_eq!(anthropic_text(&plan), "step 2");
+
+        let chat = json!({"model": "m", "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "please fix the bug now"}]},
+            {"role": "assistant", "content": "looking"},
+            {"role": "user", "content": "and?"},
+        ]});
+        let plan = ask(&shared, Provider::OpenAiChat, chat);
+        assert_eq!(plan.status, 200, "{}", plan.outcome);
+        assert_eq!(body_of(&plan)["choices"][0]["message"]["content"], "step 1");
+        assert_eq!(plan.outcome, "reply (conversation 0 turn 1)");
+    }
+
+    #[test]
+    fn an_exhausted_conversation_is_a_500() {
+        let shared = Shared::new(
+            Script::new()
+                .with_conversation("write a note", texts("note ", 1))
+                .with_reply(Reply::text("global")),
+            None,
+            None,
+        );
+        let plan = ask(&shared, Provider::Anthropic, anthropic("write a note", 1));
+        assert_eq!(plan.status, 500);
+        assert_eq!(plan.outcome, "exhausted (conversation 0)");
+        let message = body_of(&plan)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("conversation `write a note` is exhausted"),
+            "{message}"
+        );
+        assert_eq!(
+            lock(&shared.state).turn,
+            0,
+            "it does not fall back to turns"
+        );
+    }
+
+    #[test]
+    fn a_request_matching_no_conversation_takes_the_next_turn() {
+        let shared = Shared::new(
+            Script::new()
+                .with_conversation("write a note", texts("note ", 1))
+                .with_reply(Reply::text("global")),
+            None,
+            None,
+        );
+        let plan = ask(&shared, Provider::Anthropic, anthropic("something else", 0));
+        assert_eq!(anthropic_text(&plan), "global");
+        assert_eq!((plan.turn, plan.attempt), (Some(0), Some(0)));
+        assert_eq!(plan.outcome, "reply");
+        let plan = ask(&shared, Provider::Anthropic, anthropic("something else", 0));
+        assert_eq!((plan.status, plan.outcome.as_str()), (500, "exhausted"));
+    }
+
+    #[test]
+    fn a_conversation_naming_a_model_answers_only_that_model() {
+        let mut script = Script::new();
+        for (model, prefix) in [("careful", "careful "), ("hasty", "hasty ")] {
+            let mut conversation = Conversation::new("write a note", texts(prefix, 1));
+            conversation.model = Some(model.to_string());
+            script.conversations.push(conversation);
+        }
+        let shared = Shared::new(script.with_reply(Reply::text("global")), None, None);
+        for (model, text) in [
+            ("hasty", "hasty 0"),
+            ("careful", "careful 0"),
+            ("other", "global"),
+        ] {
+            let mut body = anthropic("write a note", 0);
+            body["model"] = json!(model);
+            assert_eq!(
+                anthropic_text(&ask(&shared, Provider::Anthropic, body)),
+                text
+            );
+        }
+    }
+
+    #[test]
+    fn by_model_comes_before_conversations() {
+        let mut script = Script::new().with_conversation("write a note", texts("note ", 1));
+        script.by_model.insert("m".into(), Reply::text("standing"));
+        let shared = Shared::new(script, None, None);
+        let plan = ask(&shared, Provider::Anthropic, anthropic("write a note", 0));
+        assert_eq!(anthropic_text(&plan), "standing");
+        assert_eq!(plan.outcome, "reply (by model)");
+    }
+
+    #[test]
+    fn responses_count_model_turns_in_input_and_in_the_stored_chain() {
+        let shared = Shared::new(
+            Script::new()
+                .with_conversation(
+                    "write a note",
+                    [
+                        Reply::text("writing").with_tool_call("call_a", "write", json!({})),
+                        Reply::text("written"),
+                        Reply::text("third"),
+                    ],
+                )
+                .with_reply(Reply::text("global")),
+            None,
+            None,
+        );
+        let text_of = |plan: &Plan| {
+            assert_eq!(plan.status, 200, "{}", plan.outcome);
+            let body = body_of(plan);
+            let message = body["output"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|item| item["type"] == "message")
+                .cloned()
+                .expect("a message item");
+            (
+                body["id"].as_str().unwrap().to_string(),
+                message["content"][0]["text"].as_str().unwrap().to_string(),
+            )
+        };
+        // A string input is the user message.
+        let first = ask(
+            &shared,
+            Provider::OpenAiResponses,
+            json!({"model": "m", "input": "please write a note"}),
+        );
+        let (id, text) = text_of(&first);
+        assert_eq!(text, "writing");
+        // Continuing the stored response: it counts as one model turn.
+        let second = ask(
+            &shared,
+            Provider::OpenAiResponses,
+            json!({"model": "m", "previous_response_id": id, "input": [
+                {"type": "function_call_output", "call_id": "call_a", "output": "ok"},
+            ]}),
+        );
+        assert_eq!(text_of(&second).1, "written");
+        assert_eq!(second.outcome, "reply (conversation 0 turn 1)");
+        // Stateless: a model turn is a run of output items (reasoning, text, calls).
+        let stateless = json!({"model": "m", "store": false, "input": [
+            {"role": "developer", "content": "rules"},
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "write a note"},
+            ]},
+            {"type": "reasoning", "summary": []},
+            {"type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": "writing"},
+            ]},
+            {"type": "function_call", "call_id": "c1", "name": "write", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"type": "message", "role": "assistant", "content": "written"},
+            {"role": "user", "content": "more"},
+        ]});
+        let third = ask(&shared, Provider::OpenAiResponses, stateless);
+        assert_eq!(text_of(&third).1, "third");
+        assert_eq!(third.outcome, "reply (conversation 0 turn 2)");
+        // Matching nothing: the global turns.
+        let other = ask(
+            &shared,
+            Provider::OpenAiResponses,
+            json!({"model": "m", "input": "something else"}),
+        );
+        assert_eq!(text_of(&other).1, "global");
+        assert_eq!(other.turn, Some(0));
+    }
 }

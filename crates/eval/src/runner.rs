@@ -1,0 +1,632 @@
+//! Running a dataset through a capsule's arms.
+//!
+//! What a caller can rely on:
+//!
+//! - Every case runs once per arm per repeat, as a session of its own, with a fresh workdir
+//!   under the run's `sessions/` (a copy of the case's `workdir` fixture when it names one),
+//!   at most `jobs` at a time. An arm is staged once before any case runs, so a broken arm
+//!   (an overlay the manifest loader refuses, a choice the capsule has not) stops the run
+//!   before it begins (`E-EVAL-002`).
+//! - An arm with `cassettes:` answers each case from `<dir>/<case>.cassette.json` and sends
+//!   nothing (no credential needed); with `record`, it runs against the provider and writes
+//!   that file. A request that differs from the recording fails the case (`E-RUN-029`, its
+//!   first difference in the result), the other cases go on.
+//! - A rubric is graded by a session of its own on the arm's capsule, started on the rubric's
+//!   choice, its exchanges in the case's cassette after the case's own; its tokens are reported
+//!   apart from the case's.
+//! - Each result is appended to `results.jsonl` as its case ends; `run.json` is written first
+//!   and again with the finish time; `report.html` last. A stop (the cancel signal) ends the
+//!   running sessions `canceled` and starts no other case.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use murmur_manifest::CapsuleSource;
+use murmur_runtime::Engine;
+use murmur_runtime::grants::cassette::{Cassette, REPLAY_CREDENTIAL};
+use murmur_runtime::session::control::ControlState;
+use murmur_runtime::session::staging::Lookups;
+use murmur_runtime::session::{
+    self, HostEnv, SessionConfig, Silent, StageError, Staged, StopSignal, TaskInput, TaskSource,
+};
+
+use crate::arms::Arm;
+use crate::dataset::{Case, Dataset};
+use crate::results::{
+    ArmInfo, CaseError, CaseResult, REPORT_FILE, RESULTS_FILE, RUN_FILE, Run, RunInfo,
+    SESSIONS_DIR, Score, Tokens,
+};
+use crate::score;
+
+/// What to run.
+pub struct Plan {
+    /// The capsule's `murmur.yaml`.
+    pub capsule_file: PathBuf,
+    pub dataset: Dataset,
+    pub arms: Vec<Arm>,
+    pub repeat: u32,
+    pub jobs: usize,
+    /// Record each arm's cassettes instead of replaying them.
+    pub record: bool,
+    /// Replay by turn, not by request.
+    pub lenient: bool,
+    /// Where runs are kept (`<workdir root>/eval`).
+    pub runs_dir: PathBuf,
+    /// Stops the run: running sessions end `canceled`, no other case starts.
+    pub cancel: StopSignal,
+}
+
+/// What the runner takes from its host.
+#[derive(Clone)]
+pub struct Host {
+    pub engine: Arc<Engine>,
+    /// The process environment.
+    pub env: HostEnv,
+    /// Credentials from the user's credentials file.
+    pub config: HostEnv,
+}
+
+/// Why a run did not start.
+#[derive(Debug)]
+pub struct RunError {
+    pub code: &'static str,
+    pub message: String,
+    pub hint: String,
+    /// The manifest's diagnostics, when an arm's manifest was refused.
+    pub diagnostics: Vec<murmur_manifest::Diagnostic>,
+}
+
+/// What the runner tells as it goes.
+pub enum Progress<'a> {
+    Started {
+        run: &'a RunInfo,
+        dir: &'a Path,
+        total: usize,
+    },
+    CaseDone {
+        result: &'a CaseResult,
+        done: usize,
+        total: usize,
+    },
+}
+
+/// Runs `plan`; `progress` hears of the start and of each case as it ends.
+pub async fn run(
+    plan: Plan,
+    host: Host,
+    progress: Arc<dyn Fn(Progress<'_>) + Send + Sync>,
+) -> Result<Run, RunError> {
+    let mode = |arm: &Arm| match (&arm.cassettes, plan.record) {
+        (Some(_), true) => "record",
+        (Some(_), false) => "replay",
+        (None, _) => "live",
+    };
+    if plan.record {
+        if plan.repeat > 1 {
+            return Err(refused(
+                "`--record` keeps one cassette per case: it cannot repeat",
+                "record with --repeat 1, then replay with any --repeat",
+            ));
+        }
+        if let Some(arm) = plan.arms.iter().find(|arm| arm.cassettes.is_none()) {
+            return Err(refused(
+                &format!(
+                    "arm `{}` has no `cassettes:` directory to record into",
+                    arm.name
+                ),
+                "give every recorded arm `cassettes: DIR`, or pick arms with --arms",
+            ));
+        }
+    }
+    // Each arm staged once up front: a broken arm stops the run before any case.
+    let mut choices = Vec::new();
+    for arm in &plan.arms {
+        let staged = stage_arm(&plan, &host, arm, None).await?;
+        let choice = match &arm.choice {
+            None => 0,
+            Some(name) => staged.choices.index_of(name).ok_or_else(|| {
+                refused(
+                    &format!(
+                        "arm `{}`: the capsule has no driver choice `{name}`; its choices are {}",
+                        arm.name,
+                        staged.choices.names()
+                    ),
+                    "name `primary` or one of `inference.alternates`",
+                )
+            })?,
+        };
+        choices.push(choice);
+    }
+    let capsule_name = murmur_manifest::load_capsule(&plan.capsule_file, &*host.env)
+        .manifest
+        .map(|m| m.name)
+        .unwrap_or_default();
+    let run_id = run_id();
+    let dir = plan.runs_dir.join(&run_id);
+    std::fs::create_dir_all(dir.join(SESSIONS_DIR)).map_err(|error| written(&dir, &error))?;
+    let mut info = RunInfo {
+        format: 1,
+        run: run_id,
+        dataset: plan.dataset.path.display().to_string(),
+        dataset_sha256: plan.dataset.sha256.clone(),
+        capsule: plan.capsule_file.display().to_string(),
+        capsule_name,
+        arms: plan
+            .arms
+            .iter()
+            .map(|arm| ArmInfo {
+                name: arm.name.clone(),
+                description: arm.description.clone(),
+                summary: arm.summary(),
+                mode: mode(arm).to_string(),
+            })
+            .collect(),
+        cases: plan.dataset.cases.len() as u32,
+        repeat: plan.repeat,
+        jobs: plan.jobs as u32,
+        started_unix_ms: unix_ms(),
+        finished_unix_ms: None,
+        murmur_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    write_info(&dir, &info)?;
+    let results_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(RESULTS_FILE))
+        .map_err(|error| written(&dir, &error))?;
+    let results_file = Arc::new(Mutex::new(results_file));
+    let total = plan.dataset.cases.len() * plan.arms.len() * plan.repeat as usize;
+    progress(Progress::Started {
+        run: &info,
+        dir: &dir,
+        total,
+    });
+
+    let plan = Arc::new(plan);
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(plan.jobs.max(1)));
+    let done = Arc::new(Mutex::new((0usize, Vec::<CaseResult>::new())));
+    let mut tasks = tokio::task::JoinSet::new();
+    for repeat in 0..plan.repeat {
+        for (arm_index, choice) in choices.iter().copied().enumerate() {
+            for case_index in 0..plan.dataset.cases.len() {
+                let (plan, host, dir, semaphore, done, progress, results_file) = (
+                    plan.clone(),
+                    host.clone(),
+                    dir.clone(),
+                    semaphore.clone(),
+                    done.clone(),
+                    progress.clone(),
+                    results_file.clone(),
+                );
+                tasks.spawn(async move {
+                    let Ok(_permit) = semaphore.acquire_owned().await else {
+                        return;
+                    };
+                    if plan.cancel.reason().is_some() {
+                        return;
+                    }
+                    let arm = &plan.arms[arm_index];
+                    let case = &plan.dataset.cases[case_index];
+                    let result = run_case(&plan, &host, arm, choice, case, repeat, &dir).await;
+                    let line = serde_json::to_string(&result).unwrap_or_default();
+                    {
+                        use std::io::Write;
+                        let mut file = results_file.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = writeln!(file, "{line}");
+                    }
+                    let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
+                    done.0 += 1;
+                    progress(Progress::CaseDone {
+                        result: &result,
+                        done: done.0,
+                        total,
+                    });
+                    done.1.push(result);
+                });
+            }
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    info.finished_unix_ms = Some(unix_ms());
+    write_info(&dir, &info)?;
+    // The lines as written (a line that could not be written is not in the report either).
+    let run = crate::results::read(&dir).map_err(|message| RunError {
+        code: "E-EVAL-004",
+        message,
+        hint: "check the free space and permissions of the workdir".to_string(),
+        diagnostics: Vec::new(),
+    })?;
+    let summaries = crate::results::summarize(&run);
+    std::fs::write(dir.join(REPORT_FILE), crate::report::html(&run, &summaries))
+        .map_err(|error| written(&dir, &error))?;
+    Ok(run)
+}
+
+fn refused(message: &str, hint: &str) -> RunError {
+    RunError {
+        code: "E-EVAL-002",
+        message: message.to_string(),
+        hint: hint.to_string(),
+        diagnostics: Vec::new(),
+    }
+}
+
+fn written(dir: &Path, error: &std::io::Error) -> RunError {
+    RunError {
+        code: "E-EVAL-004",
+        message: format!(
+            "the run directory {} cannot be written: {error}",
+            dir.display()
+        ),
+        hint: "check the free space and permissions of the workdir root".to_string(),
+        diagnostics: Vec::new(),
+    }
+}
+
+fn write_info(dir: &Path, info: &RunInfo) -> Result<(), RunError> {
+    let bytes = serde_json::to_vec_pretty(info).unwrap_or_default();
+    std::fs::write(dir.join(RUN_FILE), bytes).map_err(|error| written(dir, &error))
+}
+
+/// The lookups of `arm`: its `env` before the process environment; while replaying, a
+/// credential set nowhere stands as a placeholder that is never sent.
+fn arm_env(host: &Host, arm: &Arm) -> HostEnv {
+    let own = arm.env.clone();
+    let env = host.env.clone();
+    Arc::new(move |name: &str| {
+        own.iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+            .or_else(|| env(name))
+    })
+}
+
+/// `arm`'s capsule staged, with `cassette` for its drivers' exchanges.
+async fn stage_arm(
+    plan: &Plan,
+    host: &Host,
+    arm: &Arm,
+    cassette: Option<CaseCassette>,
+) -> Result<Staged, RunError> {
+    let env = arm_env(host, arm);
+    let replaying = arm.cassettes.is_some() && !plan.record;
+    let (file, overlay, engine, config) = (
+        plan.capsule_file.clone(),
+        arm.overlay.clone(),
+        host.engine.clone(),
+        host.config.clone(),
+    );
+    let name = arm.name.clone();
+    let staged = tokio::task::spawn_blocking(move || {
+        let source = match &overlay {
+            None => CapsuleSource::read(&file, &*env),
+            Some(overlay) => CapsuleSource::overlaid(&file, overlay, &*env),
+        };
+        let config_lookup =
+            |key: &str| config(key).or_else(|| replaying.then(|| REPLAY_CREDENTIAL.to_string()));
+        let lookups = Lookups {
+            env: &*env,
+            config: &config_lookup,
+        };
+        let mut staged = session::staging::stage_source(&source, &engine, &lookups)?;
+        staged.cassette = match cassette {
+            None => None,
+            Some(CaseCassette::Replay(cassette)) => Some(cassette),
+            Some(CaseCassette::Record) => {
+                Some(Cassette::recording(staged.credential_values(&lookups)))
+            }
+        };
+        Ok::<_, StageError>(staged)
+    })
+    .await
+    .map_err(|error| refused(&format!("arm `{name}`: staging stopped: {error}"), ""))?;
+    staged.map_err(|error| {
+        let diagnostics = match &error {
+            StageError::Manifest(diagnostics) => diagnostics.clone(),
+            _ => Vec::new(),
+        };
+        let (code, message, hint) = match &error {
+            StageError::Manifest(_) => (
+                "E-EVAL-002",
+                format!("arm `{}`: the capsule's manifest is refused", arm.name),
+                "fix the manifest or the arm's overlay (the diagnostics follow)".to_string(),
+            ),
+            other => (
+                murmur_manifest::Coded::code(other),
+                format!(
+                    "arm `{}`: {}",
+                    arm.name,
+                    murmur_manifest::Coded::message(other)
+                ),
+                murmur_manifest::Coded::hint(other),
+            ),
+        };
+        RunError {
+            code,
+            message,
+            hint,
+            diagnostics,
+        }
+    })
+}
+
+enum CaseCassette {
+    Replay(Cassette),
+    Record,
+}
+
+/// Where `arm` keeps `case`'s cassette.
+pub fn cassette_path(arm: &Arm, case: &str) -> Option<PathBuf> {
+    arm.cassettes
+        .as_ref()
+        .map(|dir| dir.join(format!("{case}.cassette.json")))
+}
+
+/// Runs one case on one arm and scores it; whatever goes wrong is in the result.
+async fn run_case(
+    plan: &Plan,
+    host: &Host,
+    arm: &Arm,
+    choice: usize,
+    case: &Case,
+    repeat: u32,
+    dir: &Path,
+) -> CaseResult {
+    let started = Instant::now();
+    let mut result = CaseResult {
+        case: case.id.clone(),
+        arm: arm.name.clone(),
+        repeat,
+        passed: false,
+        score: 0.0,
+        scores: Vec::new(),
+        exit_status: "not_run".to_string(),
+        turns: 0,
+        tools: Vec::new(),
+        tokens: Tokens::default(),
+        grading: None,
+        duration_ms: 0,
+        session: None,
+        trace: None,
+        error: None,
+    };
+    let fail = |mut result: CaseResult, code: &str, message: String| {
+        result.scores.push(Score {
+            scorer: "run".to_string(),
+            passed: false,
+            detail: format!("error[{code}]: {message}"),
+        });
+        result.error = Some(CaseError {
+            code: code.to_string(),
+            message,
+        });
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        result
+    };
+    let cassette_file = cassette_path(arm, &case.id);
+    let cassette = match (&cassette_file, plan.record) {
+        (None, _) => None,
+        (Some(_), true) => Some(CaseCassette::Record),
+        (Some(path), false) => match Cassette::replaying(path, plan.lenient) {
+            Ok(cassette) => Some(CaseCassette::Replay(cassette)),
+            Err(why) => return fail(result, "E-RUN-030", why),
+        },
+    };
+    let staged = match stage_arm(plan, host, arm, cassette).await {
+        Ok(staged) => Arc::new(staged),
+        Err(error) => return fail(result, error.code, error.message),
+    };
+    let sessions = dir.join(SESSIONS_DIR);
+    let config = SessionConfig {
+        workdir_root: sessions.clone(),
+        tasks: vec![TaskInput::new(case.task.clone(), TaskSource::Eval)],
+        stream: false,
+        host_env: arm_env(host, arm),
+        control: Some(ControlState::starting_on(staged.clone(), choice)),
+        cancel: Some(plan.cancel.clone()),
+        resume: None,
+        seed: case.workdir.clone(),
+    };
+    let report = match session::run(
+        host.engine.clone(),
+        staged.clone(),
+        &config,
+        Arc::new(Silent),
+    )
+    .await
+    {
+        Ok(report) => report,
+        Err(error) => return fail(result, error.code, error.message),
+    };
+    result.session = Some(report.session_id.clone());
+    result.trace = Some(format!("{SESSIONS_DIR}/{}/trace.jsonl", report.session_id));
+    result.exit_status = report.exit_status.as_str().to_string();
+    let events = murmur_trace::analysis::load(&report.trace_path)
+        .map(|loaded| loaded.events)
+        .unwrap_or_default();
+    result.turns = score::turns(&events);
+    result.tools = score::tools_called(&events);
+    result.tokens = score::tokens(&events);
+    let result_text = report
+        .tasks
+        .iter()
+        .rev()
+        .find_map(|task| task.result_text.clone());
+    let expect = case.expect.clone();
+    let workdir = report.workdir.clone();
+    let text = result_text.clone();
+    let exit_status = result.exit_status.clone();
+    let scores = tokio::task::spawn_blocking(move || {
+        score::score(
+            &expect,
+            &score::Session {
+                exit_status: &exit_status,
+                result_text: text.as_deref(),
+                workdir: &workdir,
+                events: &events,
+            },
+        )
+    })
+    .await
+    .unwrap_or_default();
+    result.scores = scores;
+    if let Some(rubric) = &case.expect.rubric {
+        let (score, tokens) = grade(
+            plan,
+            host,
+            &staged,
+            rubric,
+            case,
+            result_text.as_deref(),
+            dir,
+        )
+        .await;
+        result.scores.push(score);
+        result.grading = Some(tokens);
+    }
+    if let Some(cassette) = &staged.cassette {
+        if plan.record {
+            if let Some(path) = &cassette_file {
+                let saved = path
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| cassette.save(path));
+                if let Err(error) = saved {
+                    return fail(
+                        result,
+                        "E-RUN-030",
+                        format!("the cassette {} cannot be written: {error}", path.display()),
+                    );
+                }
+            }
+        } else if let Some(mismatch) = cassette.mismatch() {
+            return fail(
+                result,
+                "E-RUN-029",
+                format!("the replay stopped: {mismatch}"),
+            );
+        }
+    }
+    let passed = result.scores.iter().filter(|s| s.passed).count();
+    result.passed = passed == result.scores.len();
+    result.score = if result.scores.is_empty() {
+        0.0
+    } else {
+        passed as f64 / result.scores.len() as f64
+    };
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    result
+}
+
+/// The rubric's verdict and its grading session's tokens.
+async fn grade(
+    plan: &Plan,
+    host: &Host,
+    staged: &Arc<Staged>,
+    rubric: &crate::dataset::Rubric,
+    case: &Case,
+    result_text: Option<&str>,
+    dir: &Path,
+) -> (Score, Tokens) {
+    let score = |passed: bool, detail: String| Score {
+        scorer: "rubric".to_string(),
+        passed,
+        detail,
+    };
+    let Some(choice) = staged.choices.index_of(&rubric.choice) else {
+        return (
+            score(
+                false,
+                format!(
+                    "the capsule has no driver choice `{}` to grade with; its choices are {}",
+                    rubric.choice,
+                    staged.choices.names()
+                ),
+            ),
+            Tokens::default(),
+        );
+    };
+    let config = SessionConfig {
+        workdir_root: dir.join("grading"),
+        tasks: vec![TaskInput::new(
+            score::rubric_prompt(&case.task, result_text, &rubric.criteria),
+            TaskSource::Eval,
+        )],
+        stream: false,
+        host_env: host.env.clone(),
+        control: Some(ControlState::starting_on(staged.clone(), choice)),
+        cancel: Some(plan.cancel.clone()),
+        resume: None,
+        seed: None,
+    };
+    match session::run(
+        host.engine.clone(),
+        staged.clone(),
+        &config,
+        Arc::new(Silent),
+    )
+    .await
+    {
+        Err(error) => (
+            score(
+                false,
+                format!(
+                    "the grading session failed: error[{}]: {}",
+                    error.code, error.message
+                ),
+            ),
+            Tokens::default(),
+        ),
+        Ok(report) => {
+            let events = murmur_trace::analysis::load(&report.trace_path)
+                .map(|loaded| loaded.events)
+                .unwrap_or_default();
+            let reply = report
+                .tasks
+                .iter()
+                .rev()
+                .find_map(|task| task.result_text.clone())
+                .unwrap_or_default();
+            let (passed, detail) = score::rubric_verdict(&reply);
+            (score(passed, detail), score::tokens(&events))
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `evl_` + the UTC time (`YYYYMMDDTHHMMSSZ`) + `_` + 6 hex: runs sort by when they began.
+fn run_id() -> String {
+    let secs = unix_ms() / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = crate::report::civil_from_days(days as i64);
+    let hex = uuid::Uuid::new_v4().simple().to_string();
+    format!(
+        "evl_{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z_{}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        &hex[..6]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_plain_names_that_sort_by_time() {
+        let id = run_id();
+        assert!(
+            id.starts_with("evl_2") && id.len() == "evl_20261206T062143Z_abcdef".len(),
+            "{id}"
+        );
+        assert!(crate::dataset::is_plain_name(&id));
+    }
+}

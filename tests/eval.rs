@@ -1,0 +1,433 @@
+//! `mur eval` through the real `mur`: the example capsule's dataset (examples/hello/evals) is
+//! replayed from its committed cassettes, two arms (two scripted models) scored case by case,
+//! and the diff names the cases the second arm regressed on; recording the cassettes again
+//! against the provider emulator keeps no credential in them; a capsule changed since the
+//! recording fails its replay naming the difference; bad input is refused with its code.
+//!
+//! `MURMUR_UPDATE_CASSETTES=1 cargo test --test mur eval::` writes the freshly recorded
+//! cassettes over the committed ones (after a change to what the runtime sends a provider).
+
+use std::path::{Path, PathBuf};
+
+use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::Value;
+
+/// The cases the `hasty` arm's scripted model regresses on, and the one it improves.
+const REGRESSED: [&str; 4] = ["hello-note", "todo-json", "journal-append", "sea-poem"];
+const IMPROVED: &str = "ok-file";
+const CASES: usize = 11;
+
+fn mur() -> Mur {
+    Mur::new(env!("CARGO_BIN_EXE_mur"))
+}
+
+/// A copy of examples/hello under `dir` (its evals with it), installed from the registry
+/// folder the set-up builds.
+fn example(dir: &Path) -> PathBuf {
+    let to = dir.join("hello");
+    copy_dir(&repo_root().join("examples/hello"), &to);
+    let installed = mur()
+        .args(["install", "--json", "--registry"])
+        .arg(repo_root().join("target/registry"))
+        .arg(&to)
+        .run();
+    assert_eq!(installed.code, 0, "{installed:#?}");
+    to
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if [".murmur", "workdir", "murmur.lock"]
+            .iter()
+            .any(|n| name == *n)
+        {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+fn eval(capsule: &Path, extra: &[&str]) -> MurOutput {
+    mur()
+        .args(["eval", "run"])
+        .arg(capsule.join("evals/notes.jsonl"))
+        .arg("--capsule")
+        .arg(capsule)
+        .args(extra)
+        .run()
+}
+
+/// `(case, arm) → result` of a `mur eval run --json` answer.
+fn results(output: &MurOutput) -> Vec<Value> {
+    output.json()["results"].as_array().unwrap().clone()
+}
+
+fn result<'a>(results: &'a [Value], case: &str, arm: &str) -> &'a Value {
+    results
+        .iter()
+        .find(|r| r["case"] == case && r["arm"] == arm)
+        .unwrap_or_else(|| panic!("no result for {case} on {arm}"))
+}
+
+fn failing(results: &[Value], arm: &str) -> Vec<String> {
+    let mut cases: Vec<String> = results
+        .iter()
+        .filter(|r| r["arm"] == arm && r["passed"] == false)
+        .map(|r| r["case"].as_str().unwrap().to_string())
+        .collect();
+    cases.sort();
+    cases
+}
+
+fn sorted(names: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    names.sort();
+    names
+}
+
+/// What every replay or recording of the example dataset scores.
+fn assert_example_scores(output: &MurOutput) {
+    let results = results(output);
+    assert_eq!(results.len(), 2 * CASES, "{}", output.stdout);
+    assert_eq!(failing(&results, "careful"), [IMPROVED]);
+    assert_eq!(failing(&results, "hasty"), sorted(&REGRESSED));
+    let arms = output.json()["arms"].clone();
+    assert_eq!(arms[0]["arm"], "careful");
+    assert_eq!(arms[0]["passed"], CASES as u64 - 1);
+    assert_eq!(arms[1]["passed"], (CASES - REGRESSED.len()) as u64);
+    // The provider's counts, with the cache reads the scripted models report.
+    assert!(
+        arms[0]["tokens"]["input"].as_u64().unwrap() > 10_000,
+        "{arms}"
+    );
+    let ratio = arms[0]["cache_hit_ratio"].as_f64().unwrap();
+    assert!(ratio > 0.3 && ratio < 0.7, "{ratio}");
+    // Why the hasty arm failed, scorer by scorer.
+    let failed = |case: &str, arm: &str| -> Vec<String> {
+        result(&results, case, arm)["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["passed"] == false)
+            .map(|s| s["scorer"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(failed("hello-note", "hasty"), ["tools", "result"]);
+    assert_eq!(failed("todo-json", "hasty"), ["file notes/todo.json"]);
+    assert_eq!(
+        failed("journal-append", "hasty"),
+        ["tools", "file notes/journal.md"]
+    );
+    assert_eq!(failed("sea-poem", "hasty"), ["rubric"]);
+    assert_eq!(failed("ok-file", "careful"), ["turns"]);
+    // The rubric was graded by the grader choice, its cost reported apart.
+    let poem = result(&results, "sea-poem", "careful");
+    let rubric = poem["scores"].as_array().unwrap().last().unwrap();
+    assert_eq!(rubric["scorer"], "rubric");
+    assert!(
+        rubric["detail"].as_str().unwrap().contains("Two lines"),
+        "{rubric}"
+    );
+    assert_eq!(poem["grading"]["input"], 600);
+    let hasty_rubric = &result(&results, "sea-poem", "hasty")["scores"];
+    assert!(
+        hasty_rubric.to_string().contains("One line"),
+        "{hasty_rubric}"
+    );
+}
+
+#[test]
+fn the_example_dataset_replays_from_its_cassettes_and_the_diff_names_the_regressed_cases() {
+    let work = tempfile::tempdir().unwrap();
+    let capsule = example(work.path());
+    let output = eval(&capsule, &["--json", "--jobs", "4"]);
+    // Some case runs failed: exit 1, the run complete.
+    assert_eq!(output.code, 1, "{output:#?}");
+    assert_example_scores(&output);
+    assert!(output.stderr.contains("[22/22]"), "{}", output.stderr);
+    let run_dir = PathBuf::from(output.json()["dir"].as_str().unwrap());
+    assert!(
+        run_dir.starts_with(capsule.join("workdir/eval")),
+        "{}",
+        run_dir.display()
+    );
+
+    // Each case ran in a fresh copy of its fixture, its session and trace linked.
+    let all = results(&output);
+    let append = result(&all, "journal-append", "careful");
+    let trace = run_dir.join(append["trace"].as_str().unwrap());
+    let session = append["session"].as_str().unwrap();
+    assert!(std::fs::read_to_string(&trace).unwrap().contains(session));
+    let journal = trace.with_file_name("notes/journal.md");
+    assert_eq!(
+        std::fs::read_to_string(journal).unwrap(),
+        "Met Ana at 10:00 by the station.\nLunch with Bo at 13:00.\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(capsule.join("evals/fixtures/journal/notes/journal.md")).unwrap(),
+        "Met Ana at 10:00 by the station.\n",
+        "the fixture itself is never written"
+    );
+    let report = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(report.contains("<svg") && report.contains("journal-append"));
+    assert!(!report.contains("<script"));
+
+    // The diff of the two arms names the regressed cases and what now fails in each.
+    let diff = mur().args(["eval", "diff", "--json"]).arg(&run_dir).run();
+    assert_eq!(diff.code, 1, "a regression fails the diff: {diff:#?}");
+    let json = diff.json();
+    let names = |key: &str| -> Vec<String> {
+        json[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["case"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("regressed"), REGRESSED);
+    assert_eq!(names("improved"), [IMPROVED]);
+    assert_eq!(names("unchanged").len(), CASES - REGRESSED.len() - 1);
+    assert_eq!(
+        json["regressed"][0]["newly_failing"],
+        serde_json::json!(["tools", "result"])
+    );
+    let human = mur().args(["eval", "diff"]).arg(&run_dir).run();
+    assert_eq!(human.code, 1);
+    assert!(
+        human.stdout.contains("4 cases regressed:"),
+        "{}",
+        human.stdout
+    );
+    assert!(
+        human.stdout.contains("journal-append: pass 100% → 0%"),
+        "{}",
+        human.stdout
+    );
+    // The other way round, only the case the careful arm takes a turn too many on.
+    let reverse = mur()
+        .args(["eval", "diff", "--base-arm", "hasty", "--arm", "careful"])
+        .arg(&run_dir)
+        .run();
+    assert_eq!(reverse.code, 1, "{reverse:#?}");
+    assert!(
+        reverse.stdout.contains("1 case regressed:\n  ok-file"),
+        "{}",
+        reverse.stdout
+    );
+
+    // `show` finds the newest run of the capsule by itself, and writes the report elsewhere.
+    let html = work.path().join("report.html");
+    let show = mur()
+        .args(["eval", "show", "--capsule"])
+        .arg(&capsule)
+        .arg("--html")
+        .arg(&html)
+        .run();
+    assert_eq!(show.code, 0, "{show:#?}");
+    assert!(
+        show.stdout.contains("careful") && show.stdout.contains("10/11"),
+        "{}",
+        show.stdout
+    );
+    assert!(
+        show.stdout.contains("✗ rubric: the grader failed it"),
+        "{}",
+        show.stdout
+    );
+    assert_eq!(std::fs::read_to_string(html).unwrap(), report);
+
+    // Two runs compare arm by arm: one arm again, repeated twice, against the first run.
+    let again = eval(&capsule, &["--json", "--arms", "hasty", "--repeat", "2"]);
+    assert_eq!(again.code, 1, "{again:#?}");
+    assert_eq!(results(&again).len(), 2 * CASES);
+    let second = again.json()["dir"].as_str().unwrap().to_string();
+    let across = mur()
+        .args(["eval", "diff", "--json"])
+        .arg(&run_dir)
+        .arg(&second)
+        .run();
+    // careful (the base run's first arm) against hasty, the new run's only arm.
+    assert_eq!(across.json()["new"]["summary"]["runs"], 2 * CASES as u64);
+    let regressed = across.json()["regressed"].as_array().unwrap().len();
+    assert_eq!(regressed, REGRESSED.len(), "{}", across.stdout);
+}
+
+#[test]
+fn cassettes_recorded_against_the_emulator_hold_no_credential_and_replay_alike() {
+    const SECRET: &str = "sk-ant-eval-recording-9f3b2c7d";
+    let script = Script::from_file(repo_root().join("examples/hello/evals/emulator.yaml")).unwrap();
+    let emulator = Emulator::builder(script).api_key(SECRET).start().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let capsule = example(work.path());
+    let _ = std::fs::remove_dir_all(capsule.join("evals/cassettes"));
+    let recorded = mur()
+        .env("ANTHROPIC_BASE_URL", emulator.url())
+        .env("ANTHROPIC_API_KEY", SECRET)
+        .args(["eval", "run", "--record", "--json", "--jobs", "6"])
+        .arg(capsule.join("evals/notes.jsonl"))
+        .arg("--capsule")
+        .arg(&capsule)
+        .run();
+    assert_eq!(recorded.code, 1, "{recorded:#?}");
+    assert_example_scores(&recorded);
+    let run = recorded.json();
+    let modes: Vec<&str> = run["run"]["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["record", "record"]);
+    let mut cassettes = 0;
+    for arm in ["careful", "hasty"] {
+        for entry in std::fs::read_dir(capsule.join("evals/cassettes").join(arm)).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            assert!(!text.contains(SECRET), "a cassette holds the key");
+            assert!(
+                !text.contains("x-api-key"),
+                "a cassette holds the key's header"
+            );
+            cassettes += 1;
+        }
+    }
+    assert_eq!(cassettes, 2 * CASES);
+
+    // Replayed with the emulator gone and no key anywhere: the same verdicts.
+    drop(emulator);
+    let replayed = eval(&capsule, &["--json"]);
+    assert_eq!(replayed.code, 1, "{replayed:#?}");
+    assert_example_scores(&replayed);
+
+    if std::env::var_os("MURMUR_UPDATE_CASSETTES").is_some() {
+        let committed = repo_root().join("examples/hello/evals/cassettes");
+        let _ = std::fs::remove_dir_all(&committed);
+        copy_dir(&capsule.join("evals/cassettes"), &committed);
+    }
+}
+
+#[test]
+fn a_capsule_changed_since_the_recording_fails_its_replay_naming_the_difference() {
+    let work = tempfile::tempdir().unwrap();
+    let capsule = example(work.path());
+    let manifest = capsule.join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("Answer in one or two sentences.", "Answer in one sentence."),
+    )
+    .unwrap();
+    let strict = eval(&capsule, &["--json", "--arms", "careful"]);
+    assert_eq!(strict.code, 1, "{strict:#?}");
+    for result in results(&strict) {
+        assert_eq!(result["error"]["code"], "E-RUN-029", "{result}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(message.contains("`system"), "{message}");
+    }
+    // By turn, the recorded answers serve the changed capsule as before.
+    let lenient = eval(
+        &capsule,
+        &["--json", "--arms", "careful", "--replay-mode", "lenient"],
+    );
+    assert_eq!(lenient.code, 1);
+    assert_eq!(failing(&results(&lenient), "careful"), [IMPROVED]);
+}
+
+#[test]
+fn bad_datasets_arms_and_fixtures_are_refused_with_their_codes() {
+    let work = tempfile::tempdir().unwrap();
+    let capsule = example(work.path());
+    let dataset = work.path().join("bad.jsonl");
+    let run = |extra: &[&str]| {
+        mur()
+            .args(["eval", "run"])
+            .arg(&dataset)
+            .arg("--capsule")
+            .arg(&capsule)
+            .args(extra)
+            .run()
+    };
+    std::fs::write(
+        &dataset,
+        "{\"id\": \"a\", \"task\": \"t\"}\n{\"id\": \"b\", \"task\": \"t\", \"expect\": {\"tool\": [\"x\"]}}\n",
+    )
+    .unwrap();
+    let output = run(&["--json"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert_eq!(output.json()["error"]["code"], "E-EVAL-001");
+    let message = output.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("bad.jsonl:2:") && message.contains("unknown field `tool`"),
+        "{message}"
+    );
+
+    // A fixture holding a link is refused: nothing it points at is copied.
+    let fixture = work.path().join("linked");
+    std::fs::create_dir(&fixture).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", fixture.join("passwd")).unwrap();
+    std::fs::write(
+        &dataset,
+        "{\"id\": \"linked\", \"task\": \"Greet me in one line; do not write any file.\", \"workdir\": \"linked\"}\n",
+    )
+    .unwrap();
+    let arms = work.path().join("arms.yaml");
+    std::fs::write(
+        &arms,
+        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    choice: nowhere\n    cassettes: missing\n",
+    )
+    .unwrap();
+    let arms_arg = arms.to_str().unwrap();
+    let unknown_choice = run(&["--json", "--arms-file", arms_arg]);
+    assert_eq!(unknown_choice.code, 2, "{unknown_choice:#?}");
+    assert_eq!(unknown_choice.json()["error"]["code"], "E-EVAL-002");
+    assert!(unknown_choice.stdout.contains("no driver choice `nowhere`"));
+    let unknown_arm = run(&["--json", "--arms-file", arms_arg, "--arms", "reckless"]);
+    assert_eq!(unknown_arm.json()["error"]["code"], "E-EVAL-002");
+    assert!(unknown_arm.stdout.contains("the arms are careful"));
+
+    std::fs::write(
+        &arms,
+        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    cassettes: missing\n",
+    )
+    .unwrap();
+    let linked = run(&["--json", "--arms-file", arms_arg]);
+    assert_eq!(linked.code, 1, "{linked:#?}");
+    let result = &results(&linked)[0];
+    assert_eq!(
+        result["error"]["code"], "E-RUN-030",
+        "no cassette: {result}"
+    );
+    std::fs::create_dir(work.path().join("missing")).unwrap();
+    std::fs::copy(
+        capsule.join("evals/cassettes/careful/greeting.cassette.json"),
+        work.path().join("missing/linked.cassette.json"),
+    )
+    .unwrap();
+    let linked = run(&["--json", "--arms-file", arms_arg]);
+    let result = &results(&linked)[0];
+    assert_eq!(result["error"]["code"], "E-RUN-001", "{result}");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("link"),
+        "{result}"
+    );
+
+    let show = mur()
+        .args(["eval", "show", "--json", "--workdir"])
+        .arg(work.path().join("nothing"))
+        .run();
+    assert_eq!(show.code, 2);
+    assert_eq!(show.json()["error"]["code"], "E-EVAL-003");
+}
