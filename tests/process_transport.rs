@@ -62,6 +62,18 @@ fn emulator(yaml: &str) -> Emulator {
 /// at `emulator` (Claude Code by `ANTHROPIC_BASE_URL`, Codex by a provider entry in a
 /// private `CODEX_HOME`).
 fn run(dir: &Path, path: &str, emulator: Option<&Emulator>, task: &str) -> (MurOutput, Value) {
+    run_with(dir, path, emulator.map(Emulator::url).as_deref(), task, &[])
+}
+
+/// [`run`] with the provider at `provider` (an emulator's URL, which may be gone by now) and
+/// `extra` arguments.
+fn run_with(
+    dir: &Path,
+    path: &str,
+    provider: Option<&str>,
+    task: &str,
+    extra: &[&str],
+) -> (MurOutput, Value) {
     let home = dir.join("home");
     let codex_home = dir.join("codex-home");
     std::fs::create_dir_all(&home).unwrap();
@@ -73,16 +85,15 @@ fn run(dir: &Path, path: &str, emulator: Option<&Emulator>, task: &str) -> (MurO
         .env("CODEX_HOME", &codex_home)
         .env("ANTHROPIC_API_KEY", KEY)
         .env("EMULATOR_KEY", KEY);
-    if let Some(emulator) = emulator {
+    if let Some(url) = provider {
         std::fs::write(
             codex_home.join("config.toml"),
             format!(
-                "model_provider = \"emulator\"\n\n[model_providers.emulator]\nname = \"emulator\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"EMULATOR_KEY\"\n",
-                emulator.url()
+                "model_provider = \"emulator\"\n\n[model_providers.emulator]\nname = \"emulator\"\nbase_url = \"{url}/v1\"\nwire_api = \"responses\"\nenv_key = \"EMULATOR_KEY\"\n",
             ),
         )
         .unwrap();
-        mur = mur.env("ANTHROPIC_BASE_URL", emulator.url());
+        mur = mur.env("ANTHROPIC_BASE_URL", url);
     }
     let output = mur
         .arg("run")
@@ -90,6 +101,7 @@ fn run(dir: &Path, path: &str, emulator: Option<&Emulator>, task: &str) -> (MurO
         .arg("--workdir")
         .arg(dir.join("work"))
         .args(["--json", "--task", task])
+        .args(extra)
         .run();
     let report = output.json();
     (output, report)
@@ -285,10 +297,7 @@ fn claude_code_calls_the_capsules_tools_and_its_answer_is_the_result() {
     assert_eq!(report["tasks"][0]["turns"], 3);
 }
 
-#[test]
-fn codex_calls_the_capsules_tools_and_its_answer_is_the_result() {
-    let emulator = emulator(
-        r#"
+const CODEX_NOTES: &str = r#"
 turns:
   - reply:
       text: "Saving the note."
@@ -300,8 +309,11 @@ turns:
   - reply:
       text: "Saved: buy milk."
       usage: { input: 320, output: 9, cache_read: 250 }
-"#,
-    );
+"#;
+
+#[test]
+fn codex_calls_the_capsules_tools_and_its_answer_is_the_result() {
+    let emulator = emulator(CODEX_NOTES);
     let dir = tempfile::tempdir().unwrap();
     capsule(dir.path(), "codex", "gpt-5", "", "");
     let (output, report) = run(dir.path(), &with_clis(), Some(&emulator), "Note: buy milk");
@@ -923,4 +935,90 @@ turns:
     let events = trace(&report);
     assert_eq!(of_type(&events, "inference").len(), 1);
     assert!(of_type(&events, "tool_call").is_empty());
+}
+
+#[test]
+fn claude_code_and_codex_sessions_record_and_replay_through_the_relay_with_the_provider_gone() {
+    for (command, script, model) in [
+        ("claude", CLAUDE_NOTES, "claude-sonnet-4-5"),
+        ("codex", CODEX_NOTES, "gpt-5"),
+    ] {
+        let emulator = emulator(script);
+        let url = emulator.url();
+        let dir = tempfile::tempdir().unwrap();
+        capsule(dir.path(), command, model, "", "");
+        let cassette = dir.path().join("cli.cassette.json");
+        let record = ["--record", cassette.to_str().unwrap()];
+        let (output, report) = run_with(
+            dir.path(),
+            &with_clis(),
+            Some(&url),
+            "Note: buy milk",
+            &record,
+        );
+        assert_eq!(report["exit_status"], "ok", "{command}: {output:#?}");
+        assert_eq!(answered(&emulator).len(), 3, "{command}");
+        let text = std::fs::read_to_string(&cassette).unwrap();
+        assert!(
+            !text.contains(KEY),
+            "{command}: the CLI's key is in the cassette"
+        );
+        let recorded: Value = serde_json::from_str(&text).unwrap();
+        let exchanges = recorded["exchanges"].as_array().unwrap();
+        assert!(exchanges.len() >= 3, "{command}: {}", exchanges.len());
+        let path = if command == "claude" {
+            "/v1/messages"
+        } else {
+            "/v1/responses"
+        };
+        assert!(
+            exchanges
+                .iter()
+                .all(|e| e["request"]["url"].as_str().unwrap().contains(path)),
+            "{command}: {text}"
+        );
+
+        // The emulator gone: the CLI's requests are answered from the cassette, its tools run.
+        drop(emulator);
+        let replay = ["--replay", cassette.to_str().unwrap()];
+        let (output, report) = run_with(
+            dir.path(),
+            &with_clis(),
+            Some(&url),
+            "Note: buy milk",
+            &replay,
+        );
+        assert_eq!(report["exit_status"], "ok", "{command}: {output:#?}");
+        let workdir = workdir_of(&report);
+        assert_eq!(
+            std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+            "buy milk",
+            "{command}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(workdir.join("out/result.txt")).unwrap(),
+            "Saved: buy milk.",
+            "{command}"
+        );
+
+        // Another task is not the recorded one: the replay refuses it, naming the difference.
+        let (output, _) = run_with(
+            dir.path(),
+            &with_clis(),
+            Some(&url),
+            "Note: buy bread",
+            &replay,
+        );
+        assert_eq!(output.code, 1, "{command}: {output:#?}");
+        assert!(
+            output.stdout.contains("E-RUN-029"),
+            "{command}: {}",
+            output.stdout
+        );
+        assert!(
+            output.stdout.contains("buy bread"),
+            "{command}: {}",
+            output.stdout
+        );
+    }
 }

@@ -9,12 +9,15 @@
 //!   header, and `authorization`, `x-api-key`, `api-key`, `cookie` and `set-cookie`, are
 //!   dropped; every secret value the caller names is replaced by `[scrubbed]` wherever it
 //!   appears (URL, headers, bodies).
-//! - **Replaying** ([`Cassette::replaying`]) answers each request from the cassette, in order,
-//!   and sends nothing. `strict`: the request must be the recorded one (method, path and query,
-//!   and body; JSON bodies compared as JSON with volatile ids normalized); the first request
-//!   that differs, or one past the last recorded, is refused, and [`Cassette::mismatch`] says
+//! - **Replaying** ([`Cassette::replaying`]) answers each request from the cassette and sends
+//!   nothing. `strict`: the request must be one recorded and not served yet (method, path and
+//!   query, and body; JSON bodies compared as JSON with volatile ids normalized), the first
+//!   such in recording order; a request no unserved exchange holds, or one past the last
+//!   recorded, is refused, and [`Cassette::mismatch`] says
 //!   which exchange and where the first difference is. `lenient`: the next recorded answer is
 //!   served whatever was asked (a turn for a turn).
+//! - **Agent CLIs** reach their provider themselves: a [`Relay`] on loopback stands in for the
+//!   provider, and takes their requests through the same recording and replaying.
 //! - A cassette file is JSON (`{"format": 1, "exchanges": [...]}`); bodies are text, or
 //!   base64 under `body_base64` when not UTF-8. A file that is not one is refused on load,
 //!   naming why.
@@ -118,7 +121,8 @@ enum Mode {
     },
     Replaying {
         lenient: bool,
-        next: usize,
+        /// Which recorded exchanges were served.
+        served: Vec<bool>,
         mismatch: Option<String>,
     },
 }
@@ -169,7 +173,7 @@ impl Cassette {
         Ok(Cassette(Arc::new(Mutex::new(State {
             mode: Mode::Replaying {
                 lenient,
-                next: 0,
+                served: vec![false; file.exchanges.len()],
                 mismatch: None,
             },
             exchanges: file.exchanges,
@@ -212,7 +216,7 @@ impl Cassette {
     /// When replaying: how many exchanges were served.
     pub fn served(&self) -> usize {
         match &self.lock().mode {
-            Mode::Replaying { next, .. } => *next,
+            Mode::Replaying { served, .. } => served.iter().filter(|s| **s).count(),
             Mode::Recording { .. } => 0,
         }
     }
@@ -305,41 +309,55 @@ impl Cassette {
         let total = state.exchanges.len();
         let Mode::Replaying {
             lenient,
-            next,
+            served,
             mismatch,
-        } = &mut state.mode
+        } = &state.mode
         else {
             unreachable!("the mode never changes");
         };
         if let Some(earlier) = mismatch {
             return Err(HttpError::InternalError(Some(earlier.clone())));
         }
-        let at = *next;
         let lenient = *lenient;
+        let number = served.iter().filter(|s| **s).count() + 1;
+        let unserved: Vec<usize> = (0..total).filter(|at| !served[*at]).collect();
         let refuse = |state: &mut State, why: String| {
             if let Mode::Replaying { mismatch, .. } = &mut state.mode {
                 *mismatch = Some(why.clone());
             }
             Err(HttpError::InternalError(Some(why)))
         };
-        let Some(recorded) = state.exchanges.get(at).cloned() else {
+        let Some(&first) = unserved.first() else {
             let why = format!(
-                "request {} ({} {}) is past the end of the cassette, which holds {total}",
-                at + 1,
+                "request {number} ({} {}) is past the end of the cassette, which holds {total}",
                 parts.method,
                 parts.uri.path()
             );
             return refuse(&mut state, why);
         };
-        if !lenient && let Some(difference) = difference(&recorded.request, parts, body) {
-            let why = format!(
-                "request {} differs from the recorded one: {difference}",
-                at + 1
-            );
-            return refuse(&mut state, why);
-        }
-        if let Mode::Replaying { next, .. } = &mut state.mode {
-            *next += 1;
+        // Strict: the first unserved exchange recorded with this very request (an agent CLI
+        // may send its requests in another order than it did while recording).
+        let at = if lenient {
+            first
+        } else {
+            let same = unserved
+                .iter()
+                .copied()
+                .find(|at| difference(&state.exchanges[*at].request, parts, body).is_none());
+            match same {
+                Some(at) => at,
+                None => {
+                    let difference = difference(&state.exchanges[first].request, parts, body)
+                        .unwrap_or_else(|| "it differs".to_string());
+                    let why =
+                        format!("request {number} differs from the recorded one: {difference}");
+                    return refuse(&mut state, why);
+                }
+            }
+        };
+        let recorded = state.exchanges[at].clone();
+        if let Mode::Replaying { served, .. } = &mut state.mode {
+            served[at] = true;
         }
         drop(state);
         let mut response = http::Response::builder().status(recorded.response.status);
@@ -357,6 +375,133 @@ impl Cassette {
             .body(full(recorded.response.body.bytes()))
             .map_err(|e| HttpError::InternalError(Some(e.to_string())))
     }
+}
+
+/// A provider relay on loopback: what an agent CLI (`transport: process`), which talks to its
+/// provider itself, is pointed at so that its exchanges go through a cassette. Stopped when
+/// dropped.
+pub struct Relay {
+    /// The upstream base URL with its origin replaced by the relay's
+    /// (`http://127.0.0.1:PORT` + the upstream's path).
+    pub base_url: String,
+    pub port: u16,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Cassette {
+    /// Starts a relay on `127.0.0.1` for the provider at `upstream` (a base URL): each request
+    /// it takes is sent on to the upstream's origin, same path, and recorded, or answered from
+    /// the cassette with nothing sent, as a driver's request is. Credentials the CLI sends are
+    /// dropped from the recording as a driver's are; a refused replay answers `400`
+    /// with why (final: a client would retry a `5xx`), a failed send `502`.
+    pub async fn relay(&self, upstream: &str) -> std::io::Result<Relay> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+        let uri: http::Uri = upstream
+            .parse()
+            .map_err(|e| invalid(format!("the provider URL `{upstream}` is not a URL: {e}")))?;
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Err(invalid(format!(
+                "the provider URL `{upstream}` names no scheme and host"
+            )));
+        };
+        let origin = format!("{scheme}://{authority}");
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let port = listener.local_addr()?.port();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let cassette = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = &mut stopped => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((stream, _)) = accepted else { continue };
+                let (cassette, origin) = (cassette.clone(), origin.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        relayed(cassette.clone(), origin.clone(), request)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Relay {
+            base_url: format!(
+                "http://127.0.0.1:{port}{}",
+                uri.path().trim_end_matches('/')
+            ),
+            port,
+            _stop: stop,
+        })
+    }
+}
+
+/// One request through the relay: sent on to `origin` (or served from the cassette), the answer
+/// given back whole.
+async fn relayed(
+    cassette: Cassette,
+    origin: String,
+    request: http::Request<hyper::body::Incoming>,
+) -> Result<http::Response<Full<Bytes>>, std::convert::Infallible> {
+    let failed = |status: u16, why: String| {
+        let body =
+            serde_json::json!({"type": "error", "error": {"type": "murmur_relay", "message": why}});
+        let mut response = http::Response::new(Full::new(Bytes::from(body.to_string())));
+        *response.status_mut() = http::StatusCode::from_u16(status).unwrap_or_default();
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        response
+    };
+    let (mut parts, body) = request.into_parts();
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            return Ok(failed(
+                413,
+                format!("the request body was refused: {error}"),
+            ));
+        }
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".to_string());
+    parts.uri = match format!("{origin}{path}").parse() {
+        Ok(uri) => uri,
+        Err(error) => {
+            return Ok(failed(
+                400,
+                format!("the request path is not a URL's: {error}"),
+            ));
+        }
+    };
+    parts.headers.remove(http::header::HOST);
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    let request = http::Request::from_parts(parts, full(body));
+    let response = match cassette.clone().exchange(request, None, None).await {
+        Ok(response) => response,
+        // A refused replay is final (a client retries a 5xx): 400.
+        Err(error) if cassette.mismatch().is_some() => return Ok(failed(400, error.to_string())),
+        Err(error) => return Ok(failed(502, error.to_string())),
+    };
+    let (mut parts, body) = response.into_parts();
+    let body = match collect(body).await {
+        Ok(body) => body,
+        Err(error) => return Ok(failed(502, error.to_string())),
+    };
+    for name in [
+        http::header::CONTENT_LENGTH,
+        http::header::TRANSFER_ENCODING,
+        http::header::CONNECTION,
+    ] {
+        parts.headers.remove(name);
+    }
+    Ok(http::Response::from_parts(parts, Full::new(body)))
 }
 
 /// The first difference between a recorded request and this one, or none: method, path and
@@ -405,13 +550,15 @@ fn difference(
 }
 
 /// Volatile ids as placeholders, wherever they stand in a string: Murmur's own (`ses_…`,
-/// `tsk_…`, `ctx_…`, `msg_…`, `evt_…`), UUIDs, and runs of 12 or more hex digits (hashes
-/// derived from them, as in a prompt cache key).
+/// `tsk_…`, `ctx_…`, `msg_…`, `evt_…`), UUIDs (with a provider's prefix such as `fco_`), and
+/// runs of 12 or more hex digits (hashes derived from them, as in a prompt cache key); and
+/// measured times with a decimal point (`0.0095 seconds`, as an agent CLI reports a tool's).
 fn normalize(value: &mut Value) {
     match value {
         Value::String(text) => {
             let replaced = volatile().replace_all(text, "<id>");
-            if let std::borrow::Cow::Owned(replaced) = replaced {
+            let replaced = elapsed().replace_all(&replaced, "<time>").into_owned();
+            if replaced != *text {
                 *text = replaced;
             }
         }
@@ -421,10 +568,18 @@ fn normalize(value: &mut Value) {
     }
 }
 
+fn elapsed() -> &'static regex::Regex {
+    static ELAPSED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\b\d+\.\d+ ?(?:ms|s|sec|secs|seconds?)\b")
+            .expect("the elapsed-time pattern compiles")
+    });
+    &ELAPSED
+}
+
 fn volatile() -> &'static regex::Regex {
     static VOLATILE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(
-            r"\b(?:(?:ses|tsk|ctx|msg|evt)_[0-9A-Za-z]+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-f]{12,})\b",
+            r"\b(?:(?:ses|tsk|ctx|msg|evt)_[0-9A-Za-z-]+|(?:[A-Za-z]{2,8}_)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-f]{12,})\b",
         )
         .expect("the volatile-id pattern compiles")
     });
@@ -565,6 +720,15 @@ mod tests {
         let mut c = serde_json::json!({"text": "write a note"});
         normalize(&mut c);
         assert_eq!(c["text"], "write a note", "words are not ids");
+        // An agent CLI's ids with a provider's prefix, and the times it measured.
+        let mut d = serde_json::json!({"id": "fco_01a24a32-dd26-76b2-a07e-0123456789ab",
+            "text": "Wall time: 0.0095 seconds\nOutput: 3 notes"});
+        let mut e = serde_json::json!({"id": "fco_01a24a32-db26-7673-8fe7-ba9876543210",
+            "text": "Wall time: 0.0088 seconds\nOutput: 3 notes"});
+        normalize(&mut d);
+        normalize(&mut e);
+        assert_eq!(first_difference(&d, &e, ""), None);
+        assert_eq!(d["text"], "Wall time: <time>\nOutput: 3 notes");
     }
 
     proptest::proptest! {

@@ -101,8 +101,14 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         args.push("--model".to_string());
         args.push(model.to_string());
     }
+    if let Some(relay) = plan.provider_relay {
+        env.retain(|(name, _)| name != "ANTHROPIC_BASE_URL");
+        env.push(("ANTHROPIC_BASE_URL".to_string(), relay.to_string()));
+    }
     let mut tcp_ports = vec![
-        (plan.host_env)("ANTHROPIC_BASE_URL")
+        plan.provider_relay
+            .map(str::to_string)
+            .or_else(|| (plan.host_env)("ANTHROPIC_BASE_URL"))
             .and_then(|url| port_of(&url))
             .unwrap_or(443),
     ];

@@ -85,8 +85,21 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
     config("web_search", "\"disabled\"".to_string());
     config("tools.view_image", "false".to_string());
     config("developer_instructions", toml_string(plan.system_prompt));
+    let codex_config = codex_home.as_ref().map(|dir| dir.join("config.toml"));
+    if let Some(relay) = plan.provider_relay {
+        env.retain(|(name, _)| name != "OPENAI_BASE_URL");
+        env.push(("OPENAI_BASE_URL".to_string(), relay.to_string()));
+        if let Some((id, _)) = codex_config.as_deref().and_then(selected_provider) {
+            config(
+                &format!("model_providers.{id}.base_url"),
+                toml_string(relay),
+            );
+        }
+    }
     let mut tcp_ports = vec![
-        (plan.host_env)("OPENAI_BASE_URL")
+        plan.provider_relay
+            .map(str::to_string)
+            .or_else(|| (plan.host_env)("OPENAI_BASE_URL"))
             .and_then(|url| port_of(&url))
             .unwrap_or(443),
     ];
@@ -126,9 +139,11 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         writable.push(dir.clone());
     }
     // Its provider may come from the config file: its port, and the variable its key is in.
-    if let Some(dir) = &codex_home {
-        let (ports, keys) = provider_entries(&dir.join("config.toml"));
-        tcp_ports.extend(ports);
+    if let Some(config) = &codex_config {
+        let (ports, keys) = provider_entries(config);
+        if plan.provider_relay.is_none() {
+            tcp_ports.extend(ports);
+        }
         for key in keys {
             let safe = !key.is_empty()
                 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -174,6 +189,42 @@ fn provider_entries(config: &std::path::Path) -> (Vec<u16>, Vec<String>) {
         }
     }
     (ports, keys)
+}
+
+/// The provider a Codex `config.toml` selects (`model_provider`) among its own entries
+/// (`[model_providers.ID]`): its id and `base_url`.
+pub(super) fn selected_provider(config: &std::path::Path) -> Option<(String, String)> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let unquote = |value: &str| value.trim().trim_matches('"').to_string();
+    let mut selected = None;
+    let mut section = String::new();
+    let mut base_urls = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = header.trim().to_string();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        match (section.as_str(), key.trim()) {
+            ("", "model_provider") => selected = Some(unquote(value)),
+            (table, "base_url") => {
+                if let Some(id) = table.strip_prefix("model_providers.") {
+                    base_urls.push((unquote(id), unquote(value)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let selected = selected?;
+    let safe = selected
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    base_urls
+        .into_iter()
+        .find(|(id, _)| safe && *id == selected)
 }
 
 /// The stream of one run.

@@ -152,6 +152,30 @@ impl ProcessCli {
         Ok(launch)
     }
 
+    /// Where the CLI's provider is, as a base URL: Claude Code's `ANTHROPIC_BASE_URL`, else
+    /// Anthropic's API; Codex's provider its `config.toml` selects among its own entries, else
+    /// `OPENAI_BASE_URL`, else OpenAI's API. A cassette's relay sends on to it.
+    pub fn provider_url(&self, host_env: &HostEnv) -> String {
+        let set = |name: &str| host_env(name).filter(|v| !v.is_empty());
+        match self.dialect {
+            Dialect::ClaudeCode => {
+                set("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".to_string())
+            }
+            Dialect::Codex => {
+                let config = set("CODEX_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".codex")))
+                    .map(|dir| dir.join("config.toml"));
+                config
+                    .as_deref()
+                    .and_then(codex::selected_provider)
+                    .map(|(_, url)| url)
+                    .or_else(|| set("OPENAI_BASE_URL"))
+                    .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+            }
+        }
+    }
+
     /// What the CLI may read beyond the system's directories: the tree it is installed in (an
     /// npm package's whole `node_modules`, where its native binary lives).
     pub fn install_tree(&self) -> PathBuf {

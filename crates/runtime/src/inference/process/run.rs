@@ -34,6 +34,10 @@ pub struct RunPlan<'a> {
     pub private_dir: &'a Path,
     /// The host's environment, read for the few names the CLI needs.
     pub host_env: &'a HostEnv,
+    /// A relay on loopback standing in for the provider (a cassette's: see
+    /// [`ProcessCli::provider_url`](super::ProcessCli::provider_url)): the CLI is pointed at it
+    /// instead, and may connect to its port only.
+    pub provider_relay: Option<&'a str>,
 }
 
 /// How to start one run: arguments, the whole environment, and what Landlock lets it write.

@@ -173,6 +173,21 @@ impl SessionContext<'_> {
             .get(&context)
             .cloned();
         let model = (!self.staged.model.is_empty()).then_some(self.staged.model.as_str());
+        // Recording or replaying: the CLI talks to a relay standing in for its provider.
+        let relay = match &self.staged.cassette {
+            None => None,
+            Some(cassette) => match cassette
+                .relay(&cli.provider_url(&self.config.host_env))
+                .await
+            {
+                Ok(relay) => Some(relay),
+                Err(error) => {
+                    return Ok(Ending::Failed(failure(format!(
+                        "the cassette's provider relay cannot start: {error}"
+                    ))));
+                }
+            },
+        };
         let plan = RunPlan {
             system_prompt: &self.staged.system_prompt,
             model,
@@ -180,6 +195,7 @@ impl SessionContext<'_> {
             resume: resume.as_deref(),
             private_dir: private.path(),
             host_env: &self.config.host_env,
+            provider_relay: relay.as_ref().map(|relay| relay.base_url.as_str()),
         };
         let launch = match cli.launch(&plan) {
             Ok(launch) => launch,
