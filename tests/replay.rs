@@ -182,67 +182,140 @@ fn a_replay_refuses_a_changed_request_naming_the_first_difference_unless_lenient
 }
 
 #[test]
-fn a_streamed_session_of_another_driver_records_and_replays_too() {
-    // The OpenAI Chat Completions driver, streaming (server-sent events), with the volatile
-    // prompt cache key it sends: recorded whole, replayed from the cassette.
+fn a_streamed_session_of_each_first_party_driver_records_and_replays() {
+    // Each first-party driver, streaming (server-sent events), with the volatile ids it sends
+    // (a prompt cache key, a previous response's id): recorded whole, replayed from the
+    // cassette.
+    for driver in [
+        "driver-anthropic",
+        "driver-openai-chat",
+        "driver-openai-responses",
+    ] {
+        let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+            .api_key(KEY)
+            .start()
+            .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("capsule");
+        std::fs::create_dir_all(&dir).unwrap();
+        let artifacts = repo_root().join("artifacts");
+        std::fs::write(
+            dir.join("murmur.yaml"),
+            format!(
+                r#"name: streamed
+version: "0.1.0"
+artifacts:
+  - name: {driver}
+    version: "0.1.0"
+    runtime: driver
+    path: {path}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read} }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool, path: {write} }}
+inference:
+  model: test-model
+  driver: {{ artifact: {driver} }}
+"#,
+                path = artifacts.join(driver).display(),
+                read = artifacts.join("read-file").display(),
+                write = artifacts.join("write-file").display(),
+                endpoint = emulator.url(),
+            ),
+        )
+        .unwrap();
+        let cassette = work.path().join("streamed.json");
+        let recorded = run(
+            &dir,
+            Some(KEY),
+            &["--stream", "--record", cassette.to_str().unwrap()],
+        );
+        assert_eq!(recorded.code, 0, "{driver}: {recorded:#?}");
+        let text = std::fs::read_to_string(&cassette).unwrap();
+        assert!(!text.contains(KEY), "{driver}");
+        assert!(
+            text.contains("data: "),
+            "{driver}: the streamed body is kept as it came"
+        );
+        drop(emulator);
+        let replayed = run(
+            &dir,
+            None,
+            &["--stream", "--replay", cassette.to_str().unwrap()],
+        );
+        assert_eq!(replayed.code, 0, "{driver}: {replayed:#?}");
+        // Streamed: the answer as it arrived, then the report.
+        assert!(
+            replayed.stdout.starts_with("It says installed."),
+            "{driver}: {replayed:#?}"
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&replayed.stdout[replayed.stdout.find('{').unwrap()..]).unwrap();
+        assert_eq!(report["totals"]["turns"], 3, "{driver}");
+        assert_eq!(report["totals"]["tool_calls"], 2, "{driver}");
+    }
+}
+
+#[test]
+fn a_served_capsule_records_its_tasks_and_serves_them_again_from_the_cassette() {
+    use murmur_testkit::door::Served;
     let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
         .api_key(KEY)
         .start()
         .unwrap();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("capsule");
-    std::fs::create_dir_all(&dir).unwrap();
-    let artifacts = repo_root().join("artifacts");
-    std::fs::write(
-        dir.join("murmur.yaml"),
-        format!(
-            r#"name: streamed
-version: "0.1.0"
-artifacts:
-  - name: driver-openai-chat
-    version: "0.1.0"
-    runtime: driver
-    path: {chat}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: read-file, version: "0.1.0", runtime: tool, path: {read} }}
-  - {{ name: write-file, version: "0.1.0", runtime: tool, path: {write} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-openai-chat }}
-"#,
-            chat = artifacts.join("driver-openai-chat").display(),
-            read = artifacts.join("read-file").display(),
-            write = artifacts.join("write-file").display(),
-            endpoint = emulator.url(),
-        ),
-    )
-    .unwrap();
-    let cassette = work.path().join("streamed.json");
-    let recorded = run(
+    local_capsule(&dir, &emulator.url());
+    let cassette = work.path().join("served.json");
+    let bin = Path::new(env!("CARGO_BIN_EXE_mur"));
+    let home = murmur_testkit::shared_home();
+    let send = |url: &str| {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .args(["send", url, "--json", "--text", "write and read a note"])
+            .run()
+    };
+    let mut served = Served::start_with_args(
+        bin,
         &dir,
-        Some(KEY),
-        &["--stream", "--record", cassette.to_str().unwrap()],
+        &[("EMU_KEY", KEY)],
+        &home,
+        &["--record", cassette.to_str().unwrap()],
     );
-    assert_eq!(recorded.code, 0, "{recorded:#?}");
+    let answer = send(&served.url);
+    assert_eq!(answer.code, 0, "{answer:#?}");
+    // One task (`task_acceptance: single`): the capsule exits, and saves what it recorded.
+    assert_eq!(
+        served.wait(std::time::Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        served.stderr()
+    );
     let text = std::fs::read_to_string(&cassette).unwrap();
-    assert!(!text.contains(KEY));
+    assert!(!text.contains(KEY), "a cassette never holds the credential");
     assert!(
-        text.contains("data: "),
-        "the streamed body is kept as it came"
+        served.stderr().contains("recorded 3 driver exchanges"),
+        "{}",
+        served.stderr()
     );
+
     drop(emulator);
-    let replayed = run(
+    let mut replayed = Served::start_with_args(
+        bin,
         &dir,
-        None,
-        &["--stream", "--replay", cassette.to_str().unwrap()],
+        &[],
+        &home,
+        &["--replay", cassette.to_str().unwrap()],
     );
-    assert_eq!(replayed.code, 0, "{replayed:#?}");
-    // Streamed: the answer as it arrived, then the report.
+    let answer = send(&replayed.url);
+    assert_eq!(answer.code, 0, "{answer:#?}");
     assert!(
-        replayed.stdout.starts_with("It says installed."),
-        "{replayed:#?}"
+        answer.stdout.contains("It says installed."),
+        "{}",
+        answer.stdout
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&replayed.stdout[replayed.stdout.find('{').unwrap()..]).unwrap();
-    assert_eq!(report["totals"]["turns"], 3);
+    assert_eq!(
+        replayed.wait(std::time::Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        replayed.stderr()
+    );
 }

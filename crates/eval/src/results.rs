@@ -5,7 +5,8 @@
 //! each finishes, so a run cut short keeps what it did), `sessions/<session id>/` (each case's
 //! session workdir and `trace.jsonl`, which its result line names) and `report.html`.
 //!
-//! Summaries and diffs are computed from the lines alone: a pass rate, a mean score, the
+//! A run read back lists its results in the dataset's order (then the arms', then by repeat),
+//! whatever order the cases finished in. Summaries and diffs are computed from the lines alone: a pass rate, a mean score, the
 //! provider's token counts with the cache hit ratio, turns and time per arm; between two arms
 //! (of one run or two), which cases regressed (passed, now fail; or scored lower) and which
 //! improved.
@@ -25,6 +26,9 @@ pub struct RunInfo {
     pub capsule_name: String,
     pub arms: Vec<ArmInfo>,
     pub cases: u32,
+    /// The cases' ids, in the dataset's order.
+    #[serde(default)]
+    pub case_ids: Vec<String>,
     pub repeat: u32,
     pub jobs: u32,
     pub started_unix_ms: u64,
@@ -233,6 +237,12 @@ pub fn read(dir: &Path) -> Result<Run, String> {
             }
         }
     }
+    // In the dataset's order, then the arms', then by repeat (they were written as they
+    // finished).
+    let rank =
+        |list: &[String], name: &str| list.iter().position(|n| n == name).unwrap_or(usize::MAX);
+    let arms: Vec<String> = info.arms.iter().map(|arm| arm.name.clone()).collect();
+    results.sort_by_key(|r| (rank(&info.case_ids, &r.case), rank(&arms, &r.arm), r.repeat));
     Ok(Run {
         dir: dir.to_path_buf(),
         info,
@@ -522,6 +532,7 @@ mod tests {
                 capsule_name: "c".into(),
                 arms: vec![],
                 cases: 2,
+                case_ids: vec![],
                 repeat: 1,
                 jobs: 1,
                 started_unix_ms: 0,

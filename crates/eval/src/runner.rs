@@ -121,8 +121,10 @@ pub async fn run(
     }
     // Each arm staged once up front: a broken arm stops the run before any case.
     let mut choices = Vec::new();
+    let mut capsule_name = String::new();
     for arm in &plan.arms {
         let staged = stage_arm(&plan, &host, arm, None).await?;
+        capsule_name.clone_from(&staged.capsule.name);
         let choice = match &arm.choice {
             None => 0,
             Some(name) => staged.choices.index_of(name).ok_or_else(|| {
@@ -138,10 +140,6 @@ pub async fn run(
         };
         choices.push(choice);
     }
-    let capsule_name = murmur_manifest::load_capsule(&plan.capsule_file, &*host.env)
-        .manifest
-        .map(|m| m.name)
-        .unwrap_or_default();
     let run_id = run_id();
     let dir = plan.runs_dir.join(&run_id);
     std::fs::create_dir_all(dir.join(SESSIONS_DIR)).map_err(|error| written(&dir, &error))?;
@@ -163,6 +161,12 @@ pub async fn run(
             })
             .collect(),
         cases: plan.dataset.cases.len() as u32,
+        case_ids: plan
+            .dataset
+            .cases
+            .iter()
+            .map(|case| case.id.clone())
+            .collect(),
         repeat: plan.repeat,
         jobs: plan.jobs as u32,
         started_unix_ms: unix_ms(),
@@ -185,7 +189,7 @@ pub async fn run(
 
     let plan = Arc::new(plan);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(plan.jobs.max(1)));
-    let done = Arc::new(Mutex::new((0usize, Vec::<CaseResult>::new())));
+    let done = Arc::new(Mutex::new(0usize));
     let mut tasks = tokio::task::JoinSet::new();
     for repeat in 0..plan.repeat {
         for (arm_index, choice) in choices.iter().copied().enumerate() {
@@ -216,13 +220,12 @@ pub async fn run(
                         let _ = writeln!(file, "{line}");
                     }
                     let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
-                    done.0 += 1;
+                    *done += 1;
                     progress(Progress::CaseDone {
                         result: &result,
-                        done: done.0,
+                        done: *done,
                         total,
                     });
-                    done.1.push(result);
                 });
             }
         }

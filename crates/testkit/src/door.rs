@@ -38,6 +38,17 @@ impl Served {
     /// directory (and its own compiled-component cache, unless `home/cache` links to the shared
     /// one).
     pub fn start_with_home(bin: &Path, dir: &Path, env: &[(&str, &str)], home: &Path) -> Served {
+        Served::start_with_args(bin, dir, env, home, &[])
+    }
+
+    /// [`Served::start_with_home`] with `extra` arguments to `mur run`.
+    pub fn start_with_args(
+        bin: &Path,
+        dir: &Path,
+        env: &[(&str, &str)],
+        home: &Path,
+        extra: &[&str],
+    ) -> Served {
         let mut command = Command::new(bin);
         command.env_clear();
         for name in [
@@ -61,6 +72,7 @@ impl Served {
             .arg(dir)
             .arg("--workdir")
             .arg(dir.join("work"))
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -73,10 +73,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "SESSION", num_args = 0..=1, conflicts_with = "serve")]
     resume: Option<Option<String>>,
     /// Record every driver exchange (request and answer, credentials scrubbed) to CASSETTE.
-    #[arg(long, value_name = "CASSETTE", conflicts_with_all = ["replay", "serve"])]
+    /// With --serve: every task's, saved when the capsule stops.
+    #[arg(long, value_name = "CASSETTE", conflicts_with = "replay")]
     record: Option<PathBuf>,
     /// Answer every driver request from CASSETTE, sending nothing; no credential is needed.
-    #[arg(long, value_name = "CASSETTE", conflicts_with = "serve")]
+    #[arg(long, value_name = "CASSETTE")]
     replay: Option<PathBuf>,
     /// With --replay: `strict` (each request must be the recorded one) or `lenient` (the next
     /// recorded answer, whatever was asked).
