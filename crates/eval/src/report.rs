@@ -441,7 +441,7 @@ mod tests {
         failing.trace = Some("javascript:alert(1)".into());
         let message = "it \"broke\"".into();
         failing.error = Some(CaseError {
-            code: "E-EVAL-009".into(),
+            code: "E-RUN-029".into(),
             message,
         });
         failing.tokens = Tokens {
@@ -474,7 +474,7 @@ mod tests {
         assert!(!page.contains("href=\"javascript:"));
         assert!(page.contains("<a href=\"sessions/greets-base/trace.jsonl\">trace</a>"));
         assert!(page.contains("a &lt;b&gt;bold&lt;/b&gt; try"));
-        assert!(page.contains("<code>E-EVAL-009</code> it &quot;broke&quot;"));
+        assert!(page.contains("<code>E-RUN-029</code> it &quot;broke&quot;"));
         assert!(page.contains("~77 est."), "an estimate is marked as one");
         assert_eq!(
             page.matches("<svg").count(),

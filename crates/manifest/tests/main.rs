@@ -6,4 +6,5 @@ mod every_problem;
 mod interpolation;
 mod lock;
 mod never_panics;
+mod overlay;
 mod spec_example;

@@ -248,8 +248,13 @@ fn run_dataset(args: RunArgs) -> Exit {
 /// One line for a finished case run.
 fn case_line(result: &CaseResult) -> String {
     let verdict = if result.passed { "pass" } else { "FAIL" };
+    let cache = result
+        .tokens
+        .cache_hit_ratio()
+        .map(|ratio| format!(" ({:.0}% cached)", ratio * 100.0))
+        .unwrap_or_default();
     let mut line = format!(
-        "{} · {}{}: {verdict} ({}/{} scorers) · {} · {} · {} tokens · {:.1} s",
+        "{} · {}{}: {verdict} ({}/{} scorers) · {} · {} · {} tokens{cache} · {:.1} s",
         result.arm,
         result.case,
         if result.repeat > 0 {
