@@ -606,17 +606,13 @@ fn unix_ms() -> u64 {
 
 /// `evl_` + the UTC time (`YYYYMMDDTHHMMSSZ`) + `_` + 6 hex: runs sort by when they began.
 fn run_id() -> String {
-    let secs = unix_ms() / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = crate::report::civil_from_days(days as i64);
+    let digits: String = murmur_trace::time::utc(unix_ms())
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let (date, time) = digits.split_at(digits.len().saturating_sub(6));
     let hex = uuid::Uuid::new_v4().simple().to_string();
-    format!(
-        "evl_{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z_{}",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        &hex[..6]
-    )
+    format!("evl_{date}T{time}Z_{}", &hex[..6])
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod context;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod schema;
+pub mod time;
 mod writer;
 
 pub use schema::{Event, EventBody, Totals};

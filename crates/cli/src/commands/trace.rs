@@ -31,6 +31,7 @@ use murmur_trace::analysis::{
     TaskView, Tokens, TokensChange, TotalsFrom,
 };
 use murmur_trace::otel::{OtelExport, ServiceInfo};
+use murmur_trace::time::utc;
 use murmur_trace::{Event, EventBody, Totals};
 use serde::Serialize;
 use serde_json::Value;
@@ -517,34 +518,6 @@ fn opt<T: ToString>(value: Option<T>) -> String {
 /// The first 12 characters of a hash.
 fn short(hash: Option<&str>) -> String {
     hash.map_or_else(|| "-".to_string(), |hash| hash.chars().take(12).collect())
-}
-
-/// `YYYY-MM-DD HH:MM:SS UTC` of Unix milliseconds.
-fn utc(ms: u64) -> String {
-    let seconds = ms / 1000;
-    let days = (seconds / 86_400) as i64;
-    let time = seconds % 86_400;
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        time / 3600,
-        time % 3600 / 60,
-        time % 60
-    )
 }
 
 fn session_header(session: &SessionSummary, path: &Path) -> String {
@@ -1096,15 +1069,6 @@ fn diff_text(a_path: &Path, b_path: &Path, view: &Diff) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn utc_renders_civil_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(1_700_000_000_123), "2023-11-14 22:13:20 UTC");
-        // Far out of range still renders, never panics.
-        assert!(utc(u64::MAX).ends_with("UTC"));
-    }
 
     #[test]
     fn tables_align_columns() {

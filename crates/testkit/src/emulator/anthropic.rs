@@ -396,33 +396,6 @@ fn check_tool_choice(choice: &Value) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Where a request stands, for the script's conversations: the text of its first `user`
-/// message (the content string, or its `text` blocks joined with newlines), and how many
-/// `assistant` messages it holds.
-pub(crate) fn conversation_position(body: &Value) -> (Option<String>, usize) {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let has_role = |m: &Value, r: &str| m.get("role").and_then(Value::as_str) == Some(r);
-    let first_user =
-        messages
-            .iter()
-            .find(|m| has_role(m, "user"))
-            .map(|m| match m.get("content") {
-                Some(Value::String(text)) => text.clone(),
-                _ => blocks_of(m)
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                    .filter_map(|b| b.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            });
-    let assistants = messages.iter().filter(|m| has_role(m, "assistant")).count();
-    (first_user, assistants)
-}
-
 fn blocks_of(message: &Value) -> &[Value] {
     message
         .get("content")

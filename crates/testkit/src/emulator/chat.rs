@@ -478,33 +478,6 @@ fn check_tool_calls(calls: &Value, param: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Where a request stands, for the script's conversations: the text of its first `user`
-/// message (the content string, or the `text` of its parts joined with newlines), and how
-/// many `assistant` messages it holds.
-pub(crate) fn conversation_position(body: &Value) -> (Option<String>, usize) {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let has_role = |m: &Value, r: &str| m.get("role").and_then(Value::as_str) == Some(r);
-    let first_user =
-        messages
-            .iter()
-            .find(|m| has_role(m, "user"))
-            .map(|m| match m.get("content") {
-                Some(Value::String(text)) => text.clone(),
-                Some(Value::Array(parts)) => parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            });
-    let assistants = messages.iter().filter(|m| has_role(m, "assistant")).count();
-    (first_user, assistants)
-}
-
 fn finish_reason(stop: Stop) -> &'static str {
     match stop {
         Stop::EndTurn => "stop",

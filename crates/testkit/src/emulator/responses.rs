@@ -239,15 +239,7 @@ fn input_position(input: &Value) -> (Option<String>, usize) {
     let first_user = items
         .iter()
         .find(|item| item_kind(item) == "message" && has_role(item, "user"))
-        .map(|item| match item.get("content") {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
-        });
+        .map(|item| super::wire::content_text(item.get("content")));
     let mut turns = 0;
     let mut in_output = false;
     for item in items {

@@ -486,8 +486,9 @@ impl Shared {
         }
         // A conversation, when the request's first user message names one.
         let (first_user, model_turns) = match (provider, &checked) {
-            (Provider::Anthropic, _) => anthropic::conversation_position(body),
-            (Provider::OpenAiChat, _) => chat::conversation_position(body),
+            (Provider::Anthropic | Provider::OpenAiChat, _) => {
+                super::wire::conversation_position(body)
+            }
             (_, Some(checked)) => (checked.first_user.clone(), checked.model_turns),
             (_, None) => (None, 0),
         };

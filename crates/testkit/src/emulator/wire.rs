@@ -298,6 +298,38 @@ pub(crate) fn kind(value: &Value) -> &'static str {
     }
 }
 
+/// Where an Anthropic Messages or Chat Completions request stands, for the script's
+/// conversations: the text of its first `user` message ([`content_text`]), and how many
+/// `assistant` messages it holds.
+pub(crate) fn conversation_position(body: &Value) -> (Option<String>, usize) {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let has_role = |m: &Value, r: &str| m.get("role").and_then(Value::as_str) == Some(r);
+    let first_user = messages
+        .iter()
+        .find(|m| has_role(m, "user"))
+        .map(|m| content_text(m.get("content")));
+    let assistants = messages.iter().filter(|m| has_role(m, "assistant")).count();
+    (first_user, assistants)
+}
+
+/// A message's text: its content string, or the `text` of its blocks (parts) joined with
+/// newlines; blocks without text (a tool result, an image) add nothing.
+pub(crate) fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
