@@ -16,6 +16,7 @@ mod escape;
 mod eval;
 mod first_party_hooks;
 mod guest_languages;
+mod hostile_peers;
 mod hooks;
 mod house;
 mod mcp;

@@ -515,3 +515,420 @@ fn a_capsule_component_pulls_a_tool_from_an_oci_registry_mid_session() {
     let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();
     assert!(lock.contains(&digest) && lock.contains(&oci), "{lock}");
 }
+
+/// One request a [`Hostile`] registry saw: its path and `Authorization`.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    authorization: Option<String>,
+}
+
+/// How a [`Hostile`] registry answers one request.
+enum Answer {
+    /// A status line's code, its headers, its body.
+    Fixed(u16, Vec<(String, String)>, Vec<u8>),
+    /// `200` with these headers and a body that never ends (no length: until the close).
+    Endless(Vec<(String, String)>),
+}
+
+/// A registry of a test's own on loopback: it records every request's method, path and
+/// `Authorization`, and answers as `answer` says (given the request and its own port); bytes of
+/// endless bodies written are counted in `written`.
+struct Hostile {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+    written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Hostile {
+    fn start(answer: impl Fn(&Seen, u16) -> Answer + Send + Sync + 'static) -> Hostile {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let answer = std::sync::Arc::new(answer);
+        let (log, counter) = (seen.clone(), written.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let (log, counter, answer) = (log.clone(), counter.clone(), answer.clone());
+                std::thread::spawn(move || {
+                    stream
+                        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                        .unwrap();
+                    let mut head = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 64 * 1024 {
+                        match stream.read(&mut buffer) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).to_string();
+                    let mut lines = text.split("\r\n");
+                    let mut first = lines.next().unwrap_or("").split(' ');
+                    let _method = first.next();
+                    let request = Seen {
+                        path: first.next().unwrap_or("").to_string(),
+                        authorization: lines
+                            .filter_map(|line| line.split_once(':'))
+                            .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                            .map(|(_, value)| value.trim().to_string()),
+                    };
+                    log.lock().unwrap().push(request.clone());
+                    let headers = |status: u16, headers: &[(String, String)], extra: &str| {
+                        let mut text =
+                            format!("HTTP/1.1 {status} Hostile\r\nConnection: close\r\n{extra}");
+                        for (name, value) in headers {
+                            text.push_str(&format!("{name}: {value}\r\n"));
+                        }
+                        text.push_str("\r\n");
+                        text
+                    };
+                    match answer(&request, port) {
+                        Answer::Fixed(status, fields, body) => {
+                            let length = if fields
+                                .iter()
+                                .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                            {
+                                String::new()
+                            } else {
+                                format!("Content-Length: {}\r\n", body.len())
+                            };
+                            let _ = stream.write_all(headers(status, &fields, &length).as_bytes());
+                            let _ = stream.write_all(&body);
+                        }
+                        Answer::Endless(fields) => {
+                            if stream
+                                .write_all(headers(200, &fields, "").as_bytes())
+                                .is_err()
+                            {
+                                return;
+                            }
+                            let chunk = [b' '; 64 * 1024];
+                            let _ = stream.write_all(b"{\"schemaVersion\": 2, \"x\": \"");
+                            while stream.write_all(&chunk).is_ok() {
+                                counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Hostile {
+            port,
+            seen,
+            written,
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn header(name: &str, value: String) -> (String, String) {
+    (name.to_string(), value)
+}
+
+/// A 401 asking for a token from `realm`.
+fn bearer_challenge(realm: &str) -> Answer {
+    Answer::Fixed(
+        401,
+        vec![header(
+            "WWW-Authenticate",
+            format!(r#"Bearer realm="{realm}",service="hostile""#),
+        )],
+        b"{\"errors\":[{\"code\":\"UNAUTHORIZED\"}]}".to_vec(),
+    )
+}
+
+/// A token endpoint's answer.
+fn token(value: &str) -> Answer {
+    Answer::Fixed(
+        200,
+        vec![header("Content-Type", "application/json".into())],
+        format!(r#"{{"token": "{value}"}}"#).into_bytes(),
+    )
+}
+
+/// A capsule naming one registry artifact, `read-file` 0.1.0.
+fn capsule_naming_read_file(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        "name: private\nversion: \"0.1.0\"\nartifacts:\n  - { name: read-file, version: \"0.1.0\", runtime: tool }\n",
+    )
+    .unwrap();
+}
+
+const USER: &str = "ci-user";
+const PASS: &str = "pa55-for-a-only";
+const TOKEN: &str = "t0ken-for-a-only";
+
+/// Whether `output` or any request `seen` holds a credential value (plain or in Basic).
+fn leaks(output: &MurOutput, seen: &[Seen]) -> Vec<String> {
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASS}"));
+    let mut found = Vec::new();
+    for secret in [USER, PASS, TOKEN, basic.as_str()] {
+        if output.stdout.contains(secret) || output.stderr.contains(secret) {
+            found.push(format!("printed {secret}"));
+        }
+        for request in seen {
+            if request
+                .authorization
+                .as_deref()
+                .is_some_and(|a| a.contains(secret) || a.starts_with("Basic"))
+            {
+                found.push(format!("{request:?}"));
+            }
+        }
+    }
+    found
+}
+
+/// Issue 39, point 6: the environment's registry credentials belong to the registry
+/// `$MURMUR_REGISTRY` names. `mur install --registry` and `mur pull` from another registry, one
+/// that asks for credentials (a Bearer challenge whose realm is its own), send it none: it sees
+/// only an anonymous token it handed out itself, and the command fails `E-REG-015` saying why
+/// and how to bind one. Listed in `MURMUR_REGISTRY_HOSTS`, the same registry gets them.
+#[test]
+fn credentials_of_one_registry_never_reach_another() {
+    let other = Hostile::start(|request, port| {
+        if request.path.starts_with("/token") {
+            token("anonymous-token")
+        } else {
+            bearer_challenge(&format!("http://127.0.0.1:{port}/token"))
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    capsule_naming_read_file(&dir);
+    let own = "oci://127.0.0.1:9/murmur";
+    let with_secrets = |mur: Mur| {
+        mur.env("MURMUR_REGISTRY", own)
+            .env("MURMUR_REGISTRY_USERNAME", USER)
+            .env("MURMUR_REGISTRY_PASSWORD", PASS)
+    };
+
+    let installed = with_secrets(mur(home.path()))
+        .args(["install", "--json", "--registry"])
+        .arg(format!("oci://{}/murmur", other.host()))
+        .arg(&dir)
+        .run();
+    let pulled = mur(home.path())
+        .env("MURMUR_REGISTRY", own)
+        .env("MURMUR_REGISTRY_TOKEN", TOKEN)
+        .args(["pull", "--json"])
+        .arg(format!("oci://{}/capsules/notes:1.0.0", other.host()))
+        .arg(work.path().join("pulled"))
+        .run();
+    for output in [&installed, &pulled] {
+        refused(output, "E-REG-015");
+        let error = &output.json()["error"];
+        let message = error["message"].as_str().unwrap();
+        let hint = error["hint"].as_str().unwrap();
+        assert!(
+            message.contains("none were sent") && message.contains("127.0.0.1:9"),
+            "{message}"
+        );
+        assert!(
+            hint.contains("MURMUR_REGISTRY_HOSTS") && hint.contains(&other.host()),
+            "{hint}"
+        );
+    }
+    assert!(!work.path().join("pulled").exists());
+    let seen = other.seen();
+    assert!(
+        seen.iter().any(|r| r.path.starts_with("/token")),
+        "the challenge was followed: {seen:#?}"
+    );
+    assert!(
+        seen.iter().all(|r| r.authorization.is_none()
+            || r.authorization.as_deref() == Some("Bearer anonymous-token")),
+        "{seen:#?}"
+    );
+    assert_eq!(leaks(&installed, &seen), Vec::<String>::new());
+    assert_eq!(leaks(&pulled, &seen), Vec::<String>::new());
+
+    // Bound to it with MURMUR_REGISTRY_HOSTS, the same request carries them to its realm.
+    let bound = with_secrets(mur(home.path()))
+        .env(
+            "MURMUR_REGISTRY_HOSTS",
+            format!("registry.example, {}", other.host()),
+        )
+        .args(["install", "--json", "--registry"])
+        .arg(format!("oci://{}/murmur", other.host()))
+        .arg(&dir)
+        .run();
+    refused(&bound, "E-REG-015");
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASS}"));
+    assert!(
+        other.seen().iter().any(|r| r.path.starts_with("/token")
+            && r.authorization.as_deref() == Some(&format!("Basic {basic}"))),
+        "{:#?}",
+        other.seen()
+    );
+}
+
+/// Issue 39, point 6: a registry whose Bearer challenge names a token realm on another host
+/// (another port, or `localhost` for `127.0.0.1`) gets no Basic credential sent there, even
+/// though the credentials are bound to the registry itself; the realm on the registry's own
+/// host and port gets them.
+#[test]
+fn credentials_never_go_to_a_token_realm_on_another_host() {
+    let realm = Hostile::start(|_, _| token("realm-token"));
+    let realm_url = format!("http://127.0.0.1:{}/token", realm.port);
+    let cases = [
+        ("another port", Some(realm_url)),
+        ("localhost for 127.0.0.1", None),
+    ];
+    for (case, elsewhere) in cases {
+        let registry = Hostile::start(move |request, port| {
+            if request.path.starts_with("/token") {
+                token("own-token")
+            } else {
+                bearer_challenge(
+                    &elsewhere
+                        .clone()
+                        .unwrap_or_else(|| format!("http://localhost:{port}/token")),
+                )
+            }
+        });
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let output = mur(home.path())
+            .env(
+                "MURMUR_REGISTRY",
+                format!("oci://{}/murmur", registry.host()),
+            )
+            .env("MURMUR_REGISTRY_USERNAME", USER)
+            .env("MURMUR_REGISTRY_PASSWORD", PASS)
+            .args(["pull", "--json"])
+            .arg(format!("oci://{}/capsules/notes:1.0.0", registry.host()))
+            .arg(work.path().join("pulled"))
+            .run();
+        refused(&output, "E-REG-015");
+        let hint = output.json()["error"]["hint"].as_str().unwrap().to_string();
+        assert!(hint.contains("MURMUR_REGISTRY_HOSTS"), "{case}: {hint}");
+        let mut seen = registry.seen();
+        seen.extend(realm.seen());
+        assert!(
+            seen.iter().any(|r| r.path.starts_with("/token")),
+            "{case}: the realm was asked: {seen:#?}"
+        );
+        assert!(
+            seen.iter()
+                .filter(|r| r.path.starts_with("/token"))
+                .all(|r| r.authorization.is_none()),
+            "{case}: {seen:#?}"
+        );
+        assert_eq!(leaks(&output, &seen), Vec::<String>::new(), "{case}");
+    }
+
+    // The realm on the registry's own host and port is the registry's: it gets them.
+    let registry = Hostile::start(|request, port| {
+        if request.path.starts_with("/token") {
+            token("own-token")
+        } else {
+            bearer_challenge(&format!("http://127.0.0.1:{port}/token"))
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let output = mur(home.path())
+        .env(
+            "MURMUR_REGISTRY",
+            format!("oci://{}/murmur", registry.host()),
+        )
+        .env("MURMUR_REGISTRY_USERNAME", USER)
+        .env("MURMUR_REGISTRY_PASSWORD", PASS)
+        .args(["pull", "--json"])
+        .arg(format!("oci://{}/capsules/notes:1.0.0", registry.host()))
+        .arg(work.path().join("pulled"))
+        .run();
+    refused(&output, "E-REG-015");
+    assert!(
+        registry.seen().iter().any(|r| r.path.starts_with("/token")
+            && r.authorization
+                .as_deref()
+                .is_some_and(|a| a.starts_with("Basic "))),
+        "{:#?}",
+        registry.seen()
+    );
+}
+
+/// Issue 39, point 7: a manifest body that never ends is refused (`E-REG-003`) as it passes
+/// 4 MiB, quickly, the registry cut off (it got out no more than the bound and what loopback's
+/// socket buffers hold); one whose `Content-Length` is over the bound is refused unread.
+#[test]
+fn an_endless_manifest_is_refused_at_the_bound() {
+    let manifest_type = || {
+        header(
+            "Content-Type",
+            "application/vnd.oci.image.manifest.v1+json".into(),
+        )
+    };
+    let endless = Hostile::start(move |_, _| Answer::Endless(vec![manifest_type()]));
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let output = mur(home.path())
+        .args(["pull", "--json"])
+        .arg(format!("oci://{}/capsules/notes:1.0.0", endless.host()))
+        .arg(work.path().join("pulled"))
+        .run();
+    let took = started.elapsed();
+    refused(&output, "E-REG-003");
+    let message = output.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("past the limit of 4194304 bytes"),
+        "{message}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let written = endless.written.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!(
+        "endless manifest: refused in {took:?}, {:.1} MiB written",
+        written as f64 / (1 << 20) as f64
+    );
+    assert!(written >= 4 << 20, "{written}");
+    assert!(written < 24 << 20, "{} MiB went out", written >> 20);
+
+    // Announced too large: refused before a byte is read.
+    let announced = Hostile::start(move |_, _| {
+        Answer::Fixed(
+            200,
+            vec![
+                manifest_type(),
+                header("Content-Length", "5000000000".into()),
+            ],
+            Vec::new(),
+        )
+    });
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    capsule_naming_read_file(&dir);
+    let installed = install(
+        home.path(),
+        &dir,
+        &format!("oci://{}/murmur", announced.host()),
+        &[],
+    );
+    refused(&installed, "E-REG-003");
+    let message = installed.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("5000000000 bytes"), "{message}");
+}

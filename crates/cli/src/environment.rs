@@ -49,19 +49,23 @@ pub fn registry(
         &given,
         &std::env::current_dir().unwrap_or_default(),
     )?;
-    registry.with_credentials(&credential_lookup())
+    registry.with_credentials(&registry_sources(Some(&given)))
 }
 
-/// The credentials for OCI registry `host`: from the credential sources (the environment, then
-/// the user's credentials file), else the Docker credential file.
-pub fn registry_credentials(
-    host: &str,
-) -> Result<murmur_registry::oci::Credentials, murmur_registry::index::RegistryError> {
-    murmur_registry::oci::Credentials::find(host, &credential_lookup())
+/// The registry credential sources (the environment, then the user's credentials file), their
+/// unqualified credentials bound to the registry `$MURMUR_REGISTRY` names (when it is unset, to
+/// `given`, the registry named on the command line) and to `MURMUR_REGISTRY_HOSTS`; see
+/// [`murmur_registry::oci::credentials`].
+pub fn registry_sources(given: Option<&str>) -> murmur_registry::oci::CredentialSources {
+    let home = std::env::var("MURMUR_REGISTRY")
+        .ok()
+        .filter(|value| !value.is_empty())
+        .or_else(|| given.map(str::to_string));
+    murmur_registry::oci::CredentialSources::new(home.as_deref(), credential_lookup())
 }
 
 /// Looks a credential up in the environment, then the user's credentials file.
-fn credential_lookup() -> impl Fn(&str) -> Option<String> {
+fn credential_lookup() -> impl Fn(&str) -> Option<String> + Send + Sync + 'static {
     let file = user_credentials().ok().map(|(credentials, _)| credentials);
     move |name| {
         host_env(name).or_else(|| file.as_ref().and_then(|credentials| credentials.get(name)))

@@ -98,9 +98,18 @@ pub enum RegistryError {
         version: String,
         reason: String,
     },
-    /// The registry asks for credentials, or refused the ones given.
+    /// The registry asks for credentials, or refused the ones given, or the credential sources
+    /// cannot be used; `hint`, when given, says how to fix it.
     #[error("the registry {registry} refused the request: {detail}")]
-    Credentials { registry: String, detail: String },
+    Credentials {
+        registry: String,
+        detail: String,
+        hint: Option<String>,
+    },
+    /// An answer of the registry runs past the bound mur reads (an OCI manifest or index, a
+    /// tag list, a token answer).
+    #[error("{location}: {detail}")]
+    BodyTooLarge { location: String, detail: String },
     /// What an OCI registry holds there is not a Murmur artifact, or breaks a bound.
     #[error("{location} is not an artifact mur installs: {reason}")]
     NotAnArtifact { location: String, reason: String },
@@ -128,7 +137,7 @@ impl Coded for RegistryError {
             | RegistryError::Unpublishable { .. }
             | RegistryError::Write { .. } => code::E_REG_007,
             RegistryError::NoArtifact { .. } | RegistryError::NoVersion { .. } => code::E_REG_006,
-            RegistryError::TooLarge { .. } => code::E_REG_003,
+            RegistryError::TooLarge { .. } | RegistryError::BodyTooLarge { .. } => code::E_REG_003,
             RegistryError::HashMismatch { .. } => code::E_REG_004,
             RegistryError::VersionTaken { .. } => code::E_REG_011,
             RegistryError::Credentials { .. } => code::E_REG_015,
@@ -193,11 +202,20 @@ impl Coded for RegistryError {
                 runtime of tool, driver, hook or skill"
                 .into(),
             RegistryError::Write { .. } => "check that the registry directory is writable".into(),
+            RegistryError::Credentials {
+                hint: Some(hint), ..
+            } => hint.clone(),
             RegistryError::Credentials { .. } => "set MURMUR_REGISTRY_USERNAME and \
                 MURMUR_REGISTRY_PASSWORD (or MURMUR_REGISTRY_TOKEN) in the environment, the \
-                .env or $MURMUR_HOME/credentials.yaml, or log in to the registry with a Docker \
-                credential file"
+                .env or $MURMUR_HOME/credentials.yaml, bound to the registry's host (the one \
+                $MURMUR_REGISTRY names, or listed in MURMUR_REGISTRY_HOSTS), or log in to the \
+                registry with a Docker credential file"
                 .into(),
+            RegistryError::BodyTooLarge { .. } => format!(
+                "the registry sent more than mur reads (an OCI manifest or index at most {} \
+                 MiB): do not use it; check the reference, and tell the registry's owner",
+                crate::oci::MAX_MANIFEST_BYTES >> 20
+            ),
             RegistryError::CapsuleNotMovable { .. } => "keep every file the capsule names \
                 (its local artifacts, prompt files, component) inside its directory and built; \
                 pull into a new or empty directory"

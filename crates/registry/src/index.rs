@@ -163,17 +163,14 @@ impl Registry {
         }
     }
 
-    /// The same registry presenting its credentials, for an OCI registry (see
-    /// [`oci::Credentials::find`]; `lookup` reads the credential sources); others unchanged.
+    /// The same registry presenting the credentials `sources` bind to it, for an OCI registry
+    /// (see [`oci::credentials`]); others unchanged.
     pub fn with_credentials(
         self,
-        lookup: &dyn Fn(&str) -> Option<String>,
+        sources: &oci::CredentialSources,
     ) -> Result<Registry, RegistryError> {
         match self {
-            Registry::Oci(registry) => {
-                let credentials = oci::Credentials::find(registry.host(), lookup)?;
-                Ok(Registry::Oci(registry.with_credentials(credentials)))
-            }
+            Registry::Oci(registry) => Ok(Registry::Oci(registry.with_sources(sources)?)),
             other => Ok(other),
         }
     }

@@ -13,7 +13,7 @@ use murmur_registry::oci::capsule::{self, CapsuleReference};
 use murmur_registry::source::{self, LocalArtifact};
 use serde_json::json;
 
-use crate::environment::{capsule_paths, host_env, registry_credentials};
+use crate::environment::{capsule_paths, host_env, registry_sources};
 use crate::exit::Exit;
 use crate::render;
 
@@ -41,11 +41,9 @@ pub struct PullArgs {
     json: bool,
 }
 
-/// The reference `given`, presenting the credentials found for its registry.
+/// The reference `given`, presenting the credentials bound to its registry's host.
 fn reference(given: &str) -> Result<CapsuleReference, RegistryError> {
-    let parsed = CapsuleReference::parse(given)?;
-    let credentials = registry_credentials(parsed.host())?;
-    Ok(parsed.with_credentials(credentials))
+    CapsuleReference::parse(given)?.with_sources(&registry_sources(None))
 }
 
 /// The exit for a refusal: `3` when the registry cannot be reached, `2` for a reference that is

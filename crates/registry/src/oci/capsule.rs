@@ -132,6 +132,16 @@ impl CapsuleReference {
         &self.remote.host
     }
 
+    /// The same reference, presenting what `sources` bind to its registry's host (see
+    /// [`super::credentials`]).
+    pub fn with_sources(
+        mut self,
+        sources: &super::CredentialSources,
+    ) -> Result<CapsuleReference, RegistryError> {
+        self.remote = self.remote.with_sources(sources)?;
+        Ok(self)
+    }
+
     /// The same reference, presenting `credentials`.
     pub fn with_credentials(mut self, credentials: Credentials) -> CapsuleReference {
         self.remote.credentials = credentials;

@@ -41,6 +41,14 @@
 //!   deadline.
 
 pub mod capsule;
+pub mod credentials;
+pub mod wire;
+
+pub use credentials::{
+    CredentialSources, Credentials, HOSTS_VARIABLE, PASSWORD_CREDENTIAL, TOKEN_CREDENTIAL,
+    USERNAME_CREDENTIAL,
+};
+pub use wire::MAX_MANIFEST_BYTES;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -50,16 +58,14 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use murmur_manifest::Runtime;
 use murmur_manifest::artifact::ArtifactManifest;
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::Reference;
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use serde_json::json;
 
 use crate::answer::{IndexEntry, RegistryError};
 use crate::archive::{MANIFEST_NAME, UnpackLimits, entry_path};
 use crate::sha256_hex;
+use wire::{Session, WireError};
 
 /// The scheme that names an OCI registry.
 pub const SCHEME: &str = "oci://";
@@ -81,10 +87,6 @@ pub const RUNTIME_ANNOTATION: &str = "dev.murmur.artifact.runtime";
 pub const MAX_LAYERS: usize = 8;
 /// The largest config blob read.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
-/// The names of the credentials taken from the credential sources.
-pub const USERNAME_CREDENTIAL: &str = "MURMUR_REGISTRY_USERNAME";
-pub const PASSWORD_CREDENTIAL: &str = "MURMUR_REGISTRY_PASSWORD";
-pub const TOKEN_CREDENTIAL: &str = "MURMUR_REGISTRY_TOKEN";
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const STALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -114,132 +116,6 @@ impl std::fmt::Debug for OciRegistry {
             .field("credentials", &self.remote.credentials.origin())
             .finish()
     }
-}
-
-/// How to prove who we are to a registry. Never printed.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub enum Credentials {
-    #[default]
-    Anonymous,
-    Basic {
-        username: String,
-        password: String,
-        origin: &'static str,
-    },
-    Bearer {
-        token: String,
-        origin: &'static str,
-    },
-}
-
-impl Credentials {
-    /// The credentials for registry `host`: from `lookup` (the credential sources), else the
-    /// Docker credential file, else none. A Docker credential file that exists but cannot be
-    /// used (unreadable, malformed, a helper that fails) is an error naming why; its values are
-    /// never in it.
-    pub fn find(
-        host: &str,
-        lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Credentials, RegistryError> {
-        if let Some(token) = lookup(TOKEN_CREDENTIAL).filter(|t| !t.is_empty()) {
-            return Ok(Credentials::Bearer {
-                token,
-                origin: "MURMUR_REGISTRY_TOKEN",
-            });
-        }
-        match (lookup(USERNAME_CREDENTIAL), lookup(PASSWORD_CREDENTIAL)) {
-            (Some(username), Some(password)) => {
-                return Ok(Credentials::Basic {
-                    username,
-                    password,
-                    origin: "MURMUR_REGISTRY_USERNAME and MURMUR_REGISTRY_PASSWORD",
-                });
-            }
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(RegistryError::Credentials {
-                    registry: host.to_string(),
-                    detail: "only one of MURMUR_REGISTRY_USERNAME and MURMUR_REGISTRY_PASSWORD \
-                             is set"
-                        .to_string(),
-                });
-            }
-            (None, None) => {}
-        }
-        use docker_credential::{CredentialRetrievalError as Failure, DockerCredential};
-        let Some(file) = docker_config_file() else {
-            return Ok(Credentials::Anonymous);
-        };
-        let reader = match std::fs::File::open(&file) {
-            Ok(reader) => std::io::BufReader::new(reader),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Credentials::Anonymous);
-            }
-            Err(error) => {
-                return Err(RegistryError::Credentials {
-                    registry: host.to_string(),
-                    detail: format!(
-                        "the Docker credential file {} cannot be read: {error}",
-                        file.display()
-                    ),
-                });
-            }
-        };
-        match docker_credential::get_credential_from_reader(reader, host) {
-            Ok(DockerCredential::UsernamePassword(username, password)) => Ok(Credentials::Basic {
-                username,
-                password,
-                origin: "the Docker credential file",
-            }),
-            Ok(DockerCredential::IdentityToken(_)) => Err(RegistryError::Credentials {
-                registry: host.to_string(),
-                detail: "the Docker credential file holds an identity token for it, which mur \
-                         cannot use; log in with a user name and password or token instead"
-                    .to_string(),
-            }),
-            Err(Failure::ConfigNotFound | Failure::NoCredentialConfigured) => {
-                Ok(Credentials::Anonymous)
-            }
-            Err(Failure::ConfigReadError) => Err(RegistryError::Credentials {
-                registry: host.to_string(),
-                detail: format!("the Docker credential file {} is not one", file.display()),
-            }),
-            Err(error) => Err(RegistryError::Credentials {
-                registry: host.to_string(),
-                detail: format!(
-                    "the credential helper the Docker credential file {} names for it failed \
-                     ({error:?})",
-                    file.display()
-                ),
-            }),
-        }
-    }
-
-    /// Where the credentials came from, for messages (never the values).
-    pub fn origin(&self) -> &'static str {
-        match self {
-            Credentials::Anonymous => "none",
-            Credentials::Basic { origin, .. } | Credentials::Bearer { origin, .. } => origin,
-        }
-    }
-
-    fn auth(&self) -> RegistryAuth {
-        match self {
-            Credentials::Anonymous => RegistryAuth::Anonymous,
-            Credentials::Basic {
-                username, password, ..
-            } => RegistryAuth::Basic(username.clone(), password.clone()),
-            Credentials::Bearer { token, .. } => RegistryAuth::Bearer(token.clone()),
-        }
-    }
-}
-
-/// The Docker credential file: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
-fn docker_config_file() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("DOCKER_CONFIG")
-        .filter(|dir| !dir.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".docker")))?;
-    Some(dir.join("config.json"))
 }
 
 /// An artifact pushed by [`OciRegistry::push`].
@@ -308,7 +184,18 @@ impl OciRegistry {
         &self.remote.host
     }
 
-    /// The same registry, presenting `credentials`.
+    /// The same registry, presenting what `sources` bind to its host (see [`credentials`]);
+    /// a token realm on another host gets only what they bind to that host.
+    pub fn with_sources(
+        mut self,
+        sources: &CredentialSources,
+    ) -> Result<OciRegistry, RegistryError> {
+        self.remote = self.remote.with_sources(sources)?;
+        Ok(self)
+    }
+
+    /// The same registry, presenting `credentials` (and nothing to a token realm on another
+    /// host).
     pub fn with_credentials(mut self, credentials: Credentials) -> OciRegistry {
         self.remote.credentials = credentials;
         self
@@ -504,6 +391,8 @@ pub(crate) struct Remote {
     /// `HOST` or `HOST:PORT`.
     pub(crate) host: String,
     pub(crate) credentials: Credentials,
+    /// Where credentials for a token realm on another host are looked for.
+    pub(crate) sources: CredentialSources,
 }
 
 impl Remote {
@@ -511,55 +400,50 @@ impl Remote {
         Remote {
             host: host.to_string(),
             credentials: Credentials::Anonymous,
+            sources: CredentialSources::none(),
         }
     }
 
-    fn client(&self) -> Client {
-        // reqwest's rustls backend uses the process's default crypto provider.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let loopback = is_loopback_host(&self.host);
-        Client::new(ClientConfig {
-            protocol: if loopback {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            connect_timeout: Some(CONNECT_TIMEOUT),
-            read_timeout: Some(STALL_TIMEOUT),
-            no_proxy: loopback.then(|| "*".to_string()),
-            ..ClientConfig::default()
-        })
+    /// The same registry, presenting what `sources` bind to its host.
+    pub(crate) fn with_sources(
+        mut self,
+        sources: &CredentialSources,
+    ) -> Result<Remote, RegistryError> {
+        self.credentials = sources.find(&self.host)?;
+        self.sources = sources.clone();
+        Ok(self)
     }
 
-    /// The manifest bytes at `reference` (a tag or a digest), or `None` when it names none.
+    fn session(&self) -> Result<Session, WireError> {
+        Session::new(
+            &self.host,
+            self.credentials.clone(),
+            self.sources.clone(),
+            CONNECT_TIMEOUT,
+            STALL_TIMEOUT,
+        )
+    }
+
+    /// The manifest bytes at `reference` (a tag or a digest), or `None` when it names none;
+    /// at most [`MAX_MANIFEST_BYTES`].
     pub(crate) fn manifest(&self, reference: &Reference) -> Result<Option<Vec<u8>>, RegistryError> {
-        let client = self.client();
-        let auth = self.credentials.auth();
-        let fetched = blocking(|| async {
-            client
-                .pull_manifest_raw(reference, &auth, &[OCI_IMAGE_MEDIA_TYPE])
+        let location = shown(reference);
+        let session = self.session().map_err(|e| self.failure(&location, e))?;
+        let at = reference_part(reference);
+        blocking(|| async {
+            session
+                .manifest(reference.repository(), &at, OCI_IMAGE_MEDIA_TYPE)
                 .await
         })
-        .map_err(|e| self.failure(&shown(reference), e))?;
-        match fetched {
-            Ok((bytes, _)) => Ok(Some(bytes.to_vec())),
-            Err(error) if not_found(&error) => Ok(None),
-            Err(error) => Err(self.failure(&shown(reference), error)),
-        }
+        .map_err(|e| self.failure(&location, e))
     }
 
     /// The tags of `reference`'s repository (none when it has none).
     pub(crate) fn tags(&self, reference: &Reference) -> Result<Vec<String>, RegistryError> {
-        let client = self.client();
-        let auth = self.credentials.auth();
         let location = format!("{SCHEME}{}/{}", self.host, reference.repository());
-        let listed = blocking(|| async { client.list_tags(reference, &auth, None, None).await })
-            .map_err(|e| self.failure(&location, e))?;
-        match listed {
-            Ok(listed) => Ok(listed.tags),
-            Err(error) if not_found(&error) => Ok(Vec::new()),
-            Err(error) => Err(self.failure(&location, error)),
-        }
+        let session = self.session().map_err(|e| self.failure(&location, e))?;
+        blocking(|| async { session.tags(reference.repository()).await })
+            .map_err(|e| self.failure(&location, e))
     }
 
     /// The image at `reference`: its manifest (whose sha256 must be the reference's digest,
@@ -583,15 +467,22 @@ impl Remote {
                 expected,
                 actual,
             };
-        let client = self.client();
-        let auth = self.credentials.auth();
-        let (client, auth, shown_at) = (&client, &auth, &location);
+        let session = self.session().map_err(|e| self.failure(&location, e))?;
+        let at = reference_part(reference);
+        let (session, shown_at, at) = (&session, &location, &at);
+        let repository = reference.repository();
         let fetched = blocking_reporting(
             |report| async move {
                 let location = shown_at;
-                let (bytes, _) = client
-                    .pull_manifest_raw(reference, auth, &[OCI_IMAGE_MEDIA_TYPE])
-                    .await?;
+                let Some(bytes) = session
+                    .manifest(repository, at, OCI_IMAGE_MEDIA_TYPE)
+                    .await?
+                else {
+                    return Err(WireError::Status {
+                        status: 404,
+                        what: "the manifest".to_string(),
+                    });
+                };
                 let sha256 = sha256_hex(&bytes);
                 if let Some(expected) = reference.digest()
                     && expected != format!("sha256:{sha256}")
@@ -612,24 +503,16 @@ impl Remote {
                 let _ = report.send((0, total));
                 for layer in layers {
                     let at = format!("{location} (layer `{}`)", layer.title);
-                    let mut stream = client
-                        .pull_blob_stream(reference, &layer.descriptor)
-                        .await?;
+                    let response = session.blob(repository, &layer.descriptor.digest).await?;
+                    if response.content_length().is_some_and(|n| n > layer.size) {
+                        let actual =
+                            format!("more than the {} bytes the manifest lists", layer.size);
+                        return Ok(Err(mismatch(at, layer.sha256.clone(), actual)));
+                    }
+                    let mut stream = response.bytes_stream();
                     let mut bytes = Vec::with_capacity(layer.size.min(8 << 20) as usize);
                     while let Some(chunk) = stream.next().await {
-                        let chunk = match chunk {
-                            Ok(chunk) => chunk,
-                            // The client checks the digest too, at the end of the stream.
-                            Err(error) => match error
-                                .get_ref()
-                                .and_then(|inner| inner.downcast_ref::<DigestError>())
-                            {
-                                Some(DigestError::VerificationError { expected, actual }) => {
-                                    return Ok(Err(mismatch(at, expected.clone(), actual.clone())));
-                                }
-                                _ => return Err(error.into()),
-                            },
-                        };
+                        let chunk = chunk?;
                         if (bytes.len() + chunk.len()) as u64 > layer.size {
                             let actual =
                                 format!("more than the {} bytes the manifest lists", layer.size);
@@ -645,11 +528,10 @@ impl Remote {
                     }
                     fetched.push((layer, bytes));
                 }
-                Ok::<_, OciDistributionError>(Ok((sha256, fetched)))
+                Ok::<_, WireError>(Ok((sha256, fetched)))
             },
             progress,
         )
-        .map_err(|e| self.failure(&location, e))?
         .map_err(|e| self.failure(&location, e))??;
         Ok(fetched)
     }
@@ -683,29 +565,25 @@ impl Remote {
                 how: "unchanged",
             });
         }
-        let client = self.client();
-        let auth = self.credentials.auth();
+        let session = self.session().map_err(|e| self.failure(&location, e))?;
+        let repository = reference.repository();
+        let tag = reference_part(reference);
         blocking(|| async {
-            client
-                .auth(reference, &auth, oci_client::RegistryOperation::Push)
-                .await?;
-            for layer in &built.layers {
-                let digest = format!("sha256:{}", sha256_hex(layer));
-                client.push_blob(reference, layer.clone(), &digest).await?;
+            for blob in built.layers.iter().chain(std::iter::once(&built.config)) {
+                let digest = format!("sha256:{}", sha256_hex(blob));
+                session
+                    .push_blob(repository, &digest, bytes::Bytes::from(blob.clone()))
+                    .await?;
             }
-            let digest = format!("sha256:{}", sha256_hex(&built.config));
-            client
-                .push_blob(reference, built.config.clone(), &digest)
-                .await?;
-            client
-                .push_manifest_raw(
-                    reference,
-                    built.manifest.clone(),
-                    http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+            session
+                .put_manifest(
+                    repository,
+                    &tag,
+                    bytes::Bytes::from(built.manifest.clone()),
+                    OCI_IMAGE_MEDIA_TYPE,
                 )
                 .await
         })
-        .map_err(|e| self.failure(&location, e))?
         .map_err(|e| self.failure(&location, e))?;
         Ok(Pushed {
             reference: location,
@@ -715,109 +593,132 @@ impl Remote {
         })
     }
 
-    /// What a client error means, as this crate's error for `location`.
-    fn failure(&self, location: &str, error: OciDistributionError) -> RegistryError {
-        if is_unauthorized(&error) {
-            return RegistryError::Credentials {
-                registry: self.host.clone(),
-                detail: match self.credentials {
-                    Credentials::Anonymous => {
-                        "it asks for credentials, and none were found".to_string()
-                    }
-                    ref given => format!(
-                        "it refused the credentials from {} (or they may not do this)",
-                        given.origin()
+    /// What a failed request means, as this crate's error for `location`.
+    fn failure(&self, location: &str, error: WireError) -> RegistryError {
+        let host = &self.host;
+        match error {
+            WireError::Unauthorized {
+                sent: Some(origin), ..
+            } => RegistryError::Credentials {
+                registry: host.clone(),
+                detail: format!(
+                    "it refused the credentials from {origin} (or they may not do this)"
+                ),
+                hint: None,
+            },
+            WireError::Unauthorized {
+                sent: None,
+                unbound_realm: Some(realm),
+            } => RegistryError::Credentials {
+                registry: host.clone(),
+                detail: format!(
+                    "it asks for a token from {realm}, another host, and no credential is \
+                     bound to {realm}, so the credentials from {} were not sent there",
+                    self.credentials.origin()
+                ),
+                hint: Some(format!(
+                    "if {realm} is the registry's own token service, bind a credential to it: \
+                     add it to {HOSTS_VARIABLE} (e.g. {HOSTS_VARIABLE}={host},{realm}), or put \
+                     MURMUR_REGISTRY_USERNAME@{realm} and MURMUR_REGISTRY_PASSWORD@{realm} in \
+                     $MURMUR_HOME/credentials.yaml"
+                )),
+            },
+            WireError::Unauthorized { sent: None, .. } => match &self.credentials {
+                Credentials::Withheld { origin, bound } => RegistryError::Credentials {
+                    registry: host.clone(),
+                    detail: format!(
+                        "it asks for credentials, and none were sent: those from {origin} are \
+                         bound to {} ($MURMUR_REGISTRY and {HOSTS_VARIABLE}), not to {host}",
+                        if bound.is_empty() {
+                            "no registry host".to_string()
+                        } else {
+                            bound.join(", ")
+                        }
                     ),
+                    hint: Some(format!(
+                        "only if {host} is a registry you trust with them: add it to \
+                         {HOSTS_VARIABLE} (e.g. {HOSTS_VARIABLE}={host}), or name it in \
+                         $MURMUR_REGISTRY; or give it its own credentials \
+                         (MURMUR_REGISTRY_TOKEN@{host}, or MURMUR_REGISTRY_USERNAME@{host} and \
+                         MURMUR_REGISTRY_PASSWORD@{host}, in $MURMUR_HOME/credentials.yaml), or \
+                         log in to it with a Docker credential file"
+                    )),
                 },
-            };
-        }
-        if let OciDistributionError::DigestError(digest) = &error {
-            return RegistryError::Unreachable {
+                _ => RegistryError::Credentials {
+                    registry: host.clone(),
+                    detail: "it asks for credentials, and none were found for it".to_string(),
+                    hint: None,
+                },
+            },
+            WireError::TooLarge { .. } => RegistryError::BodyTooLarge {
                 location: location.to_string(),
-                detail: format!("the registry's bytes do not match their digest: {digest}"),
-            };
-        }
-        RegistryError::Unreachable {
-            location: location.to_string(),
-            detail: crate::answer::error_chain(&error),
+                detail: error.to_string(),
+            },
+            other => RegistryError::Unreachable {
+                location: location.to_string(),
+                detail: other.to_string(),
+            },
         }
     }
 }
 
+/// The tag or digest `reference` names (`latest` when neither).
+fn reference_part(reference: &Reference) -> String {
+    reference
+        .digest()
+        .or(reference.tag())
+        .unwrap_or("latest")
+        .to_string()
+}
+
 /// Runs the future `make` gives to its end on a runtime of its own, on a thread of its own (so
 /// it may be called from inside another runtime), within [`DEADLINE`].
-fn blocking<F, Fut>(make: F) -> Result<Fut::Output, OciDistributionError>
+fn blocking<F, Fut, T>(make: F) -> Result<T, WireError>
 where
     F: FnOnce() -> Fut + Send,
-    Fut: Future,
-    Fut::Output: Send,
+    Fut: Future<Output = Result<T, WireError>>,
+    T: Send,
 {
     blocking_reporting(|_| make(), &mut |_, _| {})
 }
 
 /// [`blocking`], the future reporting `(done, total)` bytes on the sender it is given, each
 /// passed on to `progress` on the calling thread.
-fn blocking_reporting<F, Fut>(
+fn blocking_reporting<F, Fut, T>(
     make: F,
     progress: &mut dyn FnMut(u64, Option<u64>),
-) -> Result<Fut::Output, OciDistributionError>
+) -> Result<T, WireError>
 where
     F: FnOnce(std::sync::mpsc::Sender<(u64, u64)>) -> Fut + Send,
-    Fut: Future,
-    Fut::Output: Send,
+    Fut: Future<Output = Result<T, WireError>>,
+    T: Send,
 {
     let (sender, reports) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         let worker = scope.spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
-                .build()?;
+                .build()
+                .map_err(|e| WireError::Transport(e.to_string()))?;
             runtime
                 .block_on(async { tokio::time::timeout(DEADLINE, make(sender)).await })
                 .map_err(|_| {
-                    OciDistributionError::GenericError(Some(format!(
+                    WireError::Transport(format!(
                         "it took longer than {} seconds",
                         DEADLINE.as_secs()
-                    )))
-                })
+                    ))
+                })?
         });
         // Ends when the future (and so its sender) is dropped.
         for (done, total) in reports {
             progress(done, Some(total));
         }
         worker.join().unwrap_or_else(|_| {
-            Err(OciDistributionError::GenericError(Some(
+            Err(WireError::Transport(
                 "the registry client stopped unexpectedly".to_string(),
-            )))
+            ))
         })
     })
-}
-
-fn not_found(error: &OciDistributionError) -> bool {
-    match error {
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
-            )
-        }),
-        OciDistributionError::ServerError { code: 404, .. } => true,
-        _ => false,
-    }
-}
-
-fn is_unauthorized(error: &OciDistributionError) -> bool {
-    match error {
-        OciDistributionError::UnauthorizedError { .. }
-        | OciDistributionError::AuthenticationFailure(_) => true,
-        OciDistributionError::RegistryError { envelope, .. } => envelope
-            .errors
-            .iter()
-            .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
-        OciDistributionError::ServerError { code, .. } => matches!(code, 401 | 403),
-        _ => false,
-    }
 }
 
 /// A version as a tag: tags cannot hold `+`.
@@ -825,7 +726,7 @@ pub(crate) fn version_tag(version: &str) -> String {
     version.replace('+', "_")
 }
 
-fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(rest),
         None => host.rsplit_once(':').map_or(host, |(name, _)| name),
