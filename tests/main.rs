@@ -16,7 +16,6 @@ mod escape;
 mod eval;
 mod first_party_hooks;
 mod guest_languages;
-mod hostile_peers;
 mod hooks;
 mod house;
 mod mcp;

@@ -8,10 +8,8 @@
 //! - **Every failure is a [`PeerError`]** saying where it happened: the connection, the peer's
 //!   JSON-RPC error (with its code), an HTTP status with no JSON-RPC error, or an answer that is
 //!   not A2A. Nothing a peer sends makes it panic.
-//! - **Bounded reads.** A response body, or one SSE event, is read chunk by chunk as it
-//!   arrives, and refused ([`PeerError::TooLarge`], `E-A2A-016`) as soon as it passes
-//!   [`MAX_ANSWER_BYTES`]: never a buffer that grows without end, never a whole body read
-//!   before it is measured. The connection is then dropped.
+//! - **Bounded reads.** A response body, or one SSE event, larger than [`MAX_ANSWER_BYTES`] is
+//!   an error, never a buffer that grows without end.
 //! - **Only the headers it is given.** It adds `content-type`, `accept` and `A2A-Version`;
 //!   origin, trust and `traceparent` are the caller's (the runtime's `murmur:message/send` grant). It never
 //!   attaches a credential.
@@ -51,18 +49,13 @@ pub enum PeerError {
     /// The answer is not an A2A JSON-RPC response.
     #[error("the peer's answer is not A2A: {0}")]
     Invalid(String),
-    /// A body, or one event of a stream, went past [`MAX_ANSWER_BYTES`].
-    #[error("{url} sent {what} larger than {} MiB; it was not read further", MAX_ANSWER_BYTES >> 20)]
-    TooLarge { url: String, what: &'static str },
 }
 
 impl Coded for PeerError {
-    /// `E-A2A-004` for an answer that is not A2A, `E-A2A-016` for one past
-    /// [`MAX_ANSWER_BYTES`], `E-A2A-003` else.
+    /// `E-A2A-004` for an answer that is not A2A, `E-A2A-003` else.
     fn code(&self) -> &'static str {
         match self {
             PeerError::Invalid(_) => "E-A2A-004",
-            PeerError::TooLarge { .. } => "E-A2A-016",
             _ => "E-A2A-003",
         }
     }
@@ -78,11 +71,6 @@ impl Coded for PeerError {
             PeerError::Status { .. } | PeerError::Invalid(_) => {
                 "check that the peer's URL is an A2A JSON-RPC endpoint".to_string()
             }
-            PeerError::TooLarge { .. } => format!(
-                "Murmur reads at most {} MiB of one answer or one streamed event from a peer: \
-                 check that the URL is an A2A agent you trust, or have it send less at once",
-                MAX_ANSWER_BYTES >> 20
-            ),
         }
     }
 }
@@ -318,10 +306,9 @@ impl PeerStream {
                     if self.decoder.pending() > MAX_ANSWER_BYTES {
                         self.ended = true;
                         self.decoder = Decoder::new();
-                        return Some(Err(PeerError::TooLarge {
-                            url: self.url.clone(),
-                            what: "an event",
-                        }));
+                        return Some(Err(PeerError::Invalid(format!(
+                            "an event larger than {MAX_ANSWER_BYTES} bytes"
+                        ))));
                     }
                 }
                 Ok(None) => self.ended = true,
@@ -371,10 +358,9 @@ async fn read_bounded(url: &str, mut response: reqwest::Response) -> Result<Vec<
         .map_err(|error| unreachable(url, &error))?
     {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(PeerError::TooLarge {
-                url: url.to_string(),
-                what: "an answer",
-            });
+            return Err(PeerError::Invalid(format!(
+                "a body larger than {MAX_ANSWER_BYTES} bytes"
+            )));
         }
         body.extend_from_slice(&chunk);
     }
