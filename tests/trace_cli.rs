@@ -510,3 +510,231 @@ fn a_malformed_trace_is_bad_input_naming_the_line() {
         "{output:#?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Terminal injection: what components, models and peers wrote reaches the terminal escaped
+// (docs/cli.md, "What `mur` prints from outside").
+
+/// A failure summary that, printed raw, writes the clipboard (OSC 52), sets the window title
+/// (OSC 0), clears the screen and homes the cursor (redrawing whatever table it sits in), moves
+/// back to the line's start, opens an 8-bit CSI and reverses the text's direction.
+const HOSTILE: &str = "probe failed \x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;pwned\x07\x1b[2J\x1b[Hfake row\r\u{9b}31m\u{202e}gnp.exe";
+
+/// The same, as `mur` shows it.
+const SHOWN: &str = r"probe failed \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[Hfake row\u{d}\u{9b}31m\u{202e}gnp.exe";
+
+/// Fails unless `printed` holds nothing a terminal acts on: no control character but `\n` and
+/// `\t`, no C1 control, no bidi override or isolate.
+fn assert_nothing_raw(what: &str, printed: &str) {
+    let raw: Vec<char> = printed
+        .chars()
+        .filter(|c| {
+            (c.is_control() && *c != '\n' && *c != '\t')
+                || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect();
+    assert!(raw.is_empty(), "{what} printed {raw:?} raw:\n{printed}");
+}
+
+/// A capsule on driver-anthropic against `endpoint` with the probe tool, its sessions in
+/// `workdir/` beside the manifest.
+fn probe_capsule(dir: &Path, endpoint: &str) -> PathBuf {
+    let root = repo_root();
+    let text = format!(
+        r#"name: hostile
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+  system_prompt: "You probe."
+  max_turns: 4
+"#,
+        driver = root.join("artifacts/driver-anthropic").display(),
+        probe = root.join("tests/fixtures/probe").display(),
+    );
+    let file = dir.join("murmur.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn emulator_of(script: Value) -> Emulator {
+    Emulator::builder(Script::from_json(script).expect("script"))
+        .api_key(KEY)
+        .start()
+        .expect("emulator")
+}
+
+/// `mur run ARGS… DIR` with the emulator's key.
+fn mur_run(dir: &Path, args: &[&str]) -> MurOutput {
+    Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .arg("run")
+        .args(args)
+        .arg(dir)
+        .run()
+}
+
+/// Whether `value` holds the string `text` anywhere.
+fn holds_string(value: &Value, text: &str) -> bool {
+    match value {
+        Value::String(s) => s == text,
+        Value::Array(items) => items.iter().any(|v| holds_string(v, text)),
+        Value::Object(fields) => fields.values().any(|v| holds_string(v, text)),
+        _ => false,
+    }
+}
+
+#[test]
+fn trace_show_prints_a_tool_failure_summary_escaped_and_json_keeps_it_exact() {
+    let emulator = emulator_of(serde_json::json!({"turns": [
+        {"reply": {"tool_calls": [{"id": "call_p1", "name": "probe",
+            "input": {"action": "result", "status": "failed", "summary": HOSTILE}}]}},
+        {"reply": {"text": "The probe failed."}},
+    ]}));
+    let dir = tempfile::tempdir().unwrap();
+    probe_capsule(dir.path(), &emulator.url());
+    let run = mur_run(dir.path(), &["--json", "--task", "probe it"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_nothing_raw("mur run --json", &run.stdout);
+    assert_nothing_raw("mur run --json (stderr)", &run.stderr);
+
+    let show = trace(dir.path(), &["show"]);
+    assert_eq!(show.code, 0, "{show:#?}");
+    assert_nothing_raw("mur trace show", &show.stdout);
+    assert_nothing_raw("mur trace show (stderr)", &show.stderr);
+    // The call's row keeps the whole summary on its one line, each control shown.
+    let row = show
+        .stdout
+        .lines()
+        .find(|line| line.contains("call_p1"))
+        .unwrap_or_else(|| panic!("no row for call_p1:\n{}", show.stdout));
+    assert!(row.contains("failed"), "{row}");
+    assert!(row.ends_with(SHOWN), "{row}");
+
+    // `--json` is the same value the trace holds, and still nothing raw reaches the terminal.
+    let json = trace(dir.path(), &["show", "--json"]);
+    assert_eq!(json.code, 0, "{json:#?}");
+    assert_nothing_raw("mur trace show --json", &json.stdout);
+    let view = json.json();
+    assert_eq!(calls(&view)[0]["detail"], HOSTILE, "{view:#}");
+
+    let session = view["session"]["session_id"].as_str().unwrap().to_string();
+    for args in [
+        vec!["report"],
+        vec!["report", "--json"],
+        vec!["diff", &session, &session],
+    ] {
+        let output = trace(dir.path(), &args);
+        assert_eq!(output.code, 0, "{args:?}: {output:#?}");
+        assert_nothing_raw(&format!("mur trace {args:?}"), &output.stdout);
+    }
+}
+
+#[test]
+fn mur_run_streams_a_hostile_answer_escaped_and_writes_the_result_exact() {
+    let answer = format!("Answer: {HOSTILE}\nsecond line\tend");
+    let thinking = format!("thinking {HOSTILE}");
+    let emulator = emulator_of(serde_json::json!({"turns": [
+        {"reply": {"thinking": {"text": thinking, "signature": "sig"}, "text": answer}},
+    ]}));
+    let dir = tempfile::tempdir().unwrap();
+    probe_capsule(dir.path(), &emulator.url());
+    let run = mur_run(dir.path(), &["--stream", "--task", "answer"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_nothing_raw("mur run --stream", &run.stdout);
+    assert_nothing_raw("mur run --stream (stderr)", &run.stderr);
+    // Lines and tabs of the answer are kept; everything else is shown.
+    assert!(
+        run.stdout
+            .starts_with(&format!("Answer: {SHOWN}\nsecond line\tend")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains(&format!("thinking {SHOWN}")),
+        "{}",
+        run.stderr
+    );
+    // The result file is not the terminal: it holds the answer byte for byte.
+    let result = run
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("result: "))
+        .unwrap_or_else(|| panic!("no result line:\n{}", run.stdout));
+    let written = std::fs::read_to_string(result).unwrap();
+    assert!(written.contains(&answer), "{written:?}");
+}
+
+#[test]
+fn tool_invoke_prints_a_hostile_tool_result_as_exact_json_with_nothing_raw() {
+    let input = serde_json::json!({"action": "result", "status": "failed", "summary": HOSTILE});
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["tool", "invoke"])
+        .arg(repo_root().join("tests/fixtures/probe"))
+        .args(["--input", &input.to_string()])
+        .run();
+    assert_eq!(output.code, 1, "a failed result exits 1: {output:#?}");
+    assert_nothing_raw("mur tool invoke", &output.stdout);
+    assert_nothing_raw("mur tool invoke (stderr)", &output.stderr);
+    let printed = output.json();
+    assert!(holds_string(&printed, HOSTILE), "{printed:#}");
+    // DEL, C1 and bidi, which serde_json leaves raw, are JSON escapes.
+    assert!(
+        output.stdout.contains(r"\u009b31m\u202egnp.exe"),
+        "{}",
+        output.stdout
+    );
+}
+
+#[test]
+fn mur_send_prints_a_hostile_peer_answer_escaped() {
+    let emulator = emulator_of(serde_json::json!({"turns": [
+        {"reply": {"text": HOSTILE}},
+        {"reply": {"text": HOSTILE, "thinking": {"text": HOSTILE, "signature": "sig"}}},
+        {"reply": {"text": HOSTILE}},
+    ]}));
+    let dir = tempfile::tempdir().unwrap();
+    let file = probe_capsule(dir.path(), &emulator.url());
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("{text}lifecycle: {{ task_acceptance: queue }}\n"),
+    )
+    .unwrap();
+    let served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        dir.path(),
+        &[("EMU_KEY", KEY)],
+    );
+    let send = |args: &[&str]| {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .args(["send", &served.url, "--text", "hi"])
+            .args(args)
+            .run()
+    };
+
+    let plain = send(&[]);
+    assert_eq!(plain.code, 0, "{plain:#?}");
+    assert_nothing_raw("mur send", &plain.stdout);
+    assert_nothing_raw("mur send (stderr)", &plain.stderr);
+    assert_eq!(plain.stdout, format!("{SHOWN}\n"));
+
+    let streamed = send(&["--stream"]);
+    assert_eq!(streamed.code, 0, "{streamed:#?}");
+    assert_nothing_raw("mur send --stream", &streamed.stdout);
+    assert_nothing_raw("mur send --stream (stderr)", &streamed.stderr);
+    assert_eq!(streamed.stdout, format!("{SHOWN}\n"));
+    assert!(streamed.stderr.contains(SHOWN), "{}", streamed.stderr);
+
+    let json = send(&["--json"]);
+    assert_eq!(json.code, 0, "{json:#?}");
+    assert_nothing_raw("mur send --json", &json.stdout);
+    assert!(holds_string(&json.json(), HOSTILE), "{}", json.stdout);
+}

@@ -71,7 +71,7 @@ pub fn run(paths: Vec<PathBuf>, out: Option<PathBuf>, compile: bool, json: bool)
         built.push(entry);
     }
     if json {
-        println!("{:#}", json!({ "built": built }));
+        println!("{}", render::json(&json!({ "built": built })));
     } else {
         for entry in &built {
             println!(
@@ -149,11 +149,11 @@ pub fn report_error(error: &BuildError, json: bool, exit: Exit) -> Exit {
     };
     if json {
         println!(
-            "{:#}",
-            json!({
+            "{}",
+            render::json(&json!({
                 "error": render::coded_json(&error),
                 "diagnostics": diagnostics,
-            })
+            }))
         );
     } else {
         render::diagnostics_human(&diagnostics);

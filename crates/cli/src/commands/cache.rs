@@ -87,13 +87,13 @@ pub fn run(command: CacheCommand) -> Exit {
             let total: u64 = entries.iter().map(|e| e.bytes).sum();
             if json {
                 println!(
-                    "{:#}",
-                    json!({
+                    "{}",
+                    render::json(&json!({
                         "dir": cache.dir(),
                         "limit_bytes": cache.limit(),
                         "total_bytes": total,
                         "entries": entries.iter().map(listed).collect::<Vec<_>>(),
-                    })
+                    }))
                 );
                 return Exit::Ok;
             }
@@ -146,12 +146,12 @@ pub fn run(command: CacheCommand) -> Exit {
             let freed: u64 = removed.iter().map(|e| e.bytes).sum();
             if json {
                 println!(
-                    "{:#}",
-                    json!({
+                    "{}",
+                    render::json(&json!({
                         "removed": removed.iter().map(listed).collect::<Vec<_>>(),
                         "freed_bytes": freed,
                         "total_bytes": left,
-                    })
+                    }))
                 );
             } else {
                 println!(

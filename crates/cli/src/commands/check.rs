@@ -94,7 +94,7 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
         if kind == Some("capsule") {
             report["grants"] = json!(grants);
         }
-        println!("{report:#}");
+        println!("{}", render::json(&report));
     } else {
         render::diagnostics_human(&diagnostics);
         let verdict = if errors == 0 && warnings == 0 {

@@ -140,7 +140,7 @@ pub fn run(command: ControlCommand) -> Exit {
         Err(error) => return failed(json, &error),
     };
     if json {
-        println!("{answer:#}");
+        println!("{}", render::json(&answer));
         return Exit::Ok;
     }
     match &command {
@@ -185,7 +185,7 @@ fn print_settings(settings: &Value) {
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(name, value)| vec![name.clone(), shown(value)])
+        .map(|(name, value)| vec![render::line(name).into_owned(), shown(value)])
         .collect();
     for line in table(&rows) {
         println!("{line}");
@@ -199,7 +199,7 @@ fn print_show(answer: &Value) {
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(name, value)| vec![format!("  {name}"), shown(value)])
+        .map(|(name, value)| vec![format!("  {}", render::line(name)), shown(value)])
         .collect();
     for line in table(&rows) {
         println!("{line}");
@@ -226,7 +226,7 @@ fn print_show(answer: &Value) {
         let name = choice["name"].as_str().unwrap_or_default();
         let marker = if name == in_force { '→' } else { ' ' };
         rows.push(vec![
-            format!("  {marker} {name}"),
+            format!("  {marker} {}", render::line(name)),
             shown(&choice["driver"]),
             shown(&choice["model"]),
             yes_no(&choice["available"]),
@@ -254,11 +254,12 @@ fn print_show(answer: &Value) {
     }
 }
 
-/// A value as text: a string without its quotes.
+/// A value as text: a string without its quotes. The control plane said it: its control
+/// characters are shown escaped ([`render::line`]).
 fn shown(value: &Value) -> String {
     match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
+        Value::String(text) => render::line(text).into_owned(),
+        other => render::json_line(other),
     }
 }
 
@@ -327,7 +328,7 @@ fn failed(json: bool, error: &ControlError) -> Exit {
             shown.insert("status".into(), json!(status));
             shown.insert("reason".into(), json!(reason));
         }
-        println!("{:#}", json!({ "error": shown }));
+        println!("{}", render::json(&json!({ "error": shown })));
     }
     exit
 }

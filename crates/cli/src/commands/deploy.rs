@@ -193,7 +193,7 @@ fn kubernetes(args: KubernetesArgs) -> Exit {
 
 fn diagnostics_exit(json: bool, diagnostics: &[Diagnostic]) -> Exit {
     if json {
-        println!("{:#}", json!({ "diagnostics": diagnostics }));
+        println!("{}", render::json(&json!({ "diagnostics": diagnostics })));
     } else {
         render::diagnostics_human(diagnostics);
     }

@@ -4,6 +4,8 @@
 //! `run` exits 0 when every case run passed, 1 when any failed; `diff` exits 1 when a case
 //! regressed. Bad input (a dataset, an arms file, an arm the capsule refuses) is 2. Runs are
 //! kept under `<workdir root>/eval/` (default `workdir/` beside the manifest), newest last.
+//! Names and messages that come from a dataset, a run's results or a scorer are printed with
+//! their control characters escaped ([`crate::render::line`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -230,7 +232,7 @@ fn run_dataset(args: RunArgs) -> Exit {
     };
     let summaries = results::summarize(&run);
     if json {
-        println!("{:#}", run_json(&run, &summaries));
+        println!("{}", render::json(&run_json(&run, &summaries)));
     } else {
         print_run(&run, &summaries, false);
     }
@@ -255,8 +257,8 @@ fn case_line(result: &CaseResult) -> String {
         .unwrap_or_default();
     let mut line = format!(
         "{} · {}{}: {verdict} ({}/{} scorers) · {} · {} · {} tokens{cache} · {:.1} s",
-        result.arm,
-        result.case,
+        render::line(&result.arm),
+        render::line(&result.case),
         if result.repeat > 0 {
             format!(" #{}", result.repeat + 1)
         } else {
@@ -270,7 +272,11 @@ fn case_line(result: &CaseResult) -> String {
         result.duration_ms as f64 / 1000.0
     );
     for score in result.scores.iter().filter(|s| !s.passed) {
-        line.push_str(&format!("\n      ✗ {}: {}", score.scorer, score.detail));
+        line.push_str(&format!(
+            "\n      ✗ {}: {}",
+            render::line(&score.scorer),
+            render::line(&score.detail)
+        ));
     }
     line
 }
@@ -292,7 +298,11 @@ fn percent(value: Option<f64>) -> String {
 fn print_run(run: &Run, summaries: &[ArmSummary], with_cases: bool) {
     println!(
         "run {} · capsule {} · dataset {} ({} cases, repeat {})",
-        run.info.run, run.info.capsule_name, run.info.dataset, run.info.cases, run.info.repeat
+        render::line(&run.info.run),
+        render::line(&run.info.capsule_name),
+        render::line(&run.info.dataset),
+        run.info.cases,
+        run.info.repeat
     );
     println!(
         "{:<16} {:>7} {:>7} {:>6} {:>10} {:>10} {:>7} {:>7} {:>9}",
@@ -308,7 +318,7 @@ fn print_run(run: &Run, summaries: &[ArmSummary], with_cases: bool) {
         };
         println!(
             "{:<16} {:>7} {:>7} {:>6.2} {:>10} {:>10} {:>7} {:>7.1} {:>8.1}s",
-            summary.arm,
+            render::line(&summary.arm),
             format!("{}/{}", summary.passed, summary.runs),
             percent(Some(summary.pass_rate)),
             summary.mean_score,
@@ -370,7 +380,7 @@ fn show(args: ShowArgs) -> Exit {
         );
     }
     if args.json {
-        println!("{:#}", run_json(&run, &summaries));
+        println!("{}", render::json(&run_json(&run, &summaries)));
     } else {
         print_run(&run, &summaries, true);
     }
@@ -436,7 +446,7 @@ fn diff(args: DiffArgs) -> Exit {
     }
     let diff = results::diff(&base, &base_arm, new_run, &new_arm);
     if args.json {
-        println!("{:#}", json!(diff));
+        println!("{}", render::json(&json!(diff)));
     } else {
         print_diff(&diff);
     }
@@ -448,7 +458,7 @@ fn diff(args: DiffArgs) -> Exit {
 }
 
 fn print_diff(diff: &Diff) {
-    let side = |s: &results::Side| format!("{} of {}", s.arm, s.run);
+    let side = |s: &results::Side| format!("{} of {}", render::line(&s.arm), render::line(&s.run));
     println!("base: {}\nnew:  {}", side(&diff.base), side(&diff.new));
     let (b, n) = (&diff.base.summary, &diff.new.summary);
     println!(
@@ -469,7 +479,7 @@ fn print_diff(diff: &Diff) {
         for change in changes {
             let mut line = format!(
                 "  {}: pass {} → {}, score {:.2} → {:.2}, tokens {} → {}, turns {:.1} → {:.1}",
-                change.case,
+                render::line(&change.case),
                 percent(Some(change.base_pass_rate)),
                 percent(Some(change.new_pass_rate)),
                 change.base_score,
@@ -482,7 +492,7 @@ fn print_diff(diff: &Diff) {
             if !change.newly_failing.is_empty() {
                 line.push_str(&format!(
                     "; now failing: {}",
-                    change.newly_failing.join(", ")
+                    render::line(&change.newly_failing.join(", "))
                 ));
             }
             println!("{line}");
@@ -493,9 +503,15 @@ fn print_diff(diff: &Diff) {
         render::plural(diff.unchanged.len(), "case")
     );
     if !diff.only_base.is_empty() {
-        println!("only in the base: {}", diff.only_base.join(", "));
+        println!(
+            "only in the base: {}",
+            render::line(&diff.only_base.join(", "))
+        );
     }
     if !diff.only_new.is_empty() {
-        println!("only in the new: {}", diff.only_new.join(", "));
+        println!(
+            "only in the new: {}",
+            render::line(&diff.only_new.join(", "))
+        );
     }
 }

@@ -37,7 +37,10 @@ pub fn run(args: InstallArgs) -> Exit {
     let loaded = murmur_manifest::load_capsule(&file, &host_env);
     let Some(capsule) = loaded.manifest else {
         if args.json {
-            println!("{:#}", json!({ "diagnostics": loaded.diagnostics }));
+            println!(
+                "{}",
+                render::json(&json!({ "diagnostics": loaded.diagnostics }))
+            );
         } else {
             render::diagnostics_human(&loaded.diagnostics);
         }
@@ -62,13 +65,15 @@ pub fn run(args: InstallArgs) -> Exit {
             return;
         }
         match event {
-            Progress::Resolved { name, version } => eprintln!("· {name} {version}"),
+            Progress::Resolved { name, version } => {
+                eprintln!("· {} {}", render::line(name), render::line(version))
+            }
             Progress::Fetching { name, done, total } if terminal => {
                 let shown = match total {
                     Some(total) if total > 0 => format!("{}%", done * 100 / total),
                     _ => format!("{done} bytes"),
                 };
-                eprint!("\r  fetching {name}: {shown}   ");
+                eprint!("\r  fetching {}: {shown}   ", render::line(name));
                 let _ = std::io::stderr().flush();
             }
             Progress::Fetching { .. } => {}
@@ -76,7 +81,7 @@ pub fn run(args: InstallArgs) -> Exit {
                 if terminal {
                     eprint!("\r\x1b[K");
                 }
-                eprintln!("  {name}: {how}");
+                eprintln!("  {}: {}", render::line(name), how);
             }
         }
     };
@@ -115,21 +120,21 @@ pub fn run(args: InstallArgs) -> Exit {
     };
     if args.json {
         println!(
-            "{:#}",
-            json!({ "installed": installed, "mcp_servers": servers })
+            "{}",
+            render::json(&json!({ "installed": installed, "mcp_servers": servers }))
         );
         return Exit::Ok;
     }
     for server in &servers {
         println!(
             "{} (mcp, {} tools) {}: {}",
-            server.name,
+            render::line(&server.name),
             server.tools,
             &server.tools_sha256[..12],
             server.how
         );
         for change in &server.changes {
-            println!("  {change}");
+            println!("  {}", render::line(change));
         }
     }
     if installed.is_empty() {
@@ -140,8 +145,8 @@ pub fn run(args: InstallArgs) -> Exit {
         for artifact in &installed {
             println!(
                 "{} {} ({}) {}: {}",
-                artifact.name,
-                artifact.version,
+                render::line(&artifact.name),
+                render::line(&artifact.version),
                 artifact.runtime,
                 &artifact.sha256[..12.min(artifact.sha256.len())],
                 artifact.how
@@ -281,7 +286,7 @@ fn pin_mcp_servers(
 fn failed(json: bool, error: &InstallError) -> Exit {
     if let InstallError::Lock(diagnostics) = error {
         if json {
-            println!("{:#}", json!({ "diagnostics": diagnostics }));
+            println!("{}", render::json(&json!({ "diagnostics": diagnostics })));
         } else {
             render::diagnostics_human(diagnostics);
         }

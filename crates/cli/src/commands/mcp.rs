@@ -120,7 +120,7 @@ fn serve(args: ServeArgs) -> Exit {
     runtime.block_on(async {
         for end in ends {
             if let Ok(Err(error)) = end.await {
-                eprintln!("error[{}]: {}", error.code, error.message);
+                eprintln!("error[{}]: {}", error.code, render::text(&error.message));
             }
         }
     });

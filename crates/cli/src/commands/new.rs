@@ -89,8 +89,10 @@ pub fn run(args: NewArgs) -> Exit {
     };
     if args.json {
         println!(
-            "{:#}",
-            json!({"kind": kind_name, "lang": lang_name, "name": args.name, "dir": dir, "files": files})
+            "{}",
+            render::json(
+                &json!({"kind": kind_name, "lang": lang_name, "name": args.name, "dir": dir, "files": files})
+            )
         );
         return Exit::Ok;
     }

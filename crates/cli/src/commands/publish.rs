@@ -108,8 +108,8 @@ pub fn run(args: PublishArgs) -> Exit {
     let registry = registry.describe();
     if args.json {
         println!(
-            "{:#}",
-            json!({ "registry": registry, "published": published })
+            "{}",
+            render::json(&json!({ "registry": registry, "published": published }))
         );
     } else {
         for entry in &published {

@@ -70,7 +70,10 @@ pub fn push(args: PushArgs) -> Exit {
         has_errors,
     ) else {
         if args.json {
-            println!("{:#}", json!({ "diagnostics": source.loaded.diagnostics }));
+            println!(
+                "{}",
+                render::json(&json!({ "diagnostics": source.loaded.diagnostics }))
+            );
         } else {
             render::diagnostics_human(&source.loaded.diagnostics);
         }
@@ -103,11 +106,11 @@ pub fn push(args: PushArgs) -> Exit {
     let titles: Vec<&str> = files.iter().map(|f| f.title.as_str()).collect();
     if args.json {
         println!(
-            "{:#}",
-            json!({
+            "{}",
+            render::json(&json!({
                 "reference": pushed.reference, "sha256": pushed.sha256, "bytes": pushed.bytes,
                 "how": pushed.how, "files": titles,
-            })
+            }))
         );
     } else {
         let verb = if pushed.how == "unchanged" {
@@ -161,11 +164,11 @@ pub fn pull(args: PullArgs) -> Exit {
     };
     if args.json {
         println!(
-            "{:#}",
-            json!({
+            "{}",
+            render::json(&json!({
                 "reference": pulled.reference, "sha256": pulled.sha256,
                 "dir": dest, "files": pulled.files,
-            })
+            }))
         );
     } else {
         println!(

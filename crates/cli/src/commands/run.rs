@@ -2,7 +2,8 @@
 //! and run its tasks as one session.
 //!
 //! Tasks come from `--task` (several run in order, each in its own context) or, without any,
-//! from `task.md` beside the manifest. `--stream` prints the model's text as it arrives. At the
+//! from `task.md` beside the manifest. `--stream` prints the model's text as it arrives (its
+//! control characters escaped, as everything from the model or a tool is: [`render::text`]). At the
 //! end: where the result and the trace are, turns, tokens (the runtime's estimate and the
 //! provider's counts) and the exit status; `--json` prints the session report instead.
 //!
@@ -102,14 +103,14 @@ impl Observer for Terminal {
         }
         match kind {
             ChunkKind::Text => {
-                print!("{text}");
+                print!("{}", render::text(text));
                 let _ = std::io::stdout().flush();
                 if let Some(last) = text.chars().last() {
                     self.mid_line
                         .store(last != '\n', std::sync::atomic::Ordering::Relaxed);
                 }
             }
-            ChunkKind::Thinking => eprint!("{text}"),
+            ChunkKind::Thinking => eprint!("{}", render::text(text)),
         }
     }
 
@@ -133,7 +134,7 @@ impl Observer for Terminal {
         {
             println!();
         }
-        eprintln!("· {text}");
+        eprintln!("· {}", render::line(text));
     }
 }
 
@@ -195,8 +196,8 @@ pub fn run(args: RunArgs) -> Exit {
                     if !args.json {
                         eprintln!(
                             "resuming session {} (context {}, {} messages)",
-                            resume.session_id,
-                            resume.context_id,
+                            render::line(&resume.session_id),
+                            render::line(&resume.context_id),
                             resume.history.len()
                         );
                     }
@@ -489,7 +490,7 @@ fn tasks(given: &[String], capsule_dir: &Path) -> Result<Vec<TaskInput>, String>
 
 fn print_report(report: &SessionReport, json: bool) {
     if json {
-        println!("{:#}", json!(report));
+        println!("{}", render::json(&json!(report)));
         return;
     }
     for task in &report.tasks {
@@ -645,7 +646,7 @@ pub(crate) fn stage_failed(error: StageError, json: bool) -> Exit {
     match error {
         StageError::Manifest(diagnostics) => {
             if json {
-                println!("{:#}", json!({ "diagnostics": diagnostics }));
+                println!("{}", render::json(&json!({ "diagnostics": diagnostics })));
             } else {
                 render::diagnostics_human(&diagnostics);
             }

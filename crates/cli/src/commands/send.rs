@@ -11,6 +11,8 @@
 //! - `--task ID` continues a task (the reply a task in `input-required` waits for);
 //!   `--context ID` starts a task in an existing conversation.
 //! - `--json`: the final task as the agent sent it, or with `--stream` one JSON line per event.
+//! - What the agent sends is printed with its control characters and bidi overrides escaped
+//!   (`\u{1b}`, [`crate::render::text`]); in `--json` they are JSON escapes.
 //! - Credentials: `--capsule DIR` presents the credential that capsule's `peers:` entry for the
 //!   URL's origin names; `--credential NAME` presents credential NAME as a bearer token (or in
 //!   `--header`). A value is looked up where a run looks (the environment, the capsule's `.env`,
@@ -132,9 +134,9 @@ pub fn run(args: SendArgs) -> Exit {
                 Ok(SendMessageResult::Task(task)) => finished(&task, &url, &args),
                 Ok(SendMessageResult::Message(reply)) => {
                     if args.json {
-                        println!("{:#}", reply.to_wire(args.version));
+                        println!("{}", render::json(&reply.to_wire(args.version)));
                     } else {
-                        println!("{}", reply.joined_text());
+                        println!("{}", render::text(&reply.joined_text()));
                     }
                     Exit::Ok
                 }
@@ -274,7 +276,7 @@ fn answer_text(task: &Task) -> String {
 /// Prints a task the agent finished with (or that waits for input) and picks the exit.
 fn finished(task: &Task, url: &str, args: &SendArgs) -> Exit {
     if args.json {
-        println!("{:#}", task.to_wire(args.version));
+        println!("{}", render::json(&task.to_wire(args.version)));
     } else {
         let text = answer_text(task);
         if task.status.state == TaskState::InputRequired {
@@ -284,12 +286,12 @@ fn finished(task: &Task, url: &str, args: &SendArgs) -> Exit {
                 .as_ref()
                 .map(Message::joined_text)
                 .unwrap_or_default();
-            println!("{prompt}");
+            println!("{}", render::text(&prompt));
         } else if !text.is_empty() {
-            println!("{text}");
+            println!("{}", render::text(&text));
         }
         for line in outputs(task) {
-            eprintln!("{line}");
+            eprintln!("{}", render::line(&line));
         }
     }
     state_exit(task, url, args)
@@ -325,13 +327,18 @@ fn outputs(task: &Task) -> Vec<String> {
 
 fn state_exit(task: &Task, url: &str, args: &SendArgs) -> Exit {
     let state = task.status.state;
-    eprintln!("task {} ({}): {state}", task.id, task.context_id);
+    eprintln!(
+        "task {} ({}): {state}",
+        render::line(&task.id),
+        render::line(&task.context_id)
+    );
     match state {
         TaskState::Completed => Exit::Ok,
         TaskState::InputRequired | TaskState::AuthRequired => {
             eprintln!(
-                "the task waits for input; answer it with: mur send {url} --task {} --text '…'",
-                task.id
+                "the task waits for input; answer it with: mur send {} --task {} --text '…'",
+                render::line(url),
+                render::line(&task.id)
             );
             Exit::Waiting
         }
@@ -339,7 +346,7 @@ fn state_exit(task: &Task, url: &str, args: &SendArgs) -> Exit {
             if !args.json
                 && let Some(message) = &task.status.message
             {
-                eprintln!("{}", message.joined_text());
+                eprintln!("{}", render::text(&message.joined_text()));
             }
             Exit::Failed
         }
@@ -368,7 +375,7 @@ async fn stream(
             Err(error) => return peer_failed(args.json, &error),
         };
         if args.json {
-            println!("{}", event.event.to_wire(args.version));
+            println!("{}", render::json_line(&event.event.to_wire(args.version)));
         }
         match &event.event {
             StreamEvent::Task(task) => {
@@ -439,7 +446,7 @@ async fn stream(
                     .as_ref()
                     .map(Message::joined_text)
                     .unwrap_or_default();
-                println!("{prompt}");
+                println!("{}", render::text(&prompt));
             }
             state_exit(&task, url, args)
         }
@@ -461,7 +468,7 @@ struct Lines {
 impl Lines {
     fn answer(&mut self, text: &str) {
         self.close_thinking();
-        print!("{text}");
+        print!("{}", render::text(text));
         let _ = std::io::stdout().flush();
         if !text.is_empty() {
             self.answer_open = !text.ends_with('\n');
@@ -470,14 +477,14 @@ impl Lines {
 
     fn thinking(&mut self, text: &str) {
         self.close_answer();
-        eprint!("{text}");
+        eprint!("{}", render::text(text));
         self.thinking_open = !text.ends_with('\n');
     }
 
     fn note(&mut self, line: &str) {
         self.close_answer();
         self.close_thinking();
-        eprintln!("{line}");
+        eprintln!("{}", render::line(line));
     }
 
     fn close_answer(&mut self) {

@@ -12,6 +12,9 @@
 //! missing or older than its sources. The tool-result is printed as JSON on stdout, with what the
 //! runtime read from it (`output`, `state_effect`, `resource_id`, `continuation_id`) and every
 //! request a grant refused. Text the component streams goes to stderr as it arrives.
+//! What the component wrote reaches the terminal with its control characters escaped: JSON
+//! escapes in the printed JSON ([`crate::render::json`]), `\u{1b}` in its streamed text and
+//! stderr ([`crate::render::text`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -74,8 +77,15 @@ impl murmur_runtime::grants::task::InputBroker for Replies {
             .pop_front();
         if !self.quiet {
             match &reply {
-                Some(reply) => eprintln!("request-input: {prompt}\n  reply: {reply}"),
-                None => eprintln!("request-input: {prompt}\n  (no --reply left)"),
+                Some(reply) => eprintln!(
+                    "request-input: {}\n  reply: {}",
+                    render::text(&prompt),
+                    render::line(reply)
+                ),
+                None => eprintln!(
+                    "request-input: {}\n  (no --reply left)",
+                    render::text(&prompt)
+                ),
             }
         }
         self.asked
@@ -188,15 +198,17 @@ pub fn invoke(args: InvokeArgs) -> Exit {
     if !report.stderr.is_empty() && !args.json {
         eprintln!(
             "--- {} stderr ---\n{}",
-            component.name(),
-            report.stderr.trim_end()
+            render::line(component.name()),
+            render::text(report.stderr.trim_end())
         );
     }
     for refusal in &report.refusals {
         if !args.json {
             eprintln!(
                 "refused: {} request to {} ({})",
-                refusal.grant, refusal.target, refusal.reason
+                refusal.grant,
+                render::line(&refusal.target),
+                render::line(&refusal.reason)
             );
         }
     }
@@ -204,13 +216,18 @@ pub fn invoke(args: InvokeArgs) -> Exit {
         if !args.json {
             match (&send.error, &send.peer_task_id, &send.state) {
                 (Some((code, message)), _, _) => {
-                    eprintln!("send: {} failed [{code}]: {message}", send.peer)
+                    eprintln!(
+                        "send: {} failed [{}]: {}",
+                        render::line(&send.peer),
+                        render::line(code),
+                        render::text(message)
+                    )
                 }
                 (None, task, state) => eprintln!(
                     "send: {} task {} is {}",
-                    send.peer,
-                    task.as_deref().unwrap_or("(none)"),
-                    state.as_deref().unwrap_or("unknown")
+                    render::line(&send.peer),
+                    render::line(task.as_deref().unwrap_or("(none)")),
+                    render::line(state.as_deref().unwrap_or("unknown"))
                 ),
             }
         }
@@ -231,7 +248,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             let status = output.result.status;
             let mut printed = serde_json::to_value(&output).unwrap_or_default();
             merge(&mut printed, common);
-            println!("{printed:#}");
+            println!("{}", render::json(&printed));
             if status == ToolStatus::Passed {
                 Exit::Ok
             } else {
@@ -245,7 +262,7 @@ pub fn invoke(args: InvokeArgs) -> Exit {
             merge(&mut printed, common);
             render::coded_human(&error);
             if args.json {
-                println!("{printed:#}");
+                println!("{}", render::json(&printed));
             }
             Exit::Stopped
         }
@@ -316,7 +333,10 @@ fn load_capsule(path: &Path, json: bool) -> Option<CapsuleManifest> {
     let loaded = murmur_manifest::load_capsule(&file, &host_env);
     if json {
         if loaded.has_errors() {
-            println!("{:#}", json!({ "diagnostics": loaded.diagnostics }));
+            println!(
+                "{}",
+                render::json(&json!({ "diagnostics": loaded.diagnostics }))
+            );
         }
     } else {
         render::diagnostics_human(&loaded.diagnostics);
@@ -483,8 +503,8 @@ fn grants_for(
         ));
     }
     grants.chunks = Some(Arc::new(|kind, text: &str| match kind {
-        ChunkKind::Text => eprint!("{text}"),
-        ChunkKind::Thinking => eprint!("[thinking] {text}"),
+        ChunkKind::Text => eprint!("{}", render::text(text)),
+        ChunkKind::Thinking => eprint!("[thinking] {}", render::text(text)),
     }));
     Ok(grants)
 }
@@ -493,8 +513,8 @@ fn bad_input(json: bool, code: &str, message: &str, hint: &str) -> Exit {
     render::failure_human(code, message, hint);
     if json {
         println!(
-            "{:#}",
-            json!({ "error": render::failure_json(code, message, hint) })
+            "{}",
+            render::json(&json!({ "error": render::failure_json(code, message, hint) }))
         );
     }
     Exit::BadInput
@@ -503,7 +523,10 @@ fn bad_input(json: bool, code: &str, message: &str, hint: &str) -> Exit {
 fn stopped(error: &RuntimeError, json: bool) -> Exit {
     render::coded_human(&error);
     if json {
-        println!("{:#}", json!({ "error": render::coded_json(&error) }));
+        println!(
+            "{}",
+            render::json(&json!({ "error": render::coded_json(&error) }))
+        );
     }
     Exit::Stopped
 }

@@ -18,6 +18,9 @@
 //!   export, or for a session run without one.
 //! - `--json`: the view as JSON, with `trace_path` (`a_trace_path`/`b_trace_path` for a diff)
 //!   first; field names as [`murmur_trace::analysis`] defines them.
+//! - What a trace holds was written by components, models and peers: the human views show its
+//!   control characters escaped (a table cell on one line, [`render::line`]; the whole view
+//!   through [`render::text`]), and `--json` writes them as JSON escapes ([`render::json`]).
 //! - Exit: 0 shown (or exported); 3 the receiver did not take every span (`E-TRC-006`); 2 an
 //!   endpoint that is not an http(s) URL (`E-TRC-005`), no trace found (`E-TRC-002`) or a trace
 //!   that cannot be read (`E-TRC-003`, naming the file and line).
@@ -141,7 +144,7 @@ pub fn run(command: TraceCommand) -> Exit {
                     if options.json {
                         print_json(&[("trace_path", &path)], &view);
                     } else {
-                        print!("{}", show_text(&path, &view));
+                        print!("{}", render::text(&show_text(&path, &view)));
                     }
                     Exit::Ok
                 }
@@ -155,7 +158,7 @@ pub fn run(command: TraceCommand) -> Exit {
                     if options.json {
                         print_json(&[("trace_path", &path)], &view);
                     } else {
-                        print!("{}", report_text(&path, &view));
+                        print!("{}", render::text(&report_text(&path, &view)));
                     }
                     Exit::Ok
                 }
@@ -183,7 +186,7 @@ pub fn run(command: TraceCommand) -> Exit {
                             &view,
                         );
                     } else {
-                        print!("{}", diff_text(&a_path, &b_path, &view));
+                        print!("{}", render::text(&diff_text(&a_path, &b_path, &view)));
                     }
                     Exit::Ok
                 }
@@ -255,16 +258,20 @@ fn export(path: &Path, events: &[Event], endpoint: &str, json: bool) -> Exit {
     let spans = export.spans_sent();
     if json {
         println!(
-            "{:#}",
-            serde_json::json!({
+            "{}",
+            render::json(&serde_json::json!({
                 "trace_path": path,
                 "session_id": session_id,
                 "endpoint": url,
                 "spans": spans,
-            })
+            }))
         );
     } else {
-        println!("exported {spans} spans of session {session_id} to {url}");
+        println!(
+            "exported {spans} spans of session {} to {}",
+            render::line(session_id),
+            render::line(&url)
+        );
     }
     Exit::Ok
 }
@@ -281,7 +288,7 @@ fn print_json(paths: &[(&str, &Path)], view: &impl Serialize) {
     if let Ok(Value::Object(fields)) = serde_json::to_value(view) {
         object.extend(fields);
     }
-    println!("{:#}", Value::Object(object));
+    println!("{}", render::json(&Value::Object(object)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,7 +302,7 @@ fn resolve_and_load(given: Option<&str>, root: &Path) -> Result<(PathBuf, Vec<Ev
     if let Some(cut) = loaded.cut {
         eprintln!(
             "warning[{CUT}]: {}:{}: the trace ends in a cut line ({} bytes); it was read up to its last whole line\n  hint: the disk filled or the process died while writing it: the session's last event is missing",
-            path.display(),
+            render::line(&path.display().to_string()),
             cut.line,
             cut.bytes
         );
@@ -473,8 +480,19 @@ impl Table {
         }
     }
 
+    /// Adds a row. Cells hold text from the trace (tool names, failure summaries a component
+    /// wrote): each is shown on one line with its controls escaped ([`render::line`]), before
+    /// the widths are measured.
     fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|cell| match render::line(&cell) {
+                    std::borrow::Cow::Borrowed(_) => cell,
+                    std::borrow::Cow::Owned(shown) => shown,
+                })
+                .collect(),
+        );
     }
 
     fn render(&self, indent: &str) -> String {
