@@ -598,9 +598,16 @@ fn deployment(plan: &Plan, manifest: &CapsuleManifest) -> Value {
             {"name": "tmp", "mountPath": "/tmp"},
         ]);
         let registry_secret = format!("{}-registry", plan.name);
+        // The registry credentials are bound to the hosts the pod pulls from, and to no other.
+        let mut hosts: Vec<&str> = std::iter::once(&pulled.reference)
+            .chain(pulled.registry.iter())
+            .filter_map(|r| r.strip_prefix("oci://")?.split('/').next())
+            .collect();
+        hosts.dedup();
         let registry_env: Vec<Value> = [
             json!({"name": "MURMUR_HOME", "value": "/murmur-home"}),
             json!({"name": "HOME", "value": "/tmp"}),
+            json!({"name": "MURMUR_REGISTRY_HOSTS", "value": hosts.join(",")}),
         ]
         .into_iter()
         .chain(
