@@ -458,6 +458,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("murmur-manifest", 0),
     ("murmur-protocol", 0),
     ("murmur-beneath", 0),
+    ("murmur-front", 0),
     ("murmur-a2a", 1),
     ("murmur-registry", 1),
     ("murmur-shell", 1),

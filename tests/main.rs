@@ -17,6 +17,8 @@ mod eval;
 mod first_party_hooks;
 mod guest_languages;
 mod hooks;
+mod hostile_clients;
+mod hostile_peers;
 mod house;
 mod mcp;
 mod mcp_serve;

@@ -625,3 +625,125 @@ fn an_mcp_call_is_exported_as_an_execute_tool_span() {
         Some(&json!("read"))
     );
 }
+
+/// A capsule on `emulator` whose one MCP server is `tests/python/mcp/hostile_server.py` in
+/// `mode` (the standard library only: the host's `python3`, by its real path), over stdio,
+/// with a time limit far above what the refusals take.
+fn hostile_capsule(dir: &Path, emulator: &Emulator, mode: &str) {
+    let ask = |code: &str| {
+        let output = std::process::Command::new("python3")
+            .args(["-c", code])
+            .output()
+            .expect("python3 runs");
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+    };
+    let python = ask("import sys; print(sys.executable)")
+        .canonicalize()
+        .unwrap();
+    let servers = repo_root().join("tests/python/mcp").canonicalize().unwrap();
+    let reads: Vec<String> = [ask("import sys; print(sys.base_prefix)"), servers.clone()]
+        .iter()
+        .map(|path| format!("\"{}\"", path.display()))
+        .collect();
+    let entry = format!(
+        "  - name: hostile\n    runtime: mcp\n    server: {{ command: \"{}\", args: [ \"{}\", {mode} ], timeout_seconds: 120 }}\n",
+        python.display(),
+        servers.join("hostile_server.py").display()
+    );
+    let capabilities = format!("  filesystem: {{ read_only: [ {} ] }}", reads.join(", "));
+    write_capsule(dir, emulator, &entry, &capabilities);
+}
+
+/// `mur run --json` of the hostile capsule in `dir`.
+fn run_hostile(dir: &Path) -> MurOutput {
+    Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("MURMUR_REGISTRY", "/nonexistent-registry")
+        .args(["run", "--json", "--task", "Take a note."])
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"))
+        .run()
+}
+
+/// What the hostile server logged on its stderr (`logs/mcp-hostile.log` of the one session
+/// under `dir/work`).
+fn hostile_log(dir: &Path) -> String {
+    let sessions: Vec<PathBuf> = std::fs::read_dir(dir.join("work"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    std::fs::read_to_string(sessions[0].join("logs/mcp-hostile.log")).unwrap_or_default()
+}
+
+/// A server that pages `tools/list` without end (a page of one tool, of a hundred tools, or
+/// of one 1 MiB tool, each with a `nextCursor`) is refused with `E-MCP-008` naming it, quickly
+/// and far within its time limit, having been asked for no page past the bound that stops it:
+/// 64 pages, 1,024 tools, 8 MiB.
+#[test]
+fn a_server_paging_its_tools_without_end_is_refused_at_the_lists_bounds() {
+    for (mode, most_pages, bound) in [
+        ("endless-pages", 64, "past 64 pages"),
+        ("many-tools", 11, "more than 1024 tools"),
+        ("big-pages", 8, "longer than 8 MiB"),
+    ] {
+        let emulator = emulator(json!([]));
+        let dir = tempfile::tempdir().unwrap();
+        hostile_capsule(dir.path(), &emulator, mode);
+        let started = std::time::Instant::now();
+        let output = run_hostile(dir.path());
+        let took = started.elapsed();
+        refused_naming(&output, "hostile");
+        let error = &output.json()["error"];
+        assert_eq!(error["code"], "E-MCP-008", "{mode}: {output:#?}");
+        assert!(
+            error["message"].as_str().unwrap().contains(bound),
+            "{mode}: {error:#}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(60),
+            "{mode}: {took:?}"
+        );
+        assert_eq!(emulator.requests().len(), 0, "the model was never called");
+        let asked = hostile_log(dir.path())
+            .lines()
+            .filter(|line| line.contains("tools/list page"))
+            .count();
+        assert_eq!(asked, most_pages, "{mode}: pages asked for");
+    }
+}
+
+/// A stdio server whose answer is one line that never ends is refused with `E-MCP-008` once
+/// the line passes 8 MiB: the run stops (no memory growing until the time limit), the server
+/// is stopped having sent little more than the bound.
+#[test]
+fn a_server_sending_an_endless_line_is_refused_past_the_message_bound() {
+    let emulator = emulator(json!([]));
+    let dir = tempfile::tempdir().unwrap();
+    hostile_capsule(dir.path(), &emulator, "endless-line");
+    let started = std::time::Instant::now();
+    let output = run_hostile(dir.path());
+    let took = started.elapsed();
+    refused_naming(&output, "hostile");
+    let error = &output.json()["error"];
+    assert_eq!(error["code"], "E-MCP-008", "{output:#?}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("a message longer than 8 MiB"),
+        "{error:#}"
+    );
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    // The server logs each MiB it got out; it was stopped before 10.
+    let log = hostile_log(dir.path());
+    let sent = log
+        .lines()
+        .filter_map(|line| line.strip_prefix("hostile_server: "))
+        .filter_map(|line| line.strip_suffix(" MiB sent"))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!((8..10).contains(&sent), "{sent} MiB sent:\n{log}");
+}

@@ -8,12 +8,15 @@
 //! - **Every failure is a [`PeerError`]** saying where it happened: the connection, the peer's
 //!   JSON-RPC error (with its code), an HTTP status with no JSON-RPC error, or an answer that is
 //!   not A2A. Nothing a peer sends makes it panic.
-//! - **Bounded reads.** A response body, or one SSE event, larger than [`MAX_ANSWER_BYTES`] is
-//!   an error, never a buffer that grows without end.
+//! - **Bounded reads.** A response body, or one SSE event, is read chunk by chunk as it
+//!   arrives, and refused ([`PeerError::TooLarge`], `E-A2A-016`) as soon as it passes
+//!   [`MAX_ANSWER_BYTES`]: never a buffer that grows without end, never a whole body read
+//!   before it is measured. The connection is then dropped.
 //! - **Only the headers it is given.** It adds `content-type`, `accept` and `A2A-Version`;
 //!   origin, trust and `traceparent` are the caller's (the runtime's `murmur:message/send` grant). It never
 //!   attaches a credential.
-//! - `http` and `https` (rustls with the system's roots).
+//! - `http` and `https` (rustls with the system's roots, and a CA file's when given:
+//!   [`PeerClient::trusting`]); a certificate that does not verify is a connection error.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,13 +52,18 @@ pub enum PeerError {
     /// The answer is not an A2A JSON-RPC response.
     #[error("the peer's answer is not A2A: {0}")]
     Invalid(String),
+    /// A body, or one event of a stream, went past [`MAX_ANSWER_BYTES`].
+    #[error("{url} sent {what} larger than {} MiB; it was not read further", MAX_ANSWER_BYTES >> 20)]
+    TooLarge { url: String, what: &'static str },
 }
 
 impl Coded for PeerError {
-    /// `E-A2A-004` for an answer that is not A2A, `E-A2A-003` else.
+    /// `E-A2A-004` for an answer that is not A2A, `E-A2A-016` for one past
+    /// [`MAX_ANSWER_BYTES`], `E-A2A-003` else.
     fn code(&self) -> &'static str {
         match self {
             PeerError::Invalid(_) => "E-A2A-004",
+            PeerError::TooLarge { .. } => "E-A2A-016",
             _ => "E-A2A-003",
         }
     }
@@ -71,6 +79,11 @@ impl Coded for PeerError {
             PeerError::Status { .. } | PeerError::Invalid(_) => {
                 "check that the peer's URL is an A2A JSON-RPC endpoint".to_string()
             }
+            PeerError::TooLarge { .. } => format!(
+                "Murmur reads at most {} MiB of one answer or one streamed event from a peer: \
+                 check that the URL is an A2A agent you trust, or have it send less at once",
+                MAX_ANSWER_BYTES >> 20
+            ),
         }
     }
 }
@@ -84,18 +97,39 @@ pub struct PeerClient {
 }
 
 impl PeerClient {
-    /// A client speaking `version`.
+    /// A client speaking `version`, trusting the system's roots.
     pub fn new(version: Version) -> Result<PeerClient, PeerError> {
+        PeerClient::trusting(version, None)
+    }
+
+    /// A client speaking `version` that trusts, beside the system's roots, the certificates
+    /// of the PEM file `ca_file` (a private CA, a peer's own certificate).
+    pub fn trusting(
+        version: Version,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<PeerClient, PeerError> {
         // reqwest's rustls backend uses the process's default crypto provider; install ring
         // unless someone already installed one.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|error| PeerError::Unreachable {
+        let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        if let Some(ca_file) = ca_file {
+            let unusable = |detail: String| PeerError::Unreachable {
                 url: String::new(),
-                detail: format!("the HTTP client cannot start: {error}"),
-            })?;
+                detail: format!("the CA file {} {detail}", ca_file.display()),
+            };
+            let pem = std::fs::read(ca_file)
+                .map_err(|error| unusable(format!("cannot be read: {error}")))?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|error| unusable(format!("is not PEM: {error}")))?;
+            if certificates.is_empty() {
+                return Err(unusable("holds no certificate".to_string()));
+            }
+            builder = builder.tls_certs_merge(certificates);
+        }
+        let http = builder.build().map_err(|error| PeerError::Unreachable {
+            url: String::new(),
+            detail: format!("the HTTP client cannot start: {error}"),
+        })?;
         Ok(PeerClient {
             http,
             version,
@@ -306,9 +340,10 @@ impl PeerStream {
                     if self.decoder.pending() > MAX_ANSWER_BYTES {
                         self.ended = true;
                         self.decoder = Decoder::new();
-                        return Some(Err(PeerError::Invalid(format!(
-                            "an event larger than {MAX_ANSWER_BYTES} bytes"
-                        ))));
+                        return Some(Err(PeerError::TooLarge {
+                            url: self.url.clone(),
+                            what: "an event",
+                        }));
                     }
                 }
                 Ok(None) => self.ended = true,
@@ -358,9 +393,10 @@ async fn read_bounded(url: &str, mut response: reqwest::Response) -> Result<Vec<
         .map_err(|error| unreachable(url, &error))?
     {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(PeerError::Invalid(format!(
-                "a body larger than {MAX_ANSWER_BYTES} bytes"
-            )));
+            return Err(PeerError::TooLarge {
+                url: url.to_string(),
+                what: "an answer",
+            });
         }
         body.extend_from_slice(&chunk);
     }

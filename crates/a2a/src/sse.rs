@@ -11,7 +11,8 @@
 //!   `data:` line (a keep-alive) is no event.
 //! - It never panics, on any bytes; bytes that are not UTF-8 are read lossily.
 //! - It holds only what has not yet formed an event: [`Decoder::pending`] says how much, so a
-//!   caller can refuse an event that grows without end.
+//!   caller can refuse an event that grows without end. Each byte is searched for the end of
+//!   its event once, however many chunks the event arrives in.
 
 /// One event: its id, if it had one, and its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub struct Decoder {
     /// Received and not yet read, every line ending turned into `\n`.
     buffer: Vec<u8>,
     last_was_cr: bool,
+    /// How much of `buffer` is known to hold no blank line (`\n\n`).
+    scanned: usize,
 }
 
 impl Decoder {
@@ -53,7 +56,17 @@ impl Decoder {
     /// The next complete event, if one has arrived.
     pub fn next_event(&mut self) -> Option<SseEvent> {
         loop {
-            let end = self.buffer.windows(2).position(|pair| pair == b"\n\n")?;
+            // A blank line may straddle the scanned part's last byte.
+            let from = self.scanned.saturating_sub(1);
+            let Some(found) = self.buffer[from..]
+                .windows(2)
+                .position(|pair| pair == b"\n\n")
+            else {
+                self.scanned = self.buffer.len();
+                return None;
+            };
+            let end = from + found;
+            self.scanned = 0;
             let block: Vec<u8> = self.buffer.drain(..end + 2).take(end).collect();
             if let Some(event) = read_block(&block) {
                 return Some(event);
@@ -64,6 +77,7 @@ impl Decoder {
     /// At the end of the body: the last event when it was not followed by its blank line.
     pub fn finish(&mut self) -> Option<SseEvent> {
         let block = std::mem::take(&mut self.buffer);
+        self.scanned = 0;
         read_block(&block)
     }
 
@@ -143,6 +157,39 @@ mod tests {
                 data: "a".into()
             }]
         );
+    }
+
+    proptest::proptest! {
+        /// However a body is cut into chunks, and however often events are asked for between
+        /// them, the same events come out as from the whole body at once.
+        #[test]
+        fn the_events_never_depend_on_the_cuts(
+            body in proptest::collection::vec(proptest::prop_oneof![
+                proptest::prelude::Just(b'\n'),
+                proptest::prelude::Just(b'\r'),
+                proptest::prelude::Just(b':'),
+                proptest::prelude::Just(b'd'),
+                proptest::prelude::any::<u8>(),
+            ], 0..300),
+            cuts in proptest::collection::vec(0usize..300, 0..8),
+        ) {
+            let mut whole = Decoder::new();
+            whole.push(&body);
+            let mut expected = all(&mut whole);
+            expected.extend(whole.finish());
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
+            cuts.push(0);
+            cuts.push(body.len());
+            cuts.sort_unstable();
+            let mut chunked = Decoder::new();
+            let mut got = Vec::new();
+            for pair in cuts.windows(2) {
+                chunked.push(&body[pair[0]..pair[1]]);
+                got.extend(all(&mut chunked));
+            }
+            got.extend(chunked.finish());
+            proptest::prop_assert_eq!(got, expected);
+        }
     }
 
     #[test]

@@ -18,9 +18,8 @@
 
 use axum::http::HeaderMap;
 use murmur_a2a::SecurityScheme;
+use murmur_front::secret::{digest, same_digest};
 use murmur_manifest::door::{Door, Presented, PrincipalTrust};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 /// One principal with its credential's value.
 pub struct Principal {
@@ -55,16 +54,6 @@ pub struct AuthError {
     pub hint: String,
 }
 
-fn digest(value: &[u8]) -> [u8; 32] {
-    Sha256::digest(value).into()
-}
-
-/// Whether `a` and `b` are the same value, in a time that depends on neither: their sha256
-/// digests are compared in constant time.
-pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    bool::from(digest(a).ct_eq(&digest(b)))
-}
-
 impl DoorAuth {
     /// The principals of `door`, their credentials looked up by `lookup` (which says where it
     /// looked when it finds nothing).
@@ -92,10 +81,7 @@ impl DoorAuth {
                 ),
             })?;
             let digest = digest(value.as_bytes());
-            if let Some(twin) = principals
-                .iter()
-                .find(|p| bool::from(p.digest.ct_eq(&digest)))
-            {
+            if let Some(twin) = principals.iter().find(|p| same_digest(&p.digest, &digest)) {
                 return Err(AuthError {
                     code: "E-A2A-009",
                     message: format!(
@@ -127,7 +113,7 @@ impl DoorAuth {
         let bearer = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(bearer_token);
+            .and_then(murmur_front::secret::bearer_token);
         let mut found = None;
         for principal in &self.principals {
             let presented = match &principal.presented {
@@ -140,7 +126,7 @@ impl DoorAuth {
             let Some(presented) = presented.filter(|p| !p.is_empty()) else {
                 continue;
             };
-            let matches = bool::from(digest(presented.as_bytes()).ct_eq(&principal.digest));
+            let matches = same_digest(&digest(presented.as_bytes()), &principal.digest);
             if matches && found.is_none() {
                 found = Some(principal);
             }
@@ -191,16 +177,6 @@ impl DoorAuth {
         }
         challenges.join(", ")
     }
-}
-
-/// The credentials of an `Authorization: Bearer <token>` value (the scheme is
-/// case-insensitive).
-pub(crate) fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|token| !token.is_empty())
 }
 
 #[cfg(test)]
@@ -324,13 +300,5 @@ mod tests {
         let open = DoorAuth::resolve(&door(Vec::new()), &lookup).unwrap();
         assert!(!open.required());
         assert!(open.card_schemes().is_empty());
-    }
-
-    #[test]
-    fn same_secret_compares_whole_values() {
-        assert!(same_secret(b"", b""));
-        assert!(same_secret(b"token", b"token"));
-        assert!(!same_secret(b"token", b"tokem"));
-        assert!(!same_secret(b"token", b"token2"));
     }
 }

@@ -71,9 +71,9 @@ impl ControlToken {
         headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(crate::auth::bearer_token)
+            .and_then(murmur_front::secret::bearer_token)
             .is_some_and(|presented| {
-                crate::auth::same_secret(presented.as_bytes(), self.0.as_bytes())
+                murmur_front::secret::same_secret(presented.as_bytes(), self.0.as_bytes())
             })
     }
 }
@@ -111,13 +111,13 @@ impl TokenFile {
 
 /// The URL a controller on this machine reaches a door listening on `addr` at: a door
 /// listening on every address is reached on loopback.
-pub(crate) fn local_url(addr: SocketAddr) -> String {
+pub(crate) fn local_url(addr: SocketAddr, scheme: &str) -> String {
     let host = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
         ip => ip,
     };
-    format!("http://{}/", SocketAddr::new(host, addr.port()))
+    format!("{scheme}://{}/", SocketAddr::new(host, addr.port()))
 }
 
 /// Whether process `pid` exists (it may belong to another user).
@@ -450,15 +450,15 @@ mod tests {
     #[test]
     fn a_door_on_every_address_is_reached_on_loopback() {
         assert_eq!(
-            local_url("0.0.0.0:8080".parse().unwrap()),
+            local_url("0.0.0.0:8080".parse().unwrap(), "http"),
             "http://127.0.0.1:8080/"
         );
         assert_eq!(
-            local_url("[::]:8080".parse().unwrap()),
+            local_url("[::]:8080".parse().unwrap(), "http"),
             "http://[::1]:8080/"
         );
         assert_eq!(
-            local_url("127.0.0.1:9".parse().unwrap()),
+            local_url("127.0.0.1:9".parse().unwrap(), "http"),
             "http://127.0.0.1:9/"
         );
     }

@@ -1,7 +1,6 @@
 //! Serving a capsule: the door's tasks fed to one session, one at a time, and what the session
 //! does reported back onto each task.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use murmur_runtime::engine::Engine;
 use murmur_runtime::grants::ChunkKind;
 use murmur_runtime::grants::task::InputBroker;
 use murmur_runtime::session::control::ControlState;
+use murmur_runtime::session::workdir::Workdir;
 use murmur_runtime::session::{
     self, ExitStatus, Failure, Observer, SessionConfig, SessionError, SessionReport, Staged,
     StopRequest, StopSignal, TaskFeed, TaskIds, TaskInput, TaskReport, TaskSource, new_id,
@@ -52,6 +52,22 @@ pub async fn serve(
             workdir: None,
         });
     }
+    if !door_config.host.is_loopback() && door_config.tls.is_none() && !door_config.insecure_no_tls
+    {
+        return Err(SessionError {
+            code: "E-A2A-022",
+            message: format!(
+                "the door would serve plain HTTP on {}: credentials, tasks and answers would \
+                 cross the network in clear",
+                door_config.host
+            ),
+            hint: "give the door a certificate (`door: { tls: { cert: cert.pem, key: key.pem } }` \
+                   or --tls-cert/--tls-key), serve on 127.0.0.1 (the default), or pass \
+                   --insecure-no-tls when TLS ends in front of it (a proxy, a mesh)"
+                .to_string(),
+            workdir: None,
+        });
+    }
     let listener = tokio::net::TcpListener::bind((door_config.host, door_config.port))
         .await
         .map_err(|error| SessionError {
@@ -71,7 +87,15 @@ pub async fn serve(
     })?;
     // An unspecified address (0.0.0.0, ::) is where the door listens, never where to reach
     // it: the card names loopback then.
-    let url = control::local_url(addr);
+    let mut front = murmur_front::Front::new(
+        addr,
+        &staged.capsule.door.allowed_hosts,
+        &staged.capsule.door.allowed_origins,
+    );
+    if let Some(tls) = &door_config.tls {
+        front = front.with_tls(tls.clone());
+    }
+    let url = control::local_url(addr, front.scheme());
     let control_failed = |message: String| SessionError {
         code: "E-CTL-005",
         message,
@@ -89,7 +113,7 @@ pub async fn serve(
                 dir,
                 addr.port(),
                 &TokenFile {
-                    url: control::local_url(addr),
+                    url: url.clone(),
                     token: control_token.as_str().to_string(),
                     pid: std::process::id(),
                 },
@@ -129,12 +153,10 @@ pub async fn serve(
     });
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        let service = router(door).into_make_service_with_connect_info::<SocketAddr>();
-        let _ = axum::serve(listener, service)
-            .with_graceful_shutdown(async {
-                let _ = serving_stopped.await;
-            })
-            .await;
+        let stopped = async {
+            let _ = serving_stopped.await;
+        };
+        murmur_front::serve(listener, router(door), front, stopped).await;
     });
     on_listening(addr);
 
@@ -172,6 +194,7 @@ pub async fn serve(
         input_timeout: Duration::from_secs(lifecycle.input_timeout_secs.max(1)),
         stopping,
         shutdown: shutdown_rx,
+        workdir: None,
     };
     let mut session_config = SessionConfig {
         workdir_root: config.workdir_root.clone(),
@@ -264,12 +287,14 @@ struct DoorFeed {
     stopping: Arc<std::sync::atomic::AtomicBool>,
     /// True once every task that had not ended is canceled.
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The session's workdir, whose `contexts/` the store's budget keeps in bounds.
+    workdir: Option<Workdir>,
 }
 
 impl DoorFeed {
-    fn input_for(&self, queued: Queued) -> TaskInput {
+    fn input_for(&self, queued: Queued, text: String) -> TaskInput {
         TaskInput {
-            text: queued.text,
+            text,
             source: TaskSource::A2a,
             ids: Some(TaskIds {
                 task_id: queued.task_id.clone(),
@@ -301,6 +326,10 @@ impl DoorFeed {
 }
 
 impl TaskFeed for DoorFeed {
+    fn started(&mut self, workdir: &Workdir) {
+        self.workdir = Some(workdir.clone());
+    }
+
     fn next(
         &mut self,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>> {
@@ -328,11 +357,11 @@ impl TaskFeed for DoorFeed {
                             accepts: Vec::new(),
                         };
                         // The store is empty yet: task.md is its first task.
-                        let Ok((_, stop)) =
-                            self.store.create(&task_id, &context_id, message, origin)
+                        let Ok(stop) = self.store.create(&task_id, &context_id, message, origin)
                         else {
                             return None;
                         };
+                        self.store.take(&task_id)?;
                         input.ids = Some(TaskIds {
                             task_id,
                             context_id,
@@ -355,12 +384,8 @@ impl TaskFeed for DoorFeed {
                         return None;
                     }
                     // Canceled while it waited: skip it.
-                    let canceled = self
-                        .store
-                        .state(&queued.task_id)
-                        .is_none_or(|state| state.is_terminal());
-                    if !canceled {
-                        break Some(self.input_for(queued));
+                    if let Some(text) = self.store.take(&queued.task_id) {
+                        break Some(self.input_for(queued, text));
                     }
                 },
             };
@@ -368,7 +393,6 @@ impl TaskFeed for DoorFeed {
                 && let Some(ids) = &input.ids
             {
                 self.served += 1;
-                self.store.set_state(&ids.task_id, TaskState::Working, None);
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(ids.task_id.clone());
             }
             next
@@ -425,6 +449,36 @@ impl TaskFeed for DoorFeed {
                     .map(|f| format!("error[{}]: {}", f.code, f.message))
                     .unwrap_or_else(|| report.exit_status.as_str().to_string());
                 self.store.set_state(task_id, TaskState::Failed, text(why));
+            }
+        }
+        self.keep_histories_in_bounds(task_id, &ids.context_id);
+    }
+}
+
+impl DoorFeed {
+    /// The session is done with `task_id`: the store learns what its context's conversation
+    /// takes on disk, and the conversations past the store's budget (`CONTEXTS_KEPT`,
+    /// `HISTORY_DISK_BYTES`), the one whose last task ended longest ago first, are deleted and
+    /// then forgotten. One that cannot be deleted stays its owner's, and the operator is told.
+    fn keep_histories_in_bounds(&self, task_id: &str, context_id: &str) {
+        let Some(workdir) = &self.workdir else {
+            return;
+        };
+        let over = self.store.ran(task_id, workdir.history_bytes(context_id));
+        for context_id in over {
+            match workdir.remove_history(&context_id) {
+                Ok(()) => self.store.history_dropped(&context_id),
+                Err(error) => {
+                    let warning = murmur_manifest::Diagnostic::new(
+                        murmur_manifest::diagnostic::code::W_A2A_015,
+                        format!(
+                            "the conversation of context {context_id} could not be deleted to \
+                             keep the served capsule's conversations within their bound: {error}"
+                        ),
+                    )
+                    .hint("make the session workdir's `contexts/` writable; the context stays its owner's until it is deleted");
+                    self.notes.warning(&warning);
+                }
             }
         }
     }

@@ -89,6 +89,12 @@ pub struct DoorConfig {
     /// The principals of `door.auth`, resolved ([`auth::DoorAuth::resolve`]); none: the door
     /// asks for no credential.
     pub auth: Arc<auth::DoorAuth>,
+    /// HTTPS with this configuration (`door.tls`, `--tls-cert`/`--tls-key`); plain HTTP
+    /// without.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Serve plain HTTP on an address that is not loopback (without it, such a `host` without
+    /// `tls` is refused with `E-A2A-022`).
+    pub insecure_no_tls: bool,
 }
 
 impl Default for DoorConfig {
@@ -100,6 +106,8 @@ impl Default for DoorConfig {
             control_dir: None,
             insecure_no_auth: false,
             auth: Arc::default(),
+            tls: None,
+            insecure_no_tls: false,
         }
     }
 }

@@ -22,6 +22,11 @@
 //!   happened.
 //! - **Bounded.** At most [`CONFIGS_PER_TASK`] webhooks a task and [`QUEUE_DEPTH`] deliveries
 //!   waiting; a delivery past that is dropped with a warning, never queued without end.
+//! - **The webhook's answer is its status only.** Its body is never read: the connection is
+//!   closed once the status line and headers have come (their size bounded by the HTTP
+//!   client), so an endless body costs nothing. A webhook that never answers holds one POST for
+//!   at most [`DELIVERY_TIMEOUT`], then the connection is closed. Deliveries run beside the
+//!   door's serving: a webhook that stalls delays only later notifications, never a task.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -275,6 +280,8 @@ async fn post_once(policy: &WebhookPolicy, delivery: &Delivery) -> Result<(), (S
         .await
         .map_err(|error| (format!("cannot post: {error}"), true))?;
     let status = response.status();
+    // The body is not read: dropping the answer closes its connection.
+    drop(response);
     if status.is_success() {
         Ok(())
     } else {

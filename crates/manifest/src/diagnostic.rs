@@ -370,6 +370,13 @@ codes! {
     W_A2A_010 = "W-A2A-010": "a file a served task wrote under `out/` is not given back to its client";
     W_A2A_011 = "W-A2A-011": "a push notification to a task's webhook was given up or dropped";
     W_A2A_012 = "W-A2A-012": "a `door.auth` or `peers` credential is set nowhere a run looks";
+    W_A2A_015 = "W-A2A-015": "a served capsule's oldest conversation could not be deleted to keep `contexts/` within its bound";
+    E_A2A_016 = "E-A2A-016": "a peer's answer, or one event of its stream, is larger than the 16 MiB Murmur reads from a peer";
+
+    E_A2A_020 = "E-A2A-020": "a `door.allowed_hosts`, `door.allowed_origins` or `door.tls` entry is malformed";
+    E_A2A_021 = "E-A2A-021": "the door's TLS certificate or key cannot be read, or the key does not fit the certificate";
+    E_A2A_022 = "E-A2A-022": "the door would serve on an address that is not loopback without TLS: credentials and tasks would cross the network in clear";
+    W_A2A_023 = "W-A2A-023": "the door serves on an address that is not loopback without TLS (--insecure-no-tls)";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";
@@ -383,6 +390,7 @@ codes! {
     E_MCP_004 = "E-MCP-004": "an MCP server has stopped, or closed its connection";
     E_MCP_005 = "E-MCP-005": "an MCP server's identity or tools differ from its pin in murmur.lock";
     E_MCP_007 = "E-MCP-007": "`mur mcp serve --http` on an address that is not loopback, with no bearer token";
+    E_MCP_008 = "E-MCP-008": "an MCP server sent more than Murmur reads from one: a message over 8 MiB, or a tool list over 64 pages, 1,024 tools or 8 MiB";
     W_MCP_006 = "W-MCP-006": "an MCP server is not pinned in murmur.lock: its tools are taken as it lists them";
 }
 

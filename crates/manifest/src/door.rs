@@ -56,6 +56,25 @@ pub struct Door {
     pub input_modes: Vec<String>,
     #[serde(default = "text_plain", deserialize_with = "text_plain_if_null")]
     pub output_modes: Vec<String>,
+    /// Names (`name` or `name:port`) the door answers to besides its own address.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allowed_hosts: Vec<String>,
+    /// Web pages (`scheme://host[:port]`) that may call the door besides its own.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allowed_origins: Vec<String>,
+    /// HTTPS with this certificate and key.
+    #[serde(default)]
+    pub tls: Option<DoorTls>,
+}
+
+/// `door.tls`: PEM files, relative to the manifest's directory or absolute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DoorTls {
+    /// The certificate chain, the door's own certificate first.
+    pub cert: String,
+    /// The private key of that certificate.
+    pub key: String,
 }
 
 impl Default for Door {
@@ -64,6 +83,9 @@ impl Default for Door {
             auth: Vec::new(),
             input_modes: text_plain(),
             output_modes: text_plain(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -374,6 +396,7 @@ impl Door {
                 }
             }
         }
+        self.validate_reach(found);
         if !self.output_modes.is_empty() && !self.output_modes.iter().any(|m| m == "text/plain") {
             found.push(
                 Diagnostic::new(
@@ -386,6 +409,80 @@ impl Door {
             );
         }
     }
+}
+
+impl Door {
+    /// The problems of `allowed_hosts`, `allowed_origins` and `tls` (`E-A2A-020`).
+    fn validate_reach(&self, found: &mut Vec<Diagnostic>) {
+        let mut bad = |at: String, message: String, hint: &str| {
+            found.push(
+                Diagnostic::new(code::E_A2A_020, message)
+                    .hint(hint)
+                    .at_path(at),
+            );
+        };
+        for (i, host) in self.allowed_hosts.iter().enumerate() {
+            if !is_host_name(host) {
+                bad(
+                    format!("door.allowed_hosts[{i}]"),
+                    format!("`door.allowed_hosts[{i}]` is `{host}`, which is not a host name"),
+                    "write a name the door is reached by, such as `agent.internal` or `agent.internal:8443`",
+                );
+            }
+        }
+        for (i, origin) in self.allowed_origins.iter().enumerate() {
+            if !is_origin(origin) {
+                bad(
+                    format!("door.allowed_origins[{i}]"),
+                    format!("`door.allowed_origins[{i}]` is `{origin}`, which is not a web origin"),
+                    "write the scheme, host and port of the page, such as `https://console.example.com`, with no path; `*` and `null` are not taken",
+                );
+            }
+        }
+        if let Some(tls) = &self.tls {
+            for (field, path) in [("cert", &tls.cert), ("key", &tls.key)] {
+                if path.trim().is_empty() {
+                    bad(
+                        format!("door.tls.{field}"),
+                        format!("`door.tls.{field}` is empty"),
+                        "name a PEM file, relative to murmur.yaml or absolute",
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A host name or IP literal, with an optional port: what `door.allowed_hosts` lists.
+fn is_host_name(text: &str) -> bool {
+    let (name, port) = match text.rsplit_once(':') {
+        Some((name, port)) if !text.starts_with('[') || name.ends_with(']') => (name, Some(port)),
+        _ => (text, None),
+    };
+    let port_ok = port.is_none_or(|port| port.parse::<u16>().is_ok_and(|p| p > 0));
+    let name_ok = if let Some(inner) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        inner.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+    };
+    port_ok && name_ok
+}
+
+/// `http(s)://host[:port]` with nothing after it: what `door.allowed_origins` lists.
+fn is_origin(text: &str) -> bool {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return false;
+    };
+    matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
+        && is_host_name(rest.strip_suffix('/').unwrap_or(rest))
 }
 
 /// The problems of `peers`, against the capsule's network allowlist.

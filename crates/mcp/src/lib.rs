@@ -22,14 +22,23 @@
 //!   over those the lock's fingerprint; the same however the server ordered its tools or its
 //!   JSON keys, and different when any of those changed. [`ToolList::changes`] says what changed, tool by tool, in words
 //!   a user can act on (a lock refusing a server uses it).
+//! - **Bounded reads.** One message from a server is at most [`MAX_MESSAGE_BYTES`]: a stdio
+//!   server's line is counted as it arrives and refused past it (the connection is closed,
+//!   never a buffer that grows), an HTTP server's body or SSE event likewise. A tool list is
+//!   read page by page, at most [`MAX_LIST_PAGES`] pages, [`MAX_LIST_TOOLS`] tools and
+//!   [`MAX_LIST_BYTES`] of listings in all; a server past any of them is refused
+//!   ([`McpError::TooLarge`]) before the next page is asked for.
 //! - **Errors with codes** ([`McpError`], `E-MCP-*`): a server that does not start or does
 //!   not answer the handshake, one that answers out of protocol, one that has gone away, a
-//!   call past its time limit. An `isError` result is not an error: it is a result the caller
-//!   marks failed.
+//!   call past its time limit, a message or a tool list past its bounds. An `isError` result
+//!   is not an error: it is a result the caller marks failed.
 
 pub mod serve;
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use murmur_manifest::Coded;
@@ -37,11 +46,22 @@ use murmur_manifest::diagnostic::code;
 use murmur_manifest::lock::LockedTool;
 use murmur_shell::Service;
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// The most bytes of one message read from a server (a stdio line, an HTTP body or SSE
+/// event): 8 MiB.
+pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+/// The most pages of one tool list.
+pub const MAX_LIST_PAGES: usize = 64;
+/// The most tools of one tool list, over all its pages.
+pub const MAX_LIST_TOOLS: usize = 1_024;
+/// The most bytes of one tool list's entries (as JSON), over all its pages: 8 MiB.
+pub const MAX_LIST_BYTES: usize = 8 * 1024 * 1024;
 
 /// How to reach a server.
 pub enum Transport {
@@ -70,6 +90,8 @@ pub enum McpError {
     Protocol { server: String, reason: String },
     #[error("MCP server `{server}` has stopped: {reason}")]
     Stopped { server: String, reason: String },
+    #[error("MCP server `{server}` sent more than Murmur reads from a server: {what}")]
+    TooLarge { server: String, what: String },
 }
 
 impl Coded for McpError {
@@ -79,6 +101,7 @@ impl Coded for McpError {
             McpError::Deadline { .. } => code::E_MCP_002,
             McpError::Protocol { .. } => code::E_MCP_003,
             McpError::Stopped { .. } => code::E_MCP_004,
+            McpError::TooLarge { .. } => code::E_MCP_008,
         }
     }
 
@@ -97,6 +120,15 @@ impl Coded for McpError {
             McpError::Protocol { .. } => "the server does not speak MCP as the SDK expects",
             McpError::Stopped { .. } => {
                 "the server exited or closed its connection; its stderr is in logs/mcp-<name>.log"
+            }
+            McpError::TooLarge { .. } => {
+                return format!(
+                    "Murmur reads at most {} MiB in one message from a server, and a tool list of \
+                     at most {MAX_LIST_PAGES} pages, {MAX_LIST_TOOLS} tools and {} MiB: fix the \
+                     server, or split its tools across servers",
+                    MAX_MESSAGE_BYTES >> 20,
+                    MAX_LIST_BYTES >> 20
+                );
             }
         }
         .to_string()
@@ -287,6 +319,9 @@ pub struct McpConnection {
     server_info: Value,
     /// The stdio child, kept alive while the connection is; dropped, it dies with its group.
     _child: Option<murmur_shell::ServiceGuard>,
+    /// Set when the server sent a message past [`MAX_MESSAGE_BYTES`] (the connection is then
+    /// closed): what failed after is reported as that.
+    overlong: Arc<AtomicBool>,
 }
 
 impl McpConnection {
@@ -303,6 +338,7 @@ impl McpConnection {
         };
         let listener = Listener::default();
         let changes = listener.changes.clone();
+        let overlong = Arc::new(AtomicBool::new(false));
         let (running, child) = match transport {
             Transport::Stdio(service) => {
                 let Service {
@@ -310,8 +346,10 @@ impl McpConnection {
                     stdout,
                     guard,
                 } = *service;
+                let stdout = BoundedLines::new(stdout, MAX_MESSAGE_BYTES, overlong.clone());
+                let handshake = handshake(name, limit, listener.serve((stdout, stdin))).await;
                 (
-                    handshake(name, limit, listener.serve((stdout, stdin))).await?,
+                    handshake.map_err(|error| overlong_or(name, &overlong, error))?,
                     Some(guard),
                 )
             }
@@ -320,6 +358,8 @@ impl McpConnection {
                 // installs it first.
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+                config.max_sse_event_size = MAX_MESSAGE_BYTES;
+                config.max_json_response_size = MAX_MESSAGE_BYTES;
                 for (header, value) in headers {
                     let header = http::HeaderName::try_from(header.as_str())
                         .map_err(|e| start(format!("header `{header}`: {e}")))?;
@@ -344,6 +384,7 @@ impl McpConnection {
             changes,
             server_info,
             _child: child,
+            overlong,
         })
     }
 
@@ -357,23 +398,48 @@ impl McpConnection {
         self.changes.clone()
     }
 
-    /// Every tool the server lists (all pages), within `limit`.
+    /// Every tool the server lists (all pages), within `limit` and the list's bounds
+    /// ([`MAX_LIST_PAGES`], [`MAX_LIST_TOOLS`], [`MAX_LIST_BYTES`]).
     pub async fn tools(&self, limit: Duration) -> Result<Vec<McpTool>, McpError> {
-        let listed = tokio::time::timeout(limit, self.running.peer().list_all_tools())
+        tokio::time::timeout(limit, self.list_bounded())
             .await
             .map_err(|_| self.deadline("tools/list", limit))?
-            .map_err(|error| self.failed(error))?;
-        listed
-            .into_iter()
-            .map(|tool| {
-                serde_json::to_value(&tool)
-                    .map(|listing| McpTool { listing })
-                    .map_err(|error| McpError::Protocol {
-                        server: self.name.clone(),
-                        reason: error.to_string(),
-                    })
-            })
-            .collect()
+    }
+
+    /// The pages of `tools/list`, one after another, refused past a bound before the next
+    /// page is asked for.
+    async fn list_bounded(&self) -> Result<Vec<McpTool>, McpError> {
+        let mut bound = ListBound::default();
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = cursor
+                .take()
+                .map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+            let page = self
+                .running
+                .peer()
+                .list_tools(params)
+                .await
+                .map_err(|error| self.failed(error))?;
+            for tool in page.tools {
+                let listing = serde_json::to_value(&tool).map_err(|error| McpError::Protocol {
+                    server: self.name.clone(),
+                    reason: error.to_string(),
+                })?;
+                bound
+                    .tool(json_len(&listing))
+                    .map_err(|what| self.too_large(what))?;
+                tools.push(McpTool { listing });
+            }
+            match page.next_cursor {
+                None => return Ok(tools),
+                Some(next) => {
+                    bound.page().map_err(|what| self.too_large(what))?;
+                    cursor = Some(next);
+                }
+            }
+        }
     }
 
     /// Calls `tool` with `arguments`, within `limit`; past it, the call is cancelled.
@@ -405,7 +471,17 @@ impl McpConnection {
         }
     }
 
+    fn too_large(&self, what: String) -> McpError {
+        McpError::TooLarge {
+            server: self.name.clone(),
+            what,
+        }
+    }
+
     fn failed(&self, error: ServiceError) -> McpError {
+        if self.overlong.load(Ordering::SeqCst) {
+            return self.too_large(overlong_words());
+        }
         match error {
             ServiceError::McpError(error) => McpError::Protocol {
                 server: self.name.clone(),
@@ -442,6 +518,164 @@ async fn handshake<E: std::fmt::Display>(
             reason: error.to_string(),
         }),
         Ok(Ok(running)) => Ok(running),
+    }
+}
+
+/// What the handshake's failure was: a message past [`MAX_MESSAGE_BYTES`] when the reader saw
+/// one, else `error` itself.
+fn overlong_or(name: &str, overlong: &AtomicBool, error: McpError) -> McpError {
+    if overlong.load(Ordering::SeqCst) {
+        McpError::TooLarge {
+            server: name.to_string(),
+            what: overlong_words(),
+        }
+    } else {
+        error
+    }
+}
+
+fn overlong_words() -> String {
+    format!(
+        "a message longer than {} MiB (the connection was closed)",
+        MAX_MESSAGE_BYTES >> 20
+    )
+}
+
+/// The length of `value` as compact JSON, counted without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// What a tool list has taken so far, against its bounds.
+#[derive(Debug, Default)]
+struct ListBound {
+    pages: usize,
+    tools: usize,
+    bytes: usize,
+}
+
+impl ListBound {
+    /// One more tool, of `bytes` as JSON; past a bound, what was exceeded.
+    fn tool(&mut self, bytes: usize) -> Result<(), String> {
+        self.tools += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.tools > MAX_LIST_TOOLS {
+            return Err(format!(
+                "its tool list has more than {MAX_LIST_TOOLS} tools"
+            ));
+        }
+        if self.bytes > MAX_LIST_BYTES {
+            return Err(format!(
+                "its tool list is longer than {} MiB",
+                MAX_LIST_BYTES >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    /// A page ended with a cursor: another is to be asked for; past the bound, refused.
+    fn page(&mut self) -> Result<(), String> {
+        self.pages += 1;
+        if self.pages >= MAX_LIST_PAGES {
+            return Err(format!("its tool list goes on past {MAX_LIST_PAGES} pages"));
+        }
+        Ok(())
+    }
+}
+
+/// A stdio server's stdout, read as MCP's newline-delimited messages: a line longer than
+/// `cap` bytes is an error (from then on every read is), counted as the bytes arrive, so no
+/// reader above ever buffers more than `cap` of one line. The error also sets `overlong`.
+struct BoundedLines<R> {
+    inner: R,
+    cap: usize,
+    /// Bytes of the current line so far.
+    run: usize,
+    overlong: Arc<AtomicBool>,
+}
+
+impl<R> BoundedLines<R> {
+    fn new(inner: R, cap: usize, overlong: Arc<AtomicBool>) -> BoundedLines<R> {
+        BoundedLines {
+            inner,
+            cap,
+            run: 0,
+            overlong,
+        }
+    }
+
+    fn refused(&self) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a line longer than {} bytes", self.cap),
+        )
+    }
+}
+
+/// The length of the current line after `bytes` follow a line of `run` bytes, or `None` when
+/// it grows past `cap`.
+fn line_run(run: usize, bytes: &[u8], cap: usize) -> Option<usize> {
+    let run = match bytes.iter().rposition(|&byte| byte == b'\n') {
+        Some(last) => {
+            // Every line ended in `bytes`: the first continues `run`.
+            let longest = bytes[..last]
+                .split(|&byte| byte == b'\n')
+                .enumerate()
+                .map(|(at, line)| {
+                    if at == 0 {
+                        run + line.len()
+                    } else {
+                        line.len()
+                    }
+                })
+                .max()
+                .unwrap_or(run);
+            if longest > cap {
+                return None;
+            }
+            bytes.len() - last - 1
+        }
+        None => run.saturating_add(bytes.len()),
+    };
+    (run <= cap).then_some(run)
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.overlong.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(self.refused()));
+        }
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                match line_run(this.run, &buf.filled()[before..], this.cap) {
+                    Some(run) => this.run = run,
+                    None => {
+                        this.overlong.store(true, Ordering::SeqCst);
+                        return Poll::Ready(Err(this.refused()));
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
     }
 }
 
@@ -561,7 +795,64 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_tool_list_is_refused_at_its_page_tool_or_byte_bound() {
+        let mut pages = ListBound::default();
+        for _ in 1..MAX_LIST_PAGES {
+            pages.page().unwrap();
+        }
+        assert!(pages.page().unwrap_err().contains("past 64 pages"));
+        let mut tools = ListBound::default();
+        for _ in 0..MAX_LIST_TOOLS {
+            tools.tool(10).unwrap();
+        }
+        assert!(tools.tool(10).unwrap_err().contains("more than 1024 tools"));
+        let mut bytes = ListBound::default();
+        bytes.tool(MAX_LIST_BYTES).unwrap();
+        assert!(bytes.tool(1).unwrap_err().contains("longer than 8 MiB"));
+        assert_eq!(json_len(&json!({"a": [1, "é"]})), r#"{"a":[1,"é"]}"#.len());
+    }
+
+    #[tokio::test]
+    async fn a_stdio_line_past_the_cap_is_an_error_however_it_arrives() {
+        use tokio::io::AsyncBufReadExt;
+        let flag = Arc::new(AtomicBool::new(false));
+        let text = b"{\"a\":1}\n{\"b\":2}\n".to_vec();
+        let mut lines =
+            tokio::io::BufReader::new(BoundedLines::new(&text[..], 8, flag.clone())).lines();
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), "{\"a\":1}");
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), "{\"b\":2}");
+        assert!(!flag.load(Ordering::SeqCst));
+        let endless = [b'x'; 100];
+        let mut lines =
+            tokio::io::BufReader::new(BoundedLines::new(&endless[..], 8, flag.clone())).lines();
+        let error = lines.next_line().await.unwrap_err();
+        assert!(error.to_string().contains("longer than 8 bytes"), "{error}");
+        assert!(flag.load(Ordering::SeqCst));
+    }
+
     proptest::proptest! {
+        /// However the bytes are cut into reads, a line is refused exactly when one is longer
+        /// than the cap, and the length carried over is the unfinished line's.
+        #[test]
+        fn line_lengths_are_counted_whatever_the_cuts(
+            bytes in proptest::collection::vec(proptest::prop_oneof![proptest::prelude::Just(b'\n'), proptest::prelude::any::<u8>()], 0..200),
+            cuts in proptest::collection::vec(0usize..200, 0..6),
+            cap in 0usize..40,
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.push(0);
+            cuts.push(bytes.len());
+            cuts.sort_unstable();
+            let mut run = Some(0);
+            for pair in cuts.windows(2) {
+                run = run.and_then(|run| line_run(run, &bytes[pair[0]..pair[1]], cap));
+            }
+            let longest = bytes.split(|&b| b == b'\n').map(<[u8]>::len).max().unwrap_or(0);
+            let tail = bytes.split(|&b| b == b'\n').next_back().map_or(0, <[u8]>::len);
+            proptest::prop_assert_eq!(run, (longest <= cap).then_some(tail));
+        }
+
         /// Whatever a server sends as a result or a listing, reading it never panics.
         #[test]
         fn reading_any_result_or_listing_never_panics(result in any_json(), listing in any_json()) {

@@ -14,11 +14,14 @@
 //! - **Questions go to the client's user** ([`Elicitor`]): a call from a client that declared
 //!   the elicitation capability carries one, which puts a tool's question to the user as an
 //!   MCP elicitation form with one text field; a client without it cannot be asked.
-//! - **HTTP only as asked** ([`serve_http`]): with a bearer token, a request without
-//!   `Authorization: Bearer <token>` (compared in constant time) is 401 before the MCP layer
-//!   sees it. Bound to loopback, a request whose `Host` is not a loopback name is refused (a
-//!   defence against DNS rebinding); bound elsewhere, any `Host` is served, the caller having
-//!   required the token.
+//! - **HTTP only as asked** ([`serve_http`]), behind the HTTP front every Murmur server
+//!   stands behind (`murmur_front`: `Host` and `Origin` checked, JSON bodies only, time
+//!   limits, connection caps). With a bearer token, a request without `Authorization: Bearer
+//!   <token>` (compared in constant time, its length included) is 401 before the MCP layer
+//!   sees it.
+//! - **Sessions bounded**: at most [`SESSIONS_PER_CLIENT`] open MCP sessions from one client
+//!   address and [`SESSIONS`] in all; one more is answered 429 with a JSON-RPC error, until
+//!   the client deletes one or one ends idle (after five minutes).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -192,6 +195,87 @@ pub async fn serve_stdio(sessions: Arc<dyn Sessions>, identity: Identity) -> Res
         .map_err(|error| error.to_string())
 }
 
+/// Open MCP sessions one client address may hold at once.
+pub const SESSIONS_PER_CLIENT: usize = 32;
+/// Open MCP sessions in all.
+pub const SESSIONS: usize = 512;
+
+/// Which client address opened each MCP session, to hold each to its share.
+#[derive(Default)]
+struct SessionOwners {
+    owners: std::sync::Mutex<std::collections::HashMap<Arc<str>, std::net::IpAddr>>,
+}
+
+impl SessionOwners {
+    /// Whether `client` may open one more session, forgetting sessions that have ended.
+    async fn may_open(
+        &self,
+        client: std::net::IpAddr,
+        manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    ) -> Result<(), String> {
+        let live = manager.sessions.read().await;
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.retain(|id, _| live.contains_key(id));
+        let from_client = owners.values().filter(|&&owner| owner == client).count();
+        if from_client >= SESSIONS_PER_CLIENT {
+            return Err(format!(
+                "this client has {from_client} open MCP sessions, the most one client may hold: \
+                 delete one (HTTP DELETE with its Mcp-Session-Id) before opening another"
+            ));
+        }
+        if owners.len() >= SESSIONS {
+            return Err(format!(
+                "this server has {} open MCP sessions, the most it holds: try again later",
+                owners.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn opened(&self, id: &str, client: std::net::IpAddr) {
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.insert(Arc::from(id), client);
+    }
+}
+
+/// Holds each client to its share of sessions: a request that would open one (it carries no
+/// `Mcp-Session-Id`) is refused 429 past the caps; the session an answer opens is counted.
+async fn hold_sessions(
+    owners: Arc<SessionOwners>,
+    manager: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip());
+    let opens =
+        request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id");
+    let Some(client) = client.filter(|_| opens) else {
+        return next.run(request).await;
+    };
+    if let Err(why) = owners.may_open(client, &manager).await {
+        use axum::response::IntoResponse;
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": why}});
+        return (
+            http::StatusCode::TOO_MANY_REQUESTS,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    }
+    let response = next.run(request).await;
+    if let Some(id) = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+    {
+        owners.opened(id, client);
+    }
+    response
+}
+
 /// Serves streamable HTTP at `/mcp` on `listener` until `stop` resolves: each MCP session of a
 /// client one [`Sessions::open`]; with `bearer`, only requests that carry it.
 pub async fn serve_http(
@@ -211,23 +295,21 @@ pub async fn serve_http(
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
     config.legacy_session_mode = true;
-    if address.ip().is_loopback() {
-        config.allowed_hosts = vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-            address.to_string(),
-        ];
-    } else {
-        // Reached by whatever name clients know it by; the bearer token guards it.
-        config = config.disable_allowed_hosts();
-    }
+    // The front checks `Host` and `Origin` for every server alike.
+    config = config.disable_allowed_hosts();
+    let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(sessions.clone(), identity.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager.clone(),
         config,
     );
-    let mut router = axum::Router::new().nest_service("/mcp", service);
+    let owners = Arc::new(SessionOwners::default());
+    let mut router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(move |request, next| {
+                hold_sessions(owners.clone(), manager.clone(), request, next)
+            }));
     if let Some(token) = bearer {
         let token = Arc::new(token);
         router = router.layer(axum::middleware::from_fn(
@@ -243,30 +325,23 @@ pub async fn serve_http(
             },
         ));
     }
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            stop.await;
-            cancel.cancel();
-        })
-        .await
-        .map_err(|error| error.to_string())
+    let front = murmur_front::Front::new(address, &[], &[]);
+    murmur_front::serve(listener, router, front, async move {
+        stop.await;
+        cancel.cancel();
+    })
+    .await;
+    Ok(())
 }
 
 /// Whether `request` carries `Authorization: Bearer <token>`, compared in constant time.
 fn carries(request: &axum::extract::Request, token: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    let Some(value) = request
+    request
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-    else {
-        return false;
-    };
-    let Some((scheme, given)) = value.trim().split_once(' ') else {
-        return false;
-    };
-    scheme.eq_ignore_ascii_case("bearer")
-        && bool::from(given.trim().as_bytes().ct_eq(token.as_bytes()))
+        .and_then(murmur_front::secret::bearer_token)
+        .is_some_and(|given| murmur_front::secret::same_secret(given.as_bytes(), token.as_bytes()))
 }
 
 fn unauthorized() -> axum::response::Response {

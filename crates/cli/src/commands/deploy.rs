@@ -662,7 +662,7 @@ fn deployment(plan: &Plan, manifest: &CapsuleManifest) -> Value {
         "image": plan.image,
         "args": [
             "run", "/capsule", "--serve", "--host", "0.0.0.0",
-            "--port", plan.port.to_string(), "--workdir", "/work",
+            "--port", plan.port.to_string(), "--workdir", "/work", "--insecure-no-tls",
         ],
         "ports": [{"name": "a2a", "containerPort": plan.port, "protocol": "TCP"}],
         "env": env,

@@ -64,6 +64,16 @@ pub struct RunArgs {
     /// `door.auth` (anyone who reaches the door can run tasks).
     #[arg(long, requires = "serve")]
     insecure_no_auth: bool,
+    /// With --serve: the door's certificate chain (PEM), for HTTPS; overrides `door.tls.cert`.
+    #[arg(long, requires_all = ["serve", "tls_key"], value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// With --serve: the private key of --tls-cert (PEM); overrides `door.tls.key`.
+    #[arg(long, requires_all = ["serve", "tls_cert"], value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// With --serve: allow a --host that is not loopback without TLS (when TLS ends in front
+    /// of the door: a proxy, a service mesh). Otherwise tokens and tasks cross in clear.
+    #[arg(long, requires = "serve")]
+    insecure_no_tls: bool,
     /// The registry a capsule component pulls from: a directory, or an `http(s)://` index.
     /// Default: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.
     #[arg(long)]
@@ -254,14 +264,28 @@ pub fn run(args: RunArgs) -> Exit {
             Ok(auth) => auth,
             Err(exit) => return exit,
         };
+        let tls = match door_tls(&args, &staged) {
+            Ok(tls) => tls,
+            Err(exit) => return exit,
+        };
         let door = DoorConfig {
             host: args.host,
             port: args.port,
             control_dir: Some(control_dir.clone()),
             insecure_no_auth: args.insecure_no_auth,
             auth: Arc::new(auth),
+            tls,
+            insecure_no_tls: args.insecure_no_tls,
             ..DoorConfig::default()
         };
+        if args.insecure_no_tls && !args.host.is_loopback() && door.tls.is_none() {
+            eprintln!(
+                "warning[W-A2A-023]: --insecure-no-tls: the door on {} speaks plain HTTP; \
+                 credentials, tasks and answers cross the network in clear unless TLS ends in \
+                 front of it",
+                args.host
+            );
+        }
         if args.insecure_no_auth && !args.host.is_loopback() && !door.auth.required() {
             eprintln!(
                 "warning[W-A2A-006]: --insecure-no-auth: the door on {} authenticates no one; \
@@ -269,9 +293,10 @@ pub fn run(args: RunArgs) -> Exit {
                 args.host
             );
         }
+        let scheme = if door.tls.is_some() { "https" } else { "http" };
         let on_listening: OnListening = Box::new(move |addr| {
             use std::io::Write;
-            println!("listening on http://{addr}");
+            println!("listening on {scheme}://{addr}");
             let _ = std::io::stdout().flush();
             eprintln!(
                 "control: {}",
@@ -615,6 +640,38 @@ fn finish_cassette(args: &RunArgs, cassette: Option<&Cassette>) -> Option<Exit> 
 /// The door's principals (`door.auth`), each credential looked up where staging looks: the
 /// environment, the `.env` beside the manifest, the user's credentials file. A failure is
 /// reported and its exit returned.
+/// The door's TLS: `--tls-cert`/`--tls-key`, else `door.tls` (its paths relative to the
+/// manifest), read now; `E-A2A-021` when they cannot be.
+fn door_tls(
+    args: &RunArgs,
+    staged: &session::Staged,
+) -> Result<Option<Arc<rustls::ServerConfig>>, Exit> {
+    let beside = |path: &str| {
+        staged
+            .capsule_file
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(path)
+    };
+    let (cert, key) = match (&args.tls_cert, &args.tls_key, &staged.capsule.door.tls) {
+        (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
+        (_, _, Some(tls)) => (beside(&tls.cert), beside(&tls.key)),
+        _ => return Ok(None),
+    };
+    murmur_front::tls::server_config(&cert, &key)
+        .map(Some)
+        .map_err(|error| {
+            render::failure(
+                args.json,
+                "E-A2A-021",
+                &error.0,
+                "give a PEM certificate chain and the PEM private key that belongs to it \
+                 (--tls-cert/--tls-key or `door.tls`)",
+                Exit::BadInput,
+            )
+        })
+}
+
 fn door_auth(staged: &session::Staged, json: bool) -> Result<DoorAuth, Exit> {
     // A credentials file that cannot be read already stopped staging.
     let credentials = crate::environment::user_credentials()

@@ -64,6 +64,10 @@ pub struct SendArgs {
     /// The A2A protocol version to speak: 1.0 or 0.3.
     #[arg(long = "a2a-version", default_value = "1.0", value_parser = parse_version)]
     version: Version,
+    /// Trust the certificates in this PEM file for an https URL, beside the system's roots
+    /// (a private CA, or the door's own certificate). Default: `$MURMUR_CA_FILE`.
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 fn parse_version(value: &str) -> Result<Version, String> {
@@ -114,7 +118,11 @@ pub fn run(args: SendArgs) -> Exit {
         Ok(headers) => headers,
         Err(exit) => return exit,
     };
-    let client = match PeerClient::new(args.version) {
+    let ca_file = args
+        .ca_file
+        .clone()
+        .or_else(|| std::env::var_os("MURMUR_CA_FILE").map(std::path::PathBuf::from));
+    let client = match PeerClient::trusting(args.version, ca_file.as_deref()) {
         Ok(client) => client,
         Err(error) => return peer_failed(args.json, &error),
     };

@@ -146,11 +146,16 @@ pub(crate) struct MessageGrant {
     pub(crate) sends: Vec<PeerSend>,
 }
 
-/// The client every send uses, made once.
+/// The client every send uses, made once: it trusts the system's roots and the certificates
+/// of `$MURMUR_CA_FILE`, when the operator names one.
 fn client() -> Result<&'static PeerClient, String> {
     static CLIENT: OnceLock<Result<PeerClient, String>> = OnceLock::new();
     CLIENT
-        .get_or_init(|| PeerClient::new(Version::V1_0).map_err(|error| error.to_string()))
+        .get_or_init(|| {
+            let ca_file = std::env::var_os("MURMUR_CA_FILE").map(std::path::PathBuf::from);
+            PeerClient::trusting(Version::V1_0, ca_file.as_deref())
+                .map_err(|error| error.to_string())
+        })
         .as_ref()
         .map_err(Clone::clone)
 }
