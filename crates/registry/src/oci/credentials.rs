@@ -20,6 +20,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::host::host_key;
 use crate::answer::RegistryError;
 
 /// The names of the credentials taken from the credential sources.
@@ -131,7 +132,7 @@ impl CredentialSources {
     pub fn bound_hosts(&self) -> Result<Vec<String>, String> {
         let mut hosts = Vec::new();
         if let Some(home) = &self.home
-            && let Some(rest) = home.trim().strip_prefix(super::SCHEME)
+            && let Some(rest) = home.trim().strip_prefix(super::host::SCHEME)
         {
             let host = rest.split('/').next().unwrap_or(rest);
             if host_key(host).is_ok() {
@@ -222,36 +223,6 @@ impl CredentialSources {
             (None, None) => Ok(None),
         }
     }
-}
-
-/// `host` (`NAME[:PORT]` or `[IPv6][:PORT]`) as hosts are compared: lowercase, the port kept
-/// unless it is the default of the scheme the registry is spoken to in (HTTP on loopback,
-/// HTTPS elsewhere); or why it is not a host.
-pub fn host_key(host: &str) -> Result<String, String> {
-    if host.contains(['/', '\\']) {
-        return Err(format!(
-            "`{}` is not a host (and port)",
-            host.escape_debug()
-        ));
-    }
-    super::check_host(host)?;
-    let scheme = if super::is_loopback_host(host) {
-        "http"
-    } else {
-        "https"
-    };
-    let url = url::Url::parse(&format!("{scheme}://{host}/"))
-        .map_err(|e| format!("`{}` is not a host (and port): {e}", host.escape_debug()))?;
-    url_host_key(&url).ok_or_else(|| format!("`{}` is not a host (and port)", host.escape_debug()))
-}
-
-/// The host of `url` as [`host_key`] gives it (the URL's own scheme's default port dropped).
-pub(crate) fn url_host_key(url: &url::Url) -> Option<String> {
-    let host = url.host_str()?.to_ascii_lowercase();
-    Some(match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host,
-    })
 }
 
 /// `HOST[:PORT],…` (spaces around entries allowed, empty entries skipped) as the hosts written,

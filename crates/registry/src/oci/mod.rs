@@ -42,12 +42,15 @@
 
 pub mod capsule;
 pub mod credentials;
+pub mod host;
 pub mod wire;
 
 pub use credentials::{
     CredentialSources, Credentials, HOSTS_VARIABLE, PASSWORD_CREDENTIAL, TOKEN_CREDENTIAL,
     USERNAME_CREDENTIAL,
 };
+pub use host::SCHEME;
+pub(crate) use host::check_host;
 pub use wire::MAX_MANIFEST_BYTES;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,8 +70,6 @@ use crate::archive::{MANIFEST_NAME, UnpackLimits, entry_path};
 use crate::sha256_hex;
 use wire::{Session, WireError};
 
-/// The scheme that names an OCI registry.
-pub const SCHEME: &str = "oci://";
 /// The Wasm config's media type (the Wasm OCI artifact layout).
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// A component layer's media type.
@@ -726,38 +727,6 @@ pub(crate) fn version_tag(version: &str) -> String {
     version.replace('+', "_")
 }
 
-pub(crate) fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    if name.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    name.parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Whether `host` is `NAME[:PORT]` or `[IPv6][:PORT]`.
-pub(crate) fn check_host(host: &str) -> Result<(), String> {
-    if host.is_empty() {
-        return Err("it names no host".to_string());
-    }
-    let parsed = url::Url::parse(&format!("https://{host}/"))
-        .map_err(|e| format!("`{host}` is not a host (and port): {e}"))?;
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(
-            "it holds a user name or password; registry credentials come from \
-             MURMUR_REGISTRY_USERNAME/PASSWORD or the Docker credential file"
-                .to_string(),
-        );
-    }
-    if host.contains(['?', '#']) || parsed.host_str().is_none() {
-        return Err(format!("`{host}` is not a host (and port)"));
-    }
-    Ok(())
-}
-
 /// Whether `part` is a repository path component: lowercase letters and digits, separated by
 /// one `.`, one or two `_`, or any number of `-`.
 pub(crate) fn check_path_component(part: &str) -> Result<(), &'static str> {
@@ -1202,7 +1171,7 @@ mod tests {
             "[::1]:5000",
             "[::1]",
         ] {
-            assert!(is_loopback_host(host), "{host}");
+            assert!(host::is_loopback_host(host), "{host}");
         }
         for host in [
             "registry.example:5000",
@@ -1210,7 +1179,7 @@ mod tests {
             "[2001:db8::1]:443",
             "localhost.example",
         ] {
-            assert!(!is_loopback_host(host), "{host}");
+            assert!(!host::is_loopback_host(host), "{host}");
         }
     }
 

@@ -28,7 +28,8 @@ use futures_util::StreamExt;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
 use http::{HeaderValue, StatusCode};
 
-use super::credentials::{CredentialSources, Credentials, url_host_key};
+use super::credentials::{CredentialSources, Credentials};
+use super::host::{host_key, is_loopback_host, url_host_key};
 
 /// The largest image manifest or index read: 4 MiB.
 pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
@@ -241,7 +242,7 @@ pub(crate) struct Session {
     http: reqwest::Client,
     /// `http://HOST` or `https://HOST`.
     base: String,
-    /// The registry's host as compared ([`super::credentials::host_key`]).
+    /// The registry's host as compared ([`host_key`]).
     key: String,
     scheme: &'static str,
     credentials: Credentials,
@@ -259,9 +260,9 @@ impl Session {
     ) -> Result<Session, WireError> {
         // reqwest's rustls backend uses the process's default crypto provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let loopback = super::is_loopback_host(host);
+        let loopback = is_loopback_host(host);
         let scheme = if loopback { "http" } else { "https" };
-        let key = super::credentials::host_key(host).map_err(WireError::Malformed)?;
+        let key = host_key(host).map_err(WireError::Malformed)?;
         let redirects = reqwest::redirect::Policy::custom(|attempt| {
             if attempt.previous().len() >= 10 {
                 attempt.error("more than 10 redirects")
@@ -399,7 +400,7 @@ impl Session {
                 ))
             })?;
         let realm_key = url_host_key(&realm).unwrap_or_default();
-        let realm_loopback = super::is_loopback_host(&realm_key);
+        let realm_loopback = is_loopback_host(&realm_key);
         let safe_channel = realm.scheme() == "https" || realm_loopback;
         let own_host = realm_key == self.key && realm.scheme() == self.scheme;
         let credentials = if !safe_channel {
