@@ -431,3 +431,87 @@ fn bad_datasets_arms_and_fixtures_are_refused_with_their_codes() {
     assert_eq!(show.code, 2);
     assert_eq!(show.json()["error"]["code"], "E-EVAL-003");
 }
+
+#[test]
+fn a_fixture_holding_a_hard_link_is_refused_and_nothing_of_the_linked_file_is_copied() {
+    // A host file outside the fixture, hard-linked into it: the link count says so.
+    const MARKER: &str = "HOST-ONLY-BYTES-0d5b1f: not the fixture's to give";
+    let work = tempfile::tempdir().unwrap();
+    let capsule = example(work.path());
+    let outside = work.path().join("outside.txt");
+    std::fs::write(&outside, MARKER).unwrap();
+    let fixture = work.path().join("hardlinked");
+    std::fs::create_dir_all(fixture.join("notes")).unwrap();
+    // Sorted before the link: not copied either, the whole seed is refused.
+    std::fs::write(fixture.join("a-first.txt"), "the fixture's own").unwrap();
+    std::fs::hard_link(&outside, fixture.join("notes/linked.txt")).unwrap();
+    let dataset = work.path().join("cases.jsonl");
+    std::fs::write(
+        &dataset,
+        "{\"id\": \"hardlinked\", \"task\": \"Greet me in one line; do not write any file.\", \"workdir\": \"hardlinked\"}\n",
+    )
+    .unwrap();
+    let arms = work.path().join("arms.yaml");
+    std::fs::write(
+        &arms,
+        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    cassettes: tapes\n",
+    )
+    .unwrap();
+    std::fs::create_dir(work.path().join("tapes")).unwrap();
+    std::fs::copy(
+        capsule.join("evals/cassettes/careful/greeting.cassette.json"),
+        work.path().join("tapes/hardlinked.cassette.json"),
+    )
+    .unwrap();
+
+    let output = mur()
+        .args(["eval", "run", "--json"])
+        .arg(&dataset)
+        .arg("--capsule")
+        .arg(&capsule)
+        .arg("--arms-file")
+        .arg(&arms)
+        .run();
+    assert_eq!(output.code, 1, "{output:#?}");
+    let result = &results(&output)[0];
+    assert_eq!(result["error"]["code"], "E-RUN-001", "{result}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("notes/linked.txt") && message.contains("is a hard link"),
+        "{message}"
+    );
+
+    // Nothing of the linked file, nor anything else of the fixture, is in the case's
+    // workspace (or anywhere the run wrote).
+    let run_dir = PathBuf::from(output.json()["dir"].as_str().unwrap());
+    let mut seen = 0;
+    let mut stack = vec![run_dir.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                seen += 1;
+                let bytes = std::fs::read(entry.path()).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains("HOST-ONLY-BYTES"),
+                    "{} holds the linked host file's bytes",
+                    entry.path().display()
+                );
+                assert!(
+                    !entry.path().ends_with("linked.txt") && !entry.path().ends_with("a-first.txt"),
+                    "{} was copied",
+                    entry.path().display()
+                );
+            }
+        }
+    }
+    assert!(
+        seen > 0,
+        "the run wrote its results under {}",
+        run_dir.display()
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), MARKER);
+}

@@ -319,3 +319,155 @@ fn a_served_capsule_records_its_tasks_and_serves_them_again_from_the_cassette() 
         replayed.stderr()
     );
 }
+
+/// A capsule whose probe tool is given `SOME_TOKEN` (a credential's name) and `PLAIN_SETTING`
+/// through `capabilities.env.allow`, with a peer whose bearer credential is `PEER_TOKEN`.
+fn secrets_capsule(dir: &Path, endpoint: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let root = repo_root();
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            r#"name: secrets
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+capabilities:
+  env: {{ allow: [ SOME_TOKEN, PLAIN_SETTING ] }}
+  network: {{ allow: [ "http://127.0.0.1:9" ] }}
+peers:
+  - {{ url: "http://127.0.0.1:9", bearer: "${{PEER_TOKEN}}" }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+"#,
+            driver = root.join("artifacts/driver-anthropic").display(),
+            probe = root.join("tests/fixtures/probe").display(),
+        ),
+    )
+    .unwrap();
+}
+
+/// Every form a value takes in a cassette file: as it is, and escaped one to four times
+/// inside JSON strings (the tool's JSON result, inside the request body, inside the file).
+fn escaped_forms(value: &str) -> Vec<String> {
+    let mut forms = vec![value.to_string()];
+    for _ in 0..4 {
+        let quoted = serde_json::Value::String(forms.last().unwrap().clone()).to_string();
+        forms.push(quoted[1..quoted.len() - 1].to_string());
+    }
+    forms
+}
+
+#[test]
+fn credentials_a_tool_is_given_never_reach_the_cassette_and_it_replays_strictly() {
+    // The tool returns its environment; the model's next request carries it to the provider.
+    const SCRIPT: &str = r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_1, name: probe, input: { action: env } } ]
+  - reply: { text: "Seen." }
+"#;
+    let token = r#"tok-"quoted"\back/slash-ünï-recorded"#;
+    let peer = "peer-bearer-credential-recorded";
+    let plain = "plain-setting-kept-visible";
+    let emulator = Emulator::builder(Script::from_yaml(SCRIPT).unwrap())
+        .api_key(KEY)
+        .start()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("capsule");
+    secrets_capsule(&dir, &emulator.url());
+    let cassette = work.path().join("secrets.cassette.json");
+    let run = |token: &str, peer: &str, key: Option<&str>, extra: &[&str]| {
+        let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("SOME_TOKEN", token)
+            .env("PEER_TOKEN", peer)
+            .env("PLAIN_SETTING", plain);
+        if let Some(key) = key {
+            mur = mur.env("EMU_KEY", key);
+        }
+        // The peer's credential reaches the conversation in the task itself.
+        let task = format!("probe the environment; my peer token is {peer}");
+        mur.args(["run", "--json", "--task", &task])
+            .args(extra)
+            .arg(&dir)
+            .run()
+    };
+
+    let recorded = run(
+        token,
+        peer,
+        Some(KEY),
+        &["--record", cassette.to_str().unwrap()],
+    );
+    assert_eq!(recorded.code, 0, "{recorded:#?}");
+    assert_eq!(recorded.json()["tasks"][0]["result_text"], "Seen.");
+    // The provider did receive the value: the tool's result went back in the next request.
+    let sent = emulator.requests();
+    assert!(
+        sent.iter()
+            .any(|r| r.body.to_string().contains(&escaped_forms(token)[2])),
+        "the tool's result reached the provider"
+    );
+    let bytes = std::fs::read(&cassette).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    for (name, value) in [
+        ("SOME_TOKEN", token),
+        ("PEER_TOKEN", peer),
+        ("EMU_KEY", KEY),
+    ] {
+        for form in escaped_forms(value) {
+            assert!(
+                !text.contains(&form),
+                "{name} stands in the cassette as `{form}`"
+            );
+        }
+    }
+    assert!(text.contains("<scrubbed:SOME_TOKEN>"), "{text}");
+    assert!(text.contains("<scrubbed:PEER_TOKEN>"), "{text}");
+    assert!(text.contains(plain), "a value of another name is kept");
+    drop(emulator);
+
+    // Replayed strictly, no key, no provider, other credential values: the live requests are
+    // scrubbed as the recorded ones were, and match them.
+    let other_token = r#"tok-"other"\value/ünï-at-replay"#;
+    let other_peer = "peer-bearer-credential-at-replay";
+    let replayed = run(
+        other_token,
+        other_peer,
+        None,
+        &["--replay", cassette.to_str().unwrap()],
+    );
+    assert_eq!(replayed.code, 0, "{replayed:#?}");
+    assert_eq!(replayed.json()["tasks"][0]["result_text"], "Seen.");
+    assert_eq!(replayed.json()["totals"]["turns"], 2);
+    assert_eq!(replayed.json()["totals"]["tool_calls"], 1);
+
+    // A non-credential value that changed is a changed request: refused, and the refusal
+    // names no credential.
+    let changed = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("SOME_TOKEN", other_token)
+        .env("PEER_TOKEN", other_peer)
+        .env("PLAIN_SETTING", "plain-setting-changed")
+        .args([
+            "run",
+            "--json",
+            "--task",
+            &format!("probe the environment; my peer token is {other_peer}"),
+        ])
+        .args(["--replay", cassette.to_str().unwrap()])
+        .arg(&dir)
+        .run();
+    assert_eq!(changed.json()["error"]["code"], "E-RUN-029", "{changed:#?}");
+    let message = changed.json()["error"]["message"].to_string();
+    assert!(message.contains("request 2"), "{message}");
+    for form in escaped_forms(other_token) {
+        assert!(!message.contains(&form), "{message}");
+    }
+}

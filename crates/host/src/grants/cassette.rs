@@ -7,12 +7,20 @@
 //!   driver sent (method, URL, headers, body) and the answer it got (status, headers, the whole
 //!   body, streamed or not) are kept in order. **No credential is kept**: the credential's
 //!   header, and `authorization`, `x-api-key`, `api-key`, `cookie` and `set-cookie`, are
-//!   dropped; every secret value the caller names is replaced by `[scrubbed]` wherever it
-//!   appears (URL, headers, bodies).
+//!   dropped; and every credential value the session knows of ([`Secret`]: the drivers' keys,
+//!   the `capabilities.env.allow` values whose names look like credentials
+//!   ([`looks_like_credential`]), `control.secrets` values, injected ones too, peers' and MCP
+//!   servers' header credentials) is replaced by `<scrubbed:NAME>` wherever it stands: URL,
+//!   headers, request and response bodies, as it is and in the forms it takes inside JSON
+//!   strings (escaped once, twice or three times, non-ASCII as `\uXXXX`, `/` as `\/`) and
+//!   URLs (percent-encoded). A value shorter than [`MIN_SCRUBBED_LEN`] bytes is not scrubbed:
+//!   it would hit ordinary words and numbers of the conversation.
 //! - **Replaying** ([`Cassette::replaying`]) answers each request from the cassette and sends
 //!   nothing. `strict`: the request must be one recorded and not served yet (method, path and
 //!   query, and body; JSON bodies compared as JSON with volatile ids normalized), the first
-//!   such in recording order; a request no unserved exchange holds, or one past the last
+//!   such in recording order, the live request scrubbed as a recording scrubs it before it
+//!   is compared (so a credential, the same or another value under the same name, matches
+//!   its placeholder); a request no unserved exchange holds, or one past the last
 //!   recorded, is refused, and [`Cassette::mismatch`] says
 //!   which exchange and where the first difference is. `lenient`: the next recorded answer is
 //!   served whatever was asked (a turn for a turn).
@@ -33,8 +41,71 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 /// The cassette format this code reads and writes.
 pub const FORMAT: u64 = 1;
-/// What a scrubbed secret reads as.
-pub const SCRUBBED: &str = "[scrubbed]";
+/// The shortest credential value scrubbed, in bytes: a shorter one would hit ordinary text
+/// (a word, a number) and is left as it is.
+pub const MIN_SCRUBBED_LEN: usize = 8;
+/// What a scrubbed credential reads as: `<scrubbed:NAME>`, NAME the variable it came from.
+pub fn placeholder(name: &str) -> String {
+    format!("<scrubbed:{name}>")
+}
+/// The words that make a variable's name look like a credential's ([`looks_like_credential`]).
+pub const CREDENTIAL_WORDS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+];
+
+/// Whether the variable `name` looks like it holds a credential: one of its `_`-separated
+/// words, in any case, is one of [`CREDENTIAL_WORDS`] or ends with one, or with one and an `S`
+/// (`GITHUB_TOKEN`, `API_KEY`, `OPENAI_APIKEY`, `db_password`, `AWS_CREDENTIALS`, `OAUTH_ID`;
+/// not `KEYBOARD_LAYOUT` nor `HOME`).
+pub fn looks_like_credential(name: &str) -> bool {
+    name.split('_').any(|word| {
+        let word = word.to_ascii_uppercase();
+        let singular = word.strip_suffix('S').unwrap_or(&word);
+        CREDENTIAL_WORDS
+            .iter()
+            .any(|term| word.ends_with(term) || singular.ends_with(term))
+    })
+}
+
+/// Reads the credentials injected so far (a session's `control.secrets` store), at each
+/// exchange.
+pub type Injected = Arc<dyn Fn() -> Vec<Secret> + Send + Sync>;
+
+/// A credential value the session knows of, and the name it is scrubbed as.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret {
+    /// The variable it came from (or what else names it): the placeholder's `NAME`.
+    pub name: String,
+    pub value: String,
+}
+
+impl Secret {
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Secret {
+        Secret {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("value", &format_args!("<{} bytes>", self.value.len()))
+            .finish()
+    }
+}
 /// What a driver credential set nowhere stands as while replaying: never sent, as nothing is.
 pub const REPLAY_CREDENTIAL: &str = "replayed-without-a-key";
 /// Headers never recorded, whatever the driver: they carry credentials.
@@ -116,9 +187,7 @@ struct File {
 }
 
 enum Mode {
-    Recording {
-        secrets: Vec<String>,
-    },
+    Recording,
     Replaying {
         lenient: bool,
         /// Which recorded exchanges were served.
@@ -130,6 +199,22 @@ enum Mode {
 struct State {
     mode: Mode,
     exchanges: Vec<Exchange>,
+    /// What is scrubbed, recording and replaying alike.
+    secrets: Vec<Secret>,
+    /// Values a controller injects (`control.secrets`), read at each exchange.
+    injected: Option<Injected>,
+}
+
+impl State {
+    /// Every credential known now: those given, then those injected so far.
+    fn scrubber(&self) -> Scrubber {
+        let injected = self
+            .injected
+            .as_ref()
+            .map(|read| read())
+            .unwrap_or_default();
+        Scrubber::new(self.secrets.iter().cloned().chain(injected))
+    }
 }
 
 /// A cassette shared by every driver call of a session. Cloning shares it.
@@ -146,15 +231,39 @@ impl std::fmt::Debug for Cassette {
 }
 
 impl Cassette {
-    /// A cassette that records, scrubbing each of `secrets` (empty ones ignored).
-    pub fn recording(secrets: Vec<String>) -> Cassette {
-        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| !s.is_empty()).collect();
-        // Longest first, so a secret holding another is scrubbed whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        Cassette(Arc::new(Mutex::new(State {
-            mode: Mode::Recording { secrets },
+    /// A cassette that records, scrubbing each of `secrets` (and those [`Cassette::scrubbing`]
+    /// adds later).
+    pub fn recording(secrets: Vec<Secret>) -> Cassette {
+        let cassette = Cassette(Arc::new(Mutex::new(State {
+            mode: Mode::Recording,
             exchanges: Vec::new(),
-        })))
+            secrets: Vec::new(),
+            injected: None,
+        })));
+        cassette.scrubbing(secrets);
+        cassette
+    }
+
+    /// Scrubs `secrets` too from now on: from what is recorded, and from a live request
+    /// before it is compared with the recorded ones. A value shorter than
+    /// [`MIN_SCRUBBED_LEN`], the stand-in [`REPLAY_CREDENTIAL`] and one already known are
+    /// left out.
+    pub fn scrubbing(&self, secrets: impl IntoIterator<Item = Secret>) {
+        let mut state = self.lock();
+        for secret in secrets {
+            if secret.value.len() >= MIN_SCRUBBED_LEN
+                && secret.value != REPLAY_CREDENTIAL
+                && !state.secrets.contains(&secret)
+            {
+                state.secrets.push(secret);
+            }
+        }
+    }
+
+    /// Scrubs too, at each exchange, what `injected` reads then (the values a controller
+    /// injected so far).
+    pub fn scrubbing_injected(&self, injected: Injected) {
+        self.lock().injected = Some(injected);
     }
 
     /// The cassette at `path`, to replay (`lenient`: a turn for a turn).
@@ -177,6 +286,8 @@ impl Cassette {
                 mismatch: None,
             },
             exchanges: file.exchanges,
+            secrets: Vec::new(),
+            injected: None,
         }))))
     }
 
@@ -217,7 +328,7 @@ impl Cassette {
     pub fn served(&self) -> usize {
         match &self.lock().mode {
             Mode::Replaying { served, .. } => served.iter().filter(|s| **s).count(),
-            Mode::Recording { .. } => 0,
+            Mode::Recording => 0,
         }
     }
 
@@ -225,7 +336,7 @@ impl Cassette {
     pub fn mismatch(&self) -> Option<String> {
         match &self.lock().mode {
             Mode::Replaying { mismatch, .. } => mismatch.clone(),
-            Mode::Recording { .. } => None,
+            Mode::Recording => None,
         }
     }
 
@@ -240,7 +351,7 @@ impl Cassette {
     ) -> wasmtime_wasi_http::Result<http::Response<WasiBody>> {
         let (parts, body) = request.into_parts();
         let body = collect(body).await?;
-        let recording = matches!(self.lock().mode, Mode::Recording { .. });
+        let recording = matches!(self.lock().mode, Mode::Recording);
         if !recording {
             return self.serve(&parts, &body);
         }
@@ -254,10 +365,8 @@ impl Cassette {
         let (response_parts, response_body) = response.into_parts();
         let response_body = collect(response_body.boxed_unsync()).await?;
         let mut state = self.lock();
-        let Mode::Recording { secrets } = &state.mode else {
-            unreachable!("the mode never changes");
-        };
-        let scrub = |text: &str| scrub(text, secrets);
+        let scrubber = state.scrubber();
+        let scrub = |text: &str| scrubber.text(text);
         let headers = |headers: &http::HeaderMap| -> Vec<(String, String)> {
             headers
                 .iter()
@@ -273,10 +382,7 @@ impl Cassette {
                 })
                 .collect()
         };
-        let scrub_body = |bytes: &[u8]| match RecordedBody::of(bytes) {
-            RecordedBody::Text { body } => RecordedBody::Text { body: scrub(&body) },
-            binary => binary,
-        };
+        let scrub_body = |bytes: &[u8]| RecordedBody::of(&scrubber.bytes(bytes));
         let exchange = Exchange {
             request: RecordedRequest {
                 method: parts.method.to_string(),
@@ -306,6 +412,16 @@ impl Cassette {
         body: &[u8],
     ) -> wasmtime_wasi_http::Result<http::Response<WasiBody>> {
         let mut state = self.lock();
+        // Compared as recorded: scrubbed.
+        let scrubber = state.scrubber();
+        let body = scrubber.bytes(body);
+        let path = scrubber.text(
+            parts
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/"),
+        );
         let total = state.exchanges.len();
         let Mode::Replaying {
             lenient,
@@ -331,7 +447,7 @@ impl Cassette {
             let why = format!(
                 "request {number} ({} {}) is past the end of the cassette, which holds {total}",
                 parts.method,
-                parts.uri.path()
+                path.split('?').next().unwrap_or_default()
             );
             return refuse(&mut state, why);
         };
@@ -340,15 +456,15 @@ impl Cassette {
         let at = if lenient {
             first
         } else {
-            let same = unserved
-                .iter()
-                .copied()
-                .find(|at| difference(&state.exchanges[*at].request, parts, body).is_none());
+            let same = unserved.iter().copied().find(|at| {
+                difference(&state.exchanges[*at].request, parts, &path, &body).is_none()
+            });
             match same {
                 Some(at) => at,
                 None => {
-                    let difference = difference(&state.exchanges[first].request, parts, body)
-                        .unwrap_or_else(|| "it differs".to_string());
+                    let difference =
+                        difference(&state.exchanges[first].request, parts, &path, &body)
+                            .unwrap_or_else(|| "it differs".to_string());
                     let why =
                         format!("request {number} differs from the recorded one: {difference}");
                     return refuse(&mut state, why);
@@ -504,12 +620,13 @@ async fn relayed(
     Ok(http::Response::from_parts(parts, Full::new(body)))
 }
 
-/// The first difference between a recorded request and this one, or none: method, path and
-/// query (the origin is the gateway's, wherever it is now), then the body, as JSON when both
-/// are JSON.
+/// The first difference between a recorded request and this one (its `path` and query and
+/// its `body` scrubbed as the recording was), or none: method, path and query (the origin is
+/// the gateway's, wherever it is now), then the body, as JSON when both are JSON.
 fn difference(
     recorded: &RecordedRequest,
     parts: &http::request::Parts,
+    path: &str,
     body: &[u8],
 ) -> Option<String> {
     if recorded.method != parts.method.as_str() {
@@ -518,17 +635,7 @@ fn difference(
             parts.method, recorded.method
         ));
     }
-    let recorded_path = recorded
-        .url
-        .parse::<http::Uri>()
-        .ok()
-        .and_then(|u| u.path_and_query().map(|p| p.to_string()))
-        .unwrap_or_default();
-    let path = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
+    let recorded_path = path_and_query(&recorded.url);
     if recorded_path != path {
         return Some(format!(
             "path `{path}` where `{recorded_path}` was recorded"
@@ -658,14 +765,129 @@ fn first_difference(was: &Value, now: &Value, at: &str) -> Option<String> {
     }
 }
 
-fn scrub(text: &str, secrets: &[String]) -> String {
-    let mut text = text.to_string();
-    for secret in secrets {
-        if text.contains(secret.as_str()) {
-            text = text.replace(secret.as_str(), SCRUBBED);
+/// The path and query of a recorded URL, read as text (a placeholder in it is no URL's):
+/// `http://host:1/v1/messages?x=1` → `/v1/messages?x=1`, `http://host` → `/`.
+fn path_and_query(url: &str) -> String {
+    let rest = match url.split_once("://") {
+        Some((_, after)) => after.find(['/', '?']).map_or("", |at| &after[at..]),
+        None => url,
+    };
+    if rest.starts_with('/') {
+        rest.to_string()
+    } else {
+        format!("/{rest}")
+    }
+}
+
+/// Every credential known, each in every form it takes in a request or an answer, replaced by
+/// its placeholder in one pass (the longest form where two overlap, so a value holding
+/// another is scrubbed whole, and a placeholder is never scrubbed again).
+struct Scrubber {
+    forms: Option<(aho_corasick::AhoCorasick, Vec<String>)>,
+}
+
+impl Scrubber {
+    fn new(secrets: impl IntoIterator<Item = Secret>) -> Scrubber {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut placeholders: Vec<String> = Vec::new();
+        for secret in secrets {
+            if secret.value.len() < MIN_SCRUBBED_LEN {
+                continue;
+            }
+            for form in forms(&secret.value) {
+                if !patterns.contains(&form) {
+                    patterns.push(form);
+                    placeholders.push(placeholder(&secret.name));
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return Scrubber { forms: None };
+        }
+        let matcher = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&patterns)
+            .ok();
+        Scrubber {
+            forms: matcher.map(|matcher| (matcher, placeholders)),
         }
     }
-    text
+
+    fn bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        match &self.forms {
+            Some((matcher, placeholders)) => matcher.replace_all_bytes(bytes, placeholders),
+            None => bytes.to_vec(),
+        }
+    }
+
+    fn text(&self, text: &str) -> String {
+        match &self.forms {
+            Some((matcher, placeholders)) => matcher.replace_all(text, placeholders),
+            None => text.to_string(),
+        }
+    }
+}
+
+/// The forms `value` takes where a request or an answer carries it: as it is; inside a JSON
+/// string, escaped once (a tool's result in a request), twice (JSON text a tool returned,
+/// inside a request) or three times, with non-ASCII as `\uXXXX` and `/` as `\/` as some
+/// encoders write them; and percent-encoded in a URL (every byte but letters and digits, or
+/// but the unreserved `-._~`; a space as `+` in a form).
+fn forms(value: &str) -> Vec<String> {
+    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+    const UNRESERVED: &percent_encoding::AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    let once = json_escaped(value);
+    let twice = json_escaped(&once);
+    let thrice = json_escaped(&twice);
+    let ascii = ascii_escaped(&once);
+    let ascii_twice = json_escaped(&ascii);
+    let slashes = once.replace('/', "\\/");
+    let percent = utf8_percent_encode(value, NON_ALPHANUMERIC).to_string();
+    let unreserved = utf8_percent_encode(value, UNRESERVED).to_string();
+    let form = unreserved.replace("%20", "+");
+    let mut forms = vec![value.to_string()];
+    for form in [
+        once,
+        twice,
+        thrice,
+        ascii,
+        ascii_twice,
+        slashes,
+        percent,
+        unreserved,
+        form,
+    ] {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
+}
+
+/// `text` as it stands between the quotes of a JSON string.
+fn json_escaped(text: &str) -> String {
+    let quoted = Value::String(text.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
+/// JSON-escaped `text` with every non-ASCII character as `\uXXXX` (UTF-16, lower-case hex).
+fn ascii_escaped(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len());
+    for c in escaped.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
 }
 
 async fn collect(body: WasiBody) -> wasmtime_wasi_http::Result<Bytes> {
@@ -690,15 +912,117 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_are_scrubbed_longest_first_and_credential_headers_never_kept() {
+    fn credentials_are_scrubbed_in_every_form_longest_first_and_headers_never_kept() {
+        let scrubber = Scrubber::new([
+            Secret::new("SHORT", "sk-abc1234"),
+            Secret::new("LONG", "sk-abc1234-and-more"),
+            Secret::new("TINY", "abc"),
+            Secret::new("QUOTED", "pa\"ss/wörd\\x"),
+        ]);
         assert_eq!(
-            scrub(
-                "key sk-abc and sk-abcdef",
-                &["sk-abcdef".into(), "sk-abc".into()]
-            ),
-            "key [scrubbed] and [scrubbed]"
+            scrubber.text("key sk-abc1234 and sk-abc1234-and-more, abc"),
+            "key <scrubbed:SHORT> and <scrubbed:LONG>, abc",
+            "a value shorter than the minimum is left"
         );
+        // In a JSON string, escaped once and twice, non-ASCII as \u, `/` as `\/`, in a URL.
+        let value = "pa\"ss/wörd\\x";
+        let once = json_escaped(value);
+        let twice = json_escaped(&once);
+        for text in [
+            value.to_string(),
+            once.clone(),
+            twice,
+            ascii_escaped(&once),
+            once.replace('/', "\\/"),
+            percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+                .to_string(),
+        ] {
+            let scrubbed = scrubber.text(&format!("{{\"v\": \"{text}\"}}"));
+            assert_eq!(scrubbed, "{\"v\": \"<scrubbed:QUOTED>\"}", "{text}");
+        }
+        // Bytes that are not UTF-8 are scrubbed too.
+        let mut binary = vec![0xff, 0xfe];
+        binary.extend_from_slice(b"sk-abc1234");
+        assert_eq!(scrubber.bytes(&binary), b"\xff\xfe<scrubbed:SHORT>");
         assert!(CREDENTIAL_HEADERS.contains(&"x-api-key"));
+    }
+
+    #[test]
+    fn a_value_injected_later_is_scrubbed_from_then_on_and_short_ones_never() {
+        let store: Arc<Mutex<Vec<Secret>>> = Arc::default();
+        let cassette = Cassette::recording(vec![Secret::new("DRIVER_KEY", "sk-driver-0001")]);
+        let reader = store.clone();
+        cassette.scrubbing_injected(Arc::new(move || reader.lock().unwrap().clone()));
+        let text = "sk-driver-0001 then injected-value-01";
+        assert_eq!(
+            cassette.lock().scrubber().text(text),
+            "<scrubbed:DRIVER_KEY> then injected-value-01"
+        );
+        store
+            .lock()
+            .unwrap()
+            .push(Secret::new("INJECTED", "injected-value-01"));
+        assert_eq!(
+            cassette.lock().scrubber().text(text),
+            "<scrubbed:DRIVER_KEY> then <scrubbed:INJECTED>"
+        );
+        // Too short to tell from words, and the replay stand-in: never scrubbed.
+        cassette.scrubbing([
+            Secret::new("PIN", "1234567"),
+            Secret::new("NONE", REPLAY_CREDENTIAL),
+        ]);
+        assert_eq!(
+            cassette
+                .lock()
+                .scrubber()
+                .text("1234567 replayed-without-a-key"),
+            "1234567 replayed-without-a-key"
+        );
+    }
+
+    #[test]
+    fn a_name_looks_like_a_credential_by_its_words() {
+        for name in [
+            "GITHUB_TOKEN",
+            "API_KEY",
+            "openai_apikey",
+            "DB_PASSWORD",
+            "MYSQL_PASSWD",
+            "SMTP_PASS",
+            "AWS_CREDENTIALS",
+            "OAUTH_CLIENT",
+            "SESSION_COOKIE",
+            "PRIVATE_PEM",
+            "CLIENT_SECRET",
+            "SSH_KEYS",
+            "some_token",
+        ] {
+            assert!(looks_like_credential(name), "{name}");
+        }
+        for name in [
+            "HOME",
+            "PATH",
+            "KEYBOARD_LAYOUT",
+            "TOKENIZER_MODEL",
+            "LANG",
+            "PASSAGE",
+        ] {
+            assert!(!looks_like_credential(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_recorded_url_is_read_for_its_path_and_query() {
+        assert_eq!(path_and_query("http://h:1/v1/m?x=1"), "/v1/m?x=1");
+        assert_eq!(path_and_query("http://h:1"), "/");
+        assert_eq!(
+            path_and_query("http://h:1?k=<scrubbed:K>"),
+            "/?k=<scrubbed:K>"
+        );
+        assert_eq!(
+            path_and_query("https://h/a/<scrubbed:K>"),
+            "/a/<scrubbed:K>"
+        );
     }
 
     #[test]
@@ -734,6 +1058,21 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn no_value_or_text_makes_the_scrubber_panic_or_keep_the_value(
+            value in "\\PC{8,24}",
+            before in ".{0,32}",
+            after in ".{0,32}",
+        ) {
+            let scrubber = Scrubber::new([Secret::new("NAME", value.clone())]);
+            let text = format!("{before}{value}{after}");
+            let scrubbed = scrubber.text(&text);
+            proptest::prop_assert!(!scrubbed.contains(&value));
+            proptest::prop_assert!(scrubbed.contains("<scrubbed:NAME>"));
+            let body = serde_json::json!({"content": text}).to_string();
+            proptest::prop_assert!(!scrubber.text(&body).contains(&json_escaped(&value)));
+        }
+
         #[test]
         fn no_json_makes_the_comparison_panic(a in ".{0,64}", b in ".{0,64}") {
             let was = serde_json::from_str::<Value>(&a).unwrap_or(Value::String(a.clone()));

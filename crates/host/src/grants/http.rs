@@ -105,6 +105,14 @@ impl SecretStore {
     fn get(&self, name: &str) -> Option<String> {
         self.read().get(name).cloned()
     }
+
+    /// Every name and value held now (what a recording cassette scrubs).
+    pub fn entries(&self) -> Vec<(String, String)> {
+        self.read()
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect()
+    }
 }
 
 /// What a credential attaches.

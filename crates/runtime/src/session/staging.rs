@@ -28,6 +28,8 @@
 //!   when `capabilities.shell.allow` names a binary, `switch-driver` when granted): E-RUN-021.
 //! - The system prompt is the `[Capsule]` block, a pure function of the capsule's name and
 //!   version, then the capsule's own prompt.
+//! - Every credential value staging finds is kept as what a cassette scrubs
+//!   ([`Staged::credential_values`], [`Staged::session_cassette`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +51,7 @@ use std::time::Duration;
 use crate::engine::limits::DEFAULT_HOOK_DEADLINE;
 use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
+use crate::grants::cassette::{Secret, looks_like_credential};
 use crate::grants::http::gateway_rule;
 use crate::grants::{GatewayCredential, SecretStore};
 use crate::hooks::{StagedHook, load_hook};
@@ -236,8 +239,12 @@ pub struct Staged {
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
     /// Where the drivers' exchanges are recorded or served from (`mur run --record` /
-    /// `--replay`); `None` sends them as they are.
+    /// `--replay`); `None` sends them as they are. The session takes it through
+    /// [`Staged::session_cassette`].
     pub cassette: Option<crate::grants::cassette::Cassette>,
+    /// Every credential value staging found ([`Staged::credential_values`] with staging's
+    /// lookups): what the cassette scrubs, recording and replaying alike.
+    pub credentials: Vec<Secret>,
 }
 
 impl Staged {
@@ -249,18 +256,76 @@ impl Staged {
             .find(|driver| driver.name == name)
     }
 
-    /// The value of every credential the capsule names that `lookups` resolve (as staging
-    /// resolves them: the environment, the `.env` beside the manifest, then `config`): what a
-    /// recording scrubs.
-    pub fn credential_values(&self, lookups: &Lookups<'_>) -> Vec<String> {
-        self.capsule
+    /// Every credential value the session knows of, by name, that `lookups` resolve: what a
+    /// cassette scrubs.
+    ///
+    /// - Each credential the capsule names (a driver's `gateway.api_key`, an MCP server
+    ///   header's, a door principal's and a peer's `${NAME}`, each `control.secrets` name), as
+    ///   staging resolves it: the environment, the `.env` beside the manifest, then `config`.
+    /// - Each `capabilities.env.allow` name, and each host variable a stdio MCP server is
+    ///   given (`server.env`), that looks like a credential's ([`looks_like_credential`]), with
+    ///   the value a component or the server finds (the environment's).
+    /// - An MCP server's literal header value (no `${NAME}`) in a credential header
+    ///   (`authorization`, `x-api-key`, … or a name that looks like a credential's), named
+    ///   `SERVER.HEADER`, and its token without the `Bearer `/`Basic ` scheme.
+    ///
+    /// Values injected at run time (`control.secrets`) are read from the [`SecretStore`] as
+    /// the session goes ([`Staged::session_cassette`]).
+    pub fn credential_values(&self, lookups: &Lookups<'_>) -> Vec<Secret> {
+        let mut found: Vec<Secret> = self
+            .capsule
             .credential_names()
             .into_iter()
             .filter_map(|(name, _)| {
                 credentials::resolve(&name, &self.capsule_file, lookups.env, lookups.config)
-                    .map(|(value, _)| value)
+                    .map(|(value, _)| Secret::new(name, value))
             })
-            .collect()
+            .collect();
+        let passed = self.capsule.capabilities.env.allow.iter().chain(
+            self.mcp_servers
+                .iter()
+                .flat_map(|server| server.server.env.iter()),
+        );
+        for name in passed {
+            if looks_like_credential(name)
+                && let Some(value) = (lookups.env)(name)
+            {
+                found.push(Secret::new(name.clone(), value));
+            }
+        }
+        for server in &self.mcp_servers {
+            for (header, value) in &server.headers {
+                let declared = server.server.headers.get(header);
+                let literal = declared.is_some_and(|v| credential_reference(v).is_none());
+                let credential_header = CREDENTIAL_HEADERS
+                    .contains(&header.to_ascii_lowercase().as_str())
+                    || looks_like_credential(&header.replace('-', "_"));
+                if literal && credential_header {
+                    let name = format!("{}.{header}", server.entry.name);
+                    found.push(Secret::new(name.clone(), value.clone()));
+                    if let Some((_, token)) = value.split_once(' ') {
+                        found.push(Secret::new(name, token.trim()));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// The cassette the session's drivers go through, knowing every credential staging found
+    /// ([`Staged::credentials`]) and the values a controller injects: `None` without one.
+    pub fn session_cassette(&self) -> Option<crate::grants::cassette::Cassette> {
+        let cassette = self.cassette.clone()?;
+        cassette.scrubbing(self.credentials.iter().cloned());
+        let store = self.secrets.clone();
+        cassette.scrubbing_injected(Arc::new(move || {
+            store
+                .entries()
+                .into_iter()
+                .map(|(name, value)| Secret::new(name, value))
+                .collect()
+        }));
+        Some(cassette)
     }
 
     /// The staged skill named `name`.
@@ -540,7 +605,7 @@ pub fn stage_source(
 
     let system_prompt = system_prompt(&capsule, &capsule_dir, &inference)?;
 
-    Ok(Staged {
+    let mut staged = Staged {
         capsule_dir,
         capsule_file: capsule_file.to_path_buf(),
         max_tokens: choices.primary().limits.limits.max_output_tokens,
@@ -563,8 +628,21 @@ pub fn stage_source(
         warnings,
         capsule,
         cassette: None,
-    })
+        credentials: Vec::new(),
+    };
+    staged.credentials = staged.credential_values(lookups);
+    Ok(staged)
 }
+
+/// Request headers that carry a credential: an MCP server's literal value in one is scrubbed
+/// from cassettes.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "cookie",
+];
 
 /// The capsule's `peers:` with their credentials looked up where staging looks. One set nowhere
 /// is kept as `None`: a run that never sends to that peer does not need it.

@@ -14,6 +14,9 @@ use murmur_trace::TraceWriter;
 /// bigger was not).
 pub const HISTORY_MAX_BYTES: u64 = 256 << 20;
 
+/// The most files under `contexts/<context-id>/` [`Workdir::history_bytes`] counts.
+const HISTORY_FILES_SEEN: usize = 64;
+
 /// One session's workdir: its path, and the handle every host-side access to it goes through
 /// (see [`murmur_beneath`]: nothing planted in it is ever followed).
 #[derive(Debug, Clone)]
@@ -107,6 +110,40 @@ impl Workdir {
         }
     }
 
+    /// The bytes `contexts/<context_id>/` holds (its regular files, no link followed), or
+    /// `None` when it holds no file: the context has no saved conversation. A directory that
+    /// cannot be read counts as one of unknown size, 0.
+    pub fn history_bytes(&self, context_id: &str) -> Option<u64> {
+        if !is_safe_id(context_id) {
+            return None;
+        }
+        match self
+            .dir
+            .files(Path::new("contexts").join(context_id), HISTORY_FILES_SEEN)
+        {
+            Ok(files) if files.is_empty() => None,
+            Ok(files) => Some(files.iter().map(|file| file.len).sum()),
+            Err(BeneathError::NotFound { .. }) => None,
+            Err(_) => Some(0),
+        }
+    }
+
+    /// Deletes the saved conversation of `context_id` (`contexts/<context_id>/history.json`,
+    /// then its directory when nothing else is in it): a later task of that id starts with no
+    /// history. A context with none is fine.
+    pub fn remove_history(&self, context_id: &str) -> Result<(), BeneathError> {
+        let path = history_path(context_id)?;
+        match self.dir.remove(&path, false) {
+            Ok(()) | Err(BeneathError::NotFound { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        if let Some(context_dir) = path.parent() {
+            // Left when a component wrote more there: only the runtime's file is its to drop.
+            let _ = self.dir.remove(context_dir, true);
+        }
+        Ok(())
+    }
+
     /// Writes the task's final text to `out/result.txt`.
     pub fn save_result(&self, text: &str) -> Result<PathBuf, BeneathError> {
         self.dir.write_whole(RESULT, text.as_bytes())?;
@@ -146,74 +183,32 @@ impl Workdir {
 
     /// Copies the directory `fixture` into the workdir, as the files a session starts with:
     /// its directories and regular files, at most [`SEED_MAX_FILES`] files and
-    /// [`SEED_MAX_BYTES`] in all. A link or special file in it is refused (nothing is followed),
-    /// and so is a name the runtime writes itself (`out/`, `logs/`, `contexts/`, `MURMUR.md`,
-    /// `trace.jsonl`): a seed is what the agent finds, never what the runtime keeps.
+    /// [`SEED_MAX_BYTES`] in all. The whole fixture is looked over before anything is copied,
+    /// and nothing is copied when any of it is refused: a symbolic link or a special file
+    /// (nothing is followed), a regular file with more than one link (a hard link: the same
+    /// file may lie outside the fixture, so its bytes are not the fixture's to give), and a
+    /// name the runtime writes itself (`out/`, `logs/`, `contexts/`, `MURMUR.md`,
+    /// `trace.jsonl`): a seed is what the agent finds, never what the runtime keeps. The
+    /// copy itself reads beneath the fixture ([`BeneathDir::read`]), so a file swapped for a
+    /// link or a hard link after the look is refused then.
     pub fn seed_from(&self, fixture: &Path) -> std::io::Result<()> {
-        let mut budget = (SEED_MAX_FILES, SEED_MAX_BYTES);
-        self.seed_dir(fixture, Path::new(""), 0, &mut budget)
-    }
-
-    fn seed_dir(
-        &self,
-        from: &Path,
-        rel: &Path,
-        depth: usize,
-        budget: &mut (usize, u64),
-    ) -> std::io::Result<()> {
-        let refuse = |why: String| std::io::Error::other(why);
-        if depth > 16 {
-            return Err(refuse(format!(
-                "{} nests deeper than 16 directories",
-                from.display()
-            )));
+        let mut plan = SeedPlan::default();
+        plan_seed(fixture, Path::new(""), 0, &mut plan)?;
+        let source = BeneathDir::open(fixture)?;
+        for dir in &plan.dirs {
+            self.dir
+                .create_dir_all(dir)
+                .map_err(BeneathError::into_io)?;
         }
-        let mut entries = std::fs::read_dir(from)?.collect::<Result<Vec<_>, _>>()?;
-        entries.sort_by_key(|entry| entry.file_name());
-        for entry in entries {
-            let name = entry.file_name();
-            let target = rel.join(&name);
-            if depth == 0
-                && ["out", "logs", "contexts", "MURMUR.md", TRACE]
-                    .iter()
-                    .any(|own| name == *own)
-            {
-                return Err(refuse(format!(
-                    "{} holds `{}`, a name the runtime writes in a session workdir",
-                    from.display(),
-                    name.to_string_lossy()
-                )));
-            }
-            let kind = entry.file_type()?;
-            if kind.is_dir() {
-                self.dir
-                    .create_dir_all(&target)
-                    .map_err(BeneathError::into_io)?;
-                self.seed_dir(&entry.path(), &target, depth + 1, budget)?;
-            } else if kind.is_file() {
-                let bytes = std::fs::read(entry.path())?;
-                budget.0 = budget.0.checked_sub(1).ok_or_else(|| {
-                    refuse(format!(
-                        "{} holds more than {SEED_MAX_FILES} files",
-                        from.display()
-                    ))
-                })?;
-                budget.1 = budget.1.checked_sub(bytes.len() as u64).ok_or_else(|| {
-                    refuse(format!(
-                        "{} holds more than {} MiB",
-                        from.display(),
-                        SEED_MAX_BYTES >> 20
-                    ))
-                })?;
-                self.dir
-                    .write_whole(&target, &bytes)
-                    .map_err(BeneathError::into_io)?;
-            } else {
-                return Err(refuse(format!(
-                    "{} is a link or a special file: a seed holds only directories and regular files",
-                    entry.path().display()
-                )));
-            }
+        let mut bytes_left = SEED_MAX_BYTES;
+        for file in &plan.files {
+            let bytes = source.read(file, bytes_left).map_err(|error| {
+                std::io::Error::other(format!("{}: {error}", fixture.display()))
+            })?;
+            bytes_left -= bytes.len() as u64;
+            self.dir
+                .write_whole(file, &bytes)
+                .map_err(BeneathError::into_io)?;
         }
         Ok(())
     }
@@ -223,6 +218,84 @@ impl Workdir {
         self.dir
             .write_whole("MURMUR.md", murmur_md(staged).as_bytes())
     }
+}
+
+/// What a seed copies, in order: its directories, then its regular files (relative paths).
+#[derive(Default)]
+struct SeedPlan {
+    dirs: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+    bytes: u64,
+}
+
+/// Looks over the fixture directory `from` (at `rel` within the seed), adding what it holds to
+/// `plan`, or says why the seed is refused (see [`Workdir::seed_from`]).
+fn plan_seed(from: &Path, rel: &Path, depth: usize, plan: &mut SeedPlan) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| std::io::Error::other(why);
+    if depth > 16 {
+        return Err(refuse(format!(
+            "{} nests deeper than 16 directories",
+            from.display()
+        )));
+    }
+    let mut entries = std::fs::read_dir(from)?.collect::<Result<Vec<_>, _>>()?;
+    entries.sort_by_key(|entry| entry.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        let target = rel.join(&name);
+        if depth == 0
+            && ["out", "logs", "contexts", "MURMUR.md", TRACE]
+                .iter()
+                .any(|own| name == *own)
+        {
+            return Err(refuse(format!(
+                "{} holds `{}`, a name the runtime writes in a session workdir",
+                from.display(),
+                name.to_string_lossy()
+            )));
+        }
+        // Not followed: the entry itself, whatever it is.
+        let meta = entry.metadata()?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            plan.dirs.push(target.clone());
+            plan_seed(&entry.path(), &target, depth + 1, plan)?;
+        } else if kind.is_file() && meta.nlink() > 1 {
+            return Err(refuse(format!(
+                "{} is a hard link (the file has {} links, and another may lie outside the fixture): a seed holds only directories and regular files of its own",
+                entry.path().display(),
+                meta.nlink()
+            )));
+        } else if kind.is_file() {
+            if plan.files.len() == SEED_MAX_FILES {
+                return Err(refuse(format!(
+                    "{} holds more than {SEED_MAX_FILES} files",
+                    from.display()
+                )));
+            }
+            plan.bytes = plan.bytes.saturating_add(meta.len());
+            if plan.bytes > SEED_MAX_BYTES {
+                return Err(refuse(format!(
+                    "{} holds more than {} MiB",
+                    from.display(),
+                    SEED_MAX_BYTES >> 20
+                )));
+            }
+            plan.files.push(target);
+        } else {
+            let what = if kind.is_symlink() {
+                "a symbolic link"
+            } else {
+                "a special file"
+            };
+            return Err(refuse(format!(
+                "{} is {what}: a seed holds only directories and regular files, and no link is followed",
+                entry.path().display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The most files a seed ([`Workdir::seed_from`]) may hold.
@@ -391,4 +464,68 @@ pub fn murmur_md(staged: &Staged) -> String {
         text.push_str(&format!("- Read-only paths: {}.\n", paths.join(", ")));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workdir() -> (tempfile::TempDir, Workdir) {
+        let root = tempfile::tempdir().unwrap();
+        let workdir = Workdir::create(root.path(), "ses_seed").unwrap();
+        (root, workdir)
+    }
+
+    #[test]
+    fn a_seed_is_copied_whole_directories_and_files() {
+        let fixture = tempfile::tempdir().unwrap();
+        std::fs::create_dir(fixture.path().join("notes")).unwrap();
+        std::fs::write(fixture.path().join("notes/a.md"), "alpha").unwrap();
+        std::fs::write(fixture.path().join("b.txt"), "beta").unwrap();
+        let (_root, workdir) = workdir();
+        workdir.seed_from(fixture.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(workdir.root.join("notes/a.md")).unwrap(),
+            "alpha"
+        );
+        assert_eq!(
+            std::fs::read_to_string(workdir.root.join("b.txt")).unwrap(),
+            "beta"
+        );
+    }
+
+    #[test]
+    fn a_hard_linked_file_refuses_the_seed_and_nothing_is_copied() {
+        let outside = tempfile::tempdir().unwrap();
+        let host_file = outside.path().join("host-secret");
+        std::fs::write(&host_file, "host bytes").unwrap();
+        let fixture = tempfile::tempdir().unwrap();
+        // Sorted before the link: refused all the same, nothing of the seed is copied.
+        std::fs::write(fixture.path().join("a-first.txt"), "first").unwrap();
+        std::fs::create_dir(fixture.path().join("deep")).unwrap();
+        std::fs::hard_link(&host_file, fixture.path().join("deep/linked.txt")).unwrap();
+        let (_root, workdir) = workdir();
+        let error = workdir.seed_from(fixture.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("deep/linked.txt") && error.contains("is a hard link"),
+            "{error}"
+        );
+        assert!(!workdir.root.join("a-first.txt").exists());
+        assert!(!workdir.root.join("deep").exists());
+
+        // A symbolic link and a FIFO are refused as before.
+        std::fs::remove_file(fixture.path().join("deep/linked.txt")).unwrap();
+        std::os::unix::fs::symlink(&host_file, fixture.path().join("deep/sym")).unwrap();
+        let error = workdir.seed_from(fixture.path()).unwrap_err().to_string();
+        assert!(error.contains("is a symbolic link"), "{error}");
+        std::fs::remove_file(fixture.path().join("deep/sym")).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(fixture.path().join("deep/fifo"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let error = workdir.seed_from(fixture.path()).unwrap_err().to_string();
+        assert!(error.contains("is a special file"), "{error}");
+        assert!(!workdir.root.join("a-first.txt").exists());
+    }
 }

@@ -99,7 +99,7 @@ impl SessionGrants {
                 // Its gateway, then what its entry adds within the capsule's allowlist.
                 grants.narrow(planned(&driver.name).as_ref(), driver.network.clone());
                 grants.credential = driver.credential.clone();
-                grants.cassette = staged.cassette.clone();
+                grants.cassette = staged.session_cassette();
                 grants.chunks = Some(sink.clone());
                 grants
             })

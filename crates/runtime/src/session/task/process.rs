@@ -174,7 +174,7 @@ impl SessionContext<'_> {
             .cloned();
         let model = (!self.staged.model.is_empty()).then_some(self.staged.model.as_str());
         // Recording or replaying: the CLI talks to a relay standing in for its provider.
-        let relay = match &self.staged.cassette {
+        let relay = match &self.staged.session_cassette() {
             None => None,
             Some(cassette) => match cassette
                 .relay(&cli.provider_url(&self.config.host_env))
