@@ -27,12 +27,15 @@
 //!   read; a layer body is never read past the size the manifest gives it.
 //! - **Publishing** ([`OciRegistry::push`]) the same files again changes nothing; other files
 //!   under a version already there are refused (`E-REG-011`) and nothing is pushed.
-//! - **Credentials** ([`Credentials::find`]): `MURMUR_REGISTRY_USERNAME` and
-//!   `MURMUR_REGISTRY_PASSWORD` (or `MURMUR_REGISTRY_TOKEN`) from the credential sources the
-//!   caller passes, else the Docker credential file (`$DOCKER_CONFIG/config.json`, else
-//!   `~/.docker/config.json`, with its credential helpers) for the registry's host, else none.
-//!   A value is never printed, never in an error and never in `murmur.lock`; a registry that
-//!   refuses the request for want of credentials is `E-REG-015`.
+//! - **Credentials are bound to hosts** ([`credentials`]): `MURMUR_REGISTRY_USERNAME` and
+//!   `MURMUR_REGISTRY_PASSWORD` (or `MURMUR_REGISTRY_TOKEN`) go only to the host
+//!   `$MURMUR_REGISTRY` names or `MURMUR_REGISTRY_HOSTS` lists; `NAME@HOST` entries and the
+//!   Docker credential file to their own host; a token realm on another host gets only what is
+//!   bound to it ([`wire`]). A value is never printed, never in an error and never in
+//!   `murmur.lock`; a registry that refuses the request for want of credentials is
+//!   `E-REG-015`, saying why none were sent.
+//! - **Every read bounded** ([`wire`]): a manifest past [`MAX_MANIFEST_BYTES`] (4 MiB), a tag
+//!   list or a token answer past theirs is refused as it streams (`E-REG-003`).
 //! - **Plain HTTP only on loopback.** A registry on `localhost`, `127.0.0.0/8` or `::1` is
 //!   spoken to over HTTP (and never through a proxy); any other over HTTPS.
 //! - **Whole capsules** go the same way ([`capsule`]).
