@@ -539,6 +539,13 @@ fn a_door_with_tls_is_reached_over_https_by_clients_that_trust_its_certificate()
         "{}",
         trusted.stdout
     );
+    // The control plane on the same listener: `mur control` trusts the certificate the door
+    // wrote beside its token, and no other.
+    let control = mur()
+        .args(["control", "show", "--json", &format!("{}/", served.url)])
+        .run();
+    assert_eq!(control.code, 0, "{}", control.stderr);
+    assert!(control.json()["settings"].is_object(), "{}", control.stdout);
     // A key that is not the certificate's is refused before the door listens.
     let other = tempfile::tempdir().unwrap();
     let (_, other_key) = certificate(other.path());

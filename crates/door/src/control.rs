@@ -97,6 +97,9 @@ pub struct TokenFile {
     pub token: String,
     /// The serving process.
     pub pid: u32,
+    /// The door's certificate chain (PEM) when it speaks HTTPS: a controller trusts exactly it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
 }
 
 impl TokenFile {
@@ -472,6 +475,7 @@ mod tests {
             url: "http://127.0.0.1:4321/".to_string(),
             token: "f".repeat(64),
             pid: std::process::id(),
+            cert: None,
         };
         let written = write_token_file(&dir, 4321, &content).unwrap();
         let path = token_file_path(&dir, 4321);
@@ -497,6 +501,7 @@ mod tests {
             url: "http://127.0.0.1:1/".to_string(),
             token: "0".repeat(64),
             pid,
+            cert: None,
         };
         // Neither dropped: as a killed door would leave them.
         std::mem::forget(write_token_file(&dir, 1, &file(0x7fff_fff0)).unwrap());
@@ -523,6 +528,7 @@ mod tests {
             url: "http://127.0.0.1:1/".to_string(),
             token: "0".repeat(64),
             pid: 1,
+            cert: None,
         };
         let _written = write_token_file(&dir, 1, &content).unwrap();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;

@@ -309,15 +309,25 @@ impl Controller {
         // reqwest's rustls backend uses the process's default crypto provider; install ring
         // unless someone already installed one.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT)
-            .no_proxy()
-            .build()
-            .map_err(|error| ControlError::Unreachable {
-                url: url.to_string(),
-                detail: format!("the HTTP client cannot start: {error}"),
-            })?;
+            .no_proxy();
+        // A door that speaks HTTPS wrote its certificate beside its token: trust exactly it.
+        if let Some(cert) = &file.cert {
+            let certificates =
+                reqwest::Certificate::from_pem_bundle(cert.as_bytes()).map_err(|error| {
+                    ControlError::BadTokenFile(format!(
+                        "{}: its certificate is not PEM: {error}",
+                        path.display()
+                    ))
+                })?;
+            builder = builder.tls_certs_only(certificates);
+        }
+        let http = builder.build().map_err(|error| ControlError::Unreachable {
+            url: url.to_string(),
+            detail: format!("the HTTP client cannot start: {error}"),
+        })?;
         Ok(Controller {
             url,
             token_file: path,
@@ -466,6 +476,7 @@ mod tests {
             url: format!("http://127.0.0.1:{port}/"),
             token: "a".repeat(64),
             pid,
+            cert: None,
         };
         std::fs::write(
             token_file_path(dir, port),

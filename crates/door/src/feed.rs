@@ -93,7 +93,7 @@ pub async fn serve(
         &staged.capsule.door.allowed_origins,
     );
     if let Some(tls) = &door_config.tls {
-        front = front.with_tls(tls.clone());
+        front = front.with_tls(tls);
     }
     let url = control::local_url(addr, front.scheme());
     let control_failed = |message: String| SessionError {
@@ -116,6 +116,7 @@ pub async fn serve(
                     url: url.clone(),
                     token: control_token.as_str().to_string(),
                     pid: std::process::id(),
+                    cert: door_config.tls.as_ref().map(|tls| tls.chain_pem.clone()),
                 },
             )
             .map_err(|error| {

@@ -91,7 +91,7 @@ pub struct DoorConfig {
     pub auth: Arc<auth::DoorAuth>,
     /// HTTPS with this configuration (`door.tls`, `--tls-cert`/`--tls-key`); plain HTTP
     /// without.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<murmur_front::tls::Tls>,
     /// Serve plain HTTP on an address that is not loopback (without it, such a `host` without
     /// `tls` is refused with `E-A2A-022`).
     pub insecure_no_tls: bool,

@@ -105,10 +105,10 @@ impl Front {
         }
     }
 
-    /// The same front speaking HTTPS with `config`.
-    pub fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Front {
+    /// The same front speaking HTTPS with `tls`.
+    pub fn with_tls(mut self, tls: &tls::Tls) -> Front {
         self.rules.set_tls(true);
-        self.tls = Some(config);
+        self.tls = Some(tls.config.clone());
         self
     }
 

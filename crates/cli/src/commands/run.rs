@@ -645,7 +645,7 @@ fn finish_cassette(args: &RunArgs, cassette: Option<&Cassette>) -> Option<Exit> 
 fn door_tls(
     args: &RunArgs,
     staged: &session::Staged,
-) -> Result<Option<Arc<rustls::ServerConfig>>, Exit> {
+) -> Result<Option<murmur_front::tls::Tls>, Exit> {
     let beside = |path: &str| {
         staged
             .capsule_file
@@ -658,7 +658,7 @@ fn door_tls(
         (_, _, Some(tls)) => (beside(&tls.cert), beside(&tls.key)),
         _ => return Ok(None),
     };
-    murmur_front::tls::server_config(&cert, &key)
+    murmur_front::tls::Tls::read(&cert, &key)
         .map(Some)
         .map_err(|error| {
             render::failure(
