@@ -582,3 +582,49 @@ fn the_cycle_check_finds_cycles() {
         vec![vec!["a.rs".to_string(), "b.rs".into(), "c.rs".into()]]
     );
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn secrets_are_compared_in_one_place() {
+    // A credential compared by hand (a slice `==`, or `ct_eq` on values of another length)
+    // leaks through its timing; the one helper compares digests in constant time.
+    let workspace = workspace();
+    let helper = workspace.join("crates/front/src/secret.rs");
+    let mut files = Vec::new();
+    for member in members(&workspace) {
+        rust_files(&member.join("src"), &mut files);
+    }
+    let elsewhere: Vec<String> = files
+        .iter()
+        .filter(|file| **file != helper)
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            text.contains("ct_eq(") || text.contains("ConstantTimeEq")
+        })
+        .map(|file| file.strip_prefix(&workspace).unwrap().display().to_string())
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "secrets compared outside murmur_front::secret: {elsewhere:?}"
+    );
+    assert!(
+        std::fs::read_to_string(&helper)
+            .unwrap()
+            .contains("ct_eq("),
+        "the helper itself compares in constant time"
+    );
+}
