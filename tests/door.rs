@@ -897,3 +897,81 @@ fn stopping_the_capsule_cancels_what_has_not_ended_and_exits_promptly() {
     assert_eq!(ended["exit_status"], "canceled", "{ended}");
     assert_eq!(events.last().unwrap()["event_type"], "session_end");
 }
+
+/// The bytes of the regular files under `dir`, at any depth (no link followed).
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            if meta.is_dir() {
+                bytes_under(&entry.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn a_served_capsule_keeps_its_inputs_on_disk_within_their_bound_dropping_the_oldest_first() {
+    use murmur_door::tasks::HISTORY_DISK_BYTES;
+    let capsule = capsule(
+        "conversations:\n  - task: \"\"\n    turns:\n      - { text: ok }\n",
+        QUEUE,
+    );
+    let served = capsule.serve();
+    // Each input just under the door's 4 MiB body limit, words as a client sends them;
+    // enough of them to pass the bound.
+    let input: String = (0..)
+        .map(|n| format!("word{} ", n % 997))
+        .take_while({
+            let mut len = 0;
+            move |word: &String| {
+                len += word.len();
+                len <= 4_000_000
+            }
+        })
+        .collect();
+    let count = (HISTORY_DISK_BYTES / 4_000_000) as usize + 6;
+    let started = std::time::Instant::now();
+    let mut contexts = Vec::new();
+    for n in 0..count {
+        let (status, done) = served.rpc(&v1_send(&format!("task {n}: {input}")));
+        assert_eq!(status, 200);
+        let task = &done["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "task {n}");
+        contexts.push(task["contextId"].as_str().unwrap().to_string());
+    }
+    eprintln!("{count} tasks of 4 MB in {:?}", started.elapsed());
+    let session = murmur_testkit::door::session_dir(capsule.dir.path());
+    let kept: Vec<bool> = contexts
+        .iter()
+        .map(|c| {
+            session
+                .join("contexts")
+                .join(c)
+                .join("history.json")
+                .is_file()
+        })
+        .collect();
+    // The oldest went first: what is left is the latest tasks', every one of them.
+    let first_kept = kept.iter().position(|k| *k).expect("none kept");
+    assert!(first_kept > 0, "nothing was dropped: {kept:?}");
+    assert!(kept[first_kept..].iter().all(|k| *k), "{kept:?}");
+    assert!(
+        !session.join("contexts").join(&contexts[0]).exists(),
+        "a dropped context leaves no directory"
+    );
+    // What is left on disk: the conversations within their bound, and close to it; the whole
+    // workdir little more.
+    let conversations = bytes_under(&session.join("contexts"));
+    assert!(conversations <= HISTORY_DISK_BYTES, "{conversations}");
+    assert!(
+        conversations > HISTORY_DISK_BYTES - 3 * 4_100_000,
+        "{conversations}"
+    );
+    let workdir = bytes_under(&session);
+    assert!(workdir < conversations + (1 << 20), "{workdir}");
+}

@@ -905,3 +905,120 @@ fn a_reply_to_a_task_waiting_for_input_may_register_its_webhook() {
     assert_eq!(bodies[1]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(bodies[1]["task"]["id"], task_id.as_str());
 }
+
+/// A capsule like [`capsule`]'s whose conversations are threaded: a task sent into a context
+/// goes on with the conversation the session saved for it.
+fn threaded(script: &str) -> Capsule {
+    let capsule = capsule(script, "");
+    let path = capsule.dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "lifecycle: { task_acceptance: queue }",
+        "lifecycle: { task_acceptance: queue, conversation: threaded }",
+    );
+    std::fs::write(&path, text).unwrap();
+    capsule
+}
+
+/// Panics unless `answer` refuses a message for naming another principal's context.
+fn assert_others_context(answer: &Value) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer:#}");
+    assert_eq!(
+        answer["error"]["data"][0]["fieldViolations"][0]["field"], "message.contextId",
+        "{answer:#}"
+    );
+}
+
+#[test]
+fn a_context_stays_its_principals_after_a_thousand_later_tasks_evict_its_tasks() {
+    const SECRET: &str = "remember: the vault code is 7412, for ops only";
+    // Every fresh context's first turn is answered at once; the second turn is ops's own
+    // follow-up.
+    let capsule = threaded(
+        "conversations:\n  - task: \"\"\n    turns:\n      - { text: noted }\n      - { text: \"it was 7412\" }\n",
+    );
+    let served = capsule.serve();
+    let opened = rpc(&served, &send(SECRET, json!({})), AS_OPS);
+    let task = &opened["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{opened:#}"
+    );
+    let task_id = task["id"].as_str().unwrap().to_string();
+    let context_id = task["contextId"].as_str().unwrap().to_string();
+    let into_ops_context = |text: &str| {
+        let mut message = send(text, json!({}));
+        message["params"]["message"]["contextId"] = json!(context_id);
+        message
+    };
+    assert_others_context(&rpc(
+        &served,
+        &into_ops_context("what is the vault code?"),
+        AS_CI,
+    ));
+
+    // As many later tasks of ci's as the door keeps ended tasks: ops's task is forgotten.
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    for n in 0..murmur_door::tasks::FINISHED_KEPT {
+        let queued = rpc(
+            &served,
+            &send(
+                &format!("chore {n}"),
+                json!({"configuration": {"returnImmediately": true}}),
+            ),
+            AS_CI,
+        );
+        last = queued["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{queued:#}"))
+            .to_string();
+    }
+    loop {
+        let got = rpc(&served, &call("GetTask", json!({"id": last})), AS_CI);
+        if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(240),
+            "the chores did not finish: {got:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    eprintln!(
+        "{} tasks through the door in {:?}",
+        murmur_door::tasks::FINISHED_KEPT,
+        started.elapsed()
+    );
+    let gone = rpc(&served, &call("GetTask", json!({"id": task_id})), AS_OPS);
+    assert_eq!(
+        gone["error"]["code"], -32001,
+        "ops's task is forgotten: {gone:#}"
+    );
+
+    // Its conversation is still kept, and still ops's alone.
+    assert_others_context(&rpc(
+        &served,
+        &into_ops_context("what is the vault code?"),
+        AS_CI,
+    ));
+    let carrying = |requests: &[murmur_testkit::emulator::Recorded]| {
+        requests
+            .iter()
+            .filter(|request| request.body.to_string().contains(SECRET))
+            .count()
+    };
+    assert_eq!(
+        carrying(&capsule.emulator.requests()),
+        1,
+        "only ops's own task sent the secret to the model"
+    );
+    // ops goes on with it: the model reads the conversation in ops's task.
+    let again = rpc(&served, &into_ops_context("what was the code?"), AS_OPS);
+    assert_eq!(
+        again["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{again:#}"
+    );
+    let requests = capsule.emulator.requests();
+    assert_eq!(carrying(&requests), 2);
+    assert!(requests.last().unwrap().body.to_string().contains(SECRET));
+}

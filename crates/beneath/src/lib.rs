@@ -298,6 +298,21 @@ impl BeneathDir {
         Ok(found)
     }
 
+    /// Removes `rel` from beneath the directory: a file, a link (the link, never what it
+    /// points to), or, with `dir`, an empty directory. A link on the way stops it, as every
+    /// access.
+    pub fn remove(&self, rel: impl AsRef<Path>, dir: bool) -> Result<(), BeneathError> {
+        let rel = rel.as_ref();
+        let (parent, name) = self.walk(rel, false)?;
+        let flags = if dir {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        rustix::fs::unlinkat(parent.as_fd(), name.as_str(), flags)
+            .map_err(|errno| from_errno(errno, &show(rel)))
+    }
+
     /// Whether `rel` names a regular file beneath the directory (no link on the way).
     pub fn is_file(&self, rel: impl AsRef<Path>) -> bool {
         let rel = rel.as_ref();

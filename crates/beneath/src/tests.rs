@@ -368,3 +368,35 @@ fn files_lists_regular_files_beneath_and_never_follows_a_link() {
         Err(BeneathError::Symlink { .. })
     ));
 }
+
+#[test]
+fn remove_takes_away_a_file_or_a_link_itself_and_never_passes_through_a_link() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("root");
+    std::fs::create_dir_all(root.join("ctx")).unwrap();
+    std::fs::write(outer.path().join("secret"), SECRET).unwrap();
+    std::fs::create_dir(outer.path().join("elsewhere")).unwrap();
+    std::fs::write(outer.path().join("elsewhere/history.json"), SECRET).unwrap();
+    std::fs::write(root.join("ctx/history.json"), b"{}").unwrap();
+    std::os::unix::fs::symlink(outer.path().join("secret"), root.join("ctx/link")).unwrap();
+    std::os::unix::fs::symlink(outer.path().join("elsewhere"), root.join("planted")).unwrap();
+    let dir = BeneathDir::open(&root).unwrap();
+
+    dir.remove("ctx/history.json", false).unwrap();
+    assert!(!root.join("ctx/history.json").exists());
+    // The link goes; what it named stays.
+    dir.remove("ctx/link", false).unwrap();
+    assert_eq!(std::fs::read(outer.path().join("secret")).unwrap(), SECRET);
+    dir.remove("ctx", true).unwrap();
+    assert!(!root.join("ctx").exists());
+    // Through a planted directory link: refused, the file outside untouched.
+    assert!(matches!(
+        dir.remove("planted/history.json", false),
+        Err(BeneathError::Symlink { .. })
+    ));
+    assert!(outer.path().join("elsewhere/history.json").exists());
+    assert!(matches!(
+        dir.remove("gone", false),
+        Err(BeneathError::NotFound { .. })
+    ));
+}

@@ -48,7 +48,16 @@
 //!   -32602 naming the field. No id a client sends becomes a path unchecked.
 //! - **Bounds.** What the door keeps does not grow with what it is sent or serves: tasks that
 //!   have not ended, ended tasks, each task's text and replay log, and a `ListTasks` page are
-//!   capped ([`tasks`]); a served session keeps its last 1,000 task reports.
+//!   capped ([`tasks`]); a served session keeps its last 1,000 task reports. In numbers: at
+//!   most 1,000 tasks not ended holding 256 MiB of messages, and 1,000 ended tasks holding
+//!   256 MiB of text (a task's input is held once, in the store; 1,000 tasks of 4 MiB input
+//!   leave about 260 MiB resident, `cargo bench -p murmur-cli --bench door_store`); on disk, the
+//!   workdir's `contexts/` (the conversations, holding the tasks' inputs) at most 10,000
+//!   conversations and 256 MiB, the one whose last task ended longest ago deleted first.
+//! - **Contexts.** A context is the principal's that opened it for as long as its conversation
+//!   is kept, whether or not its tasks are: another principal's message into it is -32602
+//!   naming `message.contextId`. Once its conversation is deleted, its id starts an empty
+//!   context.
 //! - **Control.** `/control` on the same listener ([`control`]): the settings in force and the
 //!   driver choices, changed with `PUT /control/settings/<name>`; `control.secrets` injected and
 //!   forgotten with `PUT|DELETE /control/secrets/<name>`, from loopback only. Every route wants

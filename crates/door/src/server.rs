@@ -20,15 +20,15 @@ use murmur_manifest::capsule::TaskAcceptance;
 use serde_json::Value;
 
 use crate::Store;
-use crate::tasks::{Origin, Refused, decimal, page_offset};
+use crate::tasks::{NotCreated, Origin, Refused, decimal, page_offset};
 use murmur_runtime::session::workdir::{SAFE_ID_RULE, is_safe_id};
 use murmur_runtime::session::{Received, StopSignal, new_id};
 
-/// A task accepted by the door, waiting for the session.
+/// A task accepted by the door, waiting for the session. Its text stays in the store, read
+/// when the session takes the task ([`crate::TaskStore::take`]): the door holds it once.
 pub(crate) struct Queued {
     pub task_id: String,
     pub context_id: String,
-    pub text: String,
     pub received: Received,
     pub stop: StopSignal,
 }
@@ -613,14 +613,11 @@ impl Door {
             }
             _ => {}
         }
-        let text = text_of(&message)?;
+        text_of(&message)?;
         if let Some(context_id) = &message.context_id
             && !self.store.context_free_for(context_id, caller.principal())
         {
-            return Err(RpcError::invalid_params(
-                "message.contextId",
-                "this context is another client's: continue a context of your own, or send none",
-            ));
+            return Err(others_context());
         }
         let context_id = message
             .context_id
@@ -655,10 +652,15 @@ impl Door {
                 .unwrap_or_default(),
         };
         let task_id = new_id("tsk_", 24);
-        let (_, stop) = self
+        // The context is checked again as the task is made: of two principals racing to open
+        // one, the second is refused.
+        let stop = self
             .store
             .create(&task_id, &context_id, message, origin.clone())
-            .map_err(|_| full())?;
+            .map_err(|refused| match refused {
+                NotCreated::Full => full(),
+                NotCreated::OthersContext => others_context(),
+            })?;
         // Before the session can take the task: no status change goes unposted.
         if let Some(webhook) = webhook {
             let _ = self.store.add_webhook(&task_id, webhook);
@@ -666,7 +668,6 @@ impl Door {
         let queued = Queued {
             task_id: task_id.clone(),
             context_id,
-            text,
             received: Received {
                 method: method.to_string(),
                 origin: origin.origin,
@@ -691,9 +692,20 @@ impl Door {
 /// The answer to a new task while the store holds its most unfinished tasks.
 fn full() -> RpcError {
     RpcError::unsupported_operation(format!(
-        "this capsule has {} tasks that have not ended; send again when some have",
-        crate::tasks::UNFINISHED_LIMIT
+        "this capsule holds its most: {} tasks that have not ended, or {} MiB of their messages; \
+         send again when some have",
+        crate::tasks::UNFINISHED_LIMIT,
+        crate::tasks::UNFINISHED_BYTES >> 20
     ))
+}
+
+/// The answer to a message in a context of another principal's (whether or not its tasks are
+/// still kept: a context is its owner's for as long as its conversation is).
+fn others_context() -> RpcError {
+    RpcError::invalid_params(
+        "message.contextId",
+        "this context is another client's: continue a context of your own, or send none",
+    )
 }
 
 /// A header value a client claimed, as the trace keeps it: at most 128 characters.

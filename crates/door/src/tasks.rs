@@ -12,15 +12,31 @@
 //!   stop; a second cancel, or a cancel of an ended task, is refused.
 //! - A task belongs to the principal whose request created it ([`Origin::principal`]; `None`
 //!   on a door that asks for no credential): [`TaskStore::visible`] and a `ListTasks` page
-//!   show it to that principal only, and a context is used by one principal only
-//!   ([`TaskStore::context_free_for`]).
+//!   show it to that principal only.
+//! - A context belongs to the principal whose task opened it, for as long as its conversation
+//!   exists, whatever became of its tasks: a task of another principal in it is refused
+//!   ([`NotCreated::OthersContext`], checked in the same step that creates the task). The
+//!   store knows which contexts have a conversation saved (the session reports it as each task
+//!   it ran ends, [`TaskStore::ran`]); a context with none and no task left is forgotten, and
+//!   so is one whose conversation was dropped ([`TaskStore::history_dropped`]): its id then
+//!   starts a fresh context, with no history, for whoever sends it.
+//! - A task's input is held once, in its history: the queue carries its id, and the session
+//!   reads the text when it takes the task ([`TaskStore::take`]).
 //!
 //! What the store keeps is bounded, whatever clients send or the agent streams:
 //!
-//! - At most [`UNFINISHED_LIMIT`] tasks that have not ended; a new task past it is refused
-//!   ([`StoreFull`]).
-//! - At most [`FINISHED_KEPT`] ended tasks: past it, the one that ended longest ago is
-//!   forgotten (GetTask then answers task-not-found).
+//! - At most [`UNFINISHED_LIMIT`] tasks that have not ended, holding at most
+//!   [`UNFINISHED_BYTES`] of messages in all; a new task past either is refused
+//!   ([`NotCreated::Full`]; a task is always taken when none is waiting).
+//! - At most [`FINISHED_KEPT`] ended tasks, holding at most [`FINISHED_BYTES`] of text in all
+//!   (inputs, replies, answers, artifacts and replay logs): past either, the one that ended
+//!   longest ago is forgotten (GetTask then answers task-not-found); the one that ended last
+//!   is always kept.
+//! - Contexts with a saved conversation: at most [`CONTEXTS_KEPT`] of them, taking at most
+//!   [`HISTORY_DISK_BYTES`] on disk in all (the conversations hold the tasks' inputs). Past
+//!   either, [`TaskStore::ran`] names the contexts no task uses, the one whose last task ended
+//!   longest ago first, for the served session to delete (it always keeps the one that ended
+//!   last); their owners are forgotten once they are gone.
 //! - Per task, at most [`TASK_TEXT_LIMIT`] bytes of artifact text: past it an artifact ends
 //!   with a note saying how much more was streamed (live subscribers still get every chunk),
 //!   and the session's own files keep the whole answer.
@@ -61,6 +77,17 @@ pub const UNFINISHED_LIMIT: usize = 1_000;
 pub const LIST_PAGE_BYTES: usize = 8 * 1024 * 1024;
 /// The most bytes of an answer a completed task's status message repeats.
 pub const STATUS_TEXT_LIMIT: usize = 1024 * 1024;
+/// The most bytes of text the ended tasks kept hold in all (256 MiB): their histories (inputs,
+/// replies, status messages), artifacts, status and replay logs.
+pub const FINISHED_BYTES: usize = 256 * 1024 * 1024;
+/// The most bytes of messages the tasks that have not ended hold in all (256 MiB): their
+/// inputs and the replies they were sent.
+pub const UNFINISHED_BYTES: usize = 256 * 1024 * 1024;
+/// The most contexts whose conversation a served capsule keeps (and remembers the owner of).
+pub const CONTEXTS_KEPT: usize = 10_000;
+/// The most bytes the kept contexts' conversations take on disk in all (256 MiB), under the
+/// session workdir's `contexts/`.
+pub const HISTORY_DISK_BYTES: u64 = 256 * 1024 * 1024;
 
 /// `answer` as a completed task's status message shows it: whole up to [`STATUS_TEXT_LIMIT`],
 /// else cut there with a note saying where the rest is.
@@ -105,9 +132,14 @@ pub enum Refused {
     NotCancelable(TaskState),
 }
 
-/// A new task refused: [`UNFINISHED_LIMIT`] tasks have not ended yet.
+/// Why a new task was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoreFull;
+pub enum NotCreated {
+    /// [`UNFINISHED_LIMIT`] tasks, or [`UNFINISHED_BYTES`] of messages, have not ended yet.
+    Full,
+    /// The context it names is another principal's.
+    OthersContext,
+}
 
 struct Entry {
     task: Task,
@@ -131,6 +163,24 @@ struct Entry {
     files: Vec<murmur_runtime::session::workdir::OutputFile>,
     /// Where its status changes are posted ([`crate::push`]), each with its id.
     webhooks: Vec<crate::push::Webhook>,
+    /// Whether the session took it to run ([`TaskStore::take`]): then its context is held until
+    /// the session says it is done with it ([`TaskStore::ran`]), not when it ends.
+    taken: bool,
+    /// The bytes it counts toward the store's totals: of its messages while it has not ended
+    /// ([`UNFINISHED_BYTES`]), of all its text once it has ([`FINISHED_BYTES`]).
+    counted: usize,
+}
+
+/// A context: whose it is, and what it has saved.
+struct Context {
+    owner: Option<String>,
+    /// Its tasks not yet let go: not ended and not taken, or taken and not reported back by
+    /// the session.
+    holding: usize,
+    /// The bytes its conversation takes on disk, as last measured; `None`: none is saved.
+    history: Option<u64>,
+    /// Its key in [`Inner::idle`], while no task holds it.
+    idle: Option<u64>,
 }
 
 /// Every task the door has seen this session.
@@ -157,30 +207,136 @@ struct Inner {
     next_seq: u64,
     /// Ended tasks' ids, in the order they ended.
     finished: VecDeque<String>,
-    /// Per context id: the principal its tasks belong to, and how many tasks kept use it.
-    contexts: HashMap<String, (Option<String>, usize)>,
+    /// Bytes the ended tasks kept count ([`FINISHED_BYTES`]).
+    finished_bytes: usize,
+    /// Bytes the tasks that have not ended count ([`UNFINISHED_BYTES`]).
+    unfinished_bytes: usize,
+    /// The contexts with a task or a saved conversation, by id.
+    contexts: HashMap<String, Context>,
+    /// The contexts with a conversation and no task, by when their last task was let go.
+    idle: BTreeMap<u64, String>,
+    next_idle: u64,
+    /// How many contexts have a conversation saved, and its bytes in all.
+    histories: usize,
+    history_bytes: u64,
+    /// The tasks the session took and has not reported back, with their context.
+    running: HashMap<String, String>,
 }
 
 impl Inner {
     /// Records that `id` ended, and forgets the tasks that ended longest ago past
-    /// [`FINISHED_KEPT`].
+    /// [`FINISHED_KEPT`] or [`FINISHED_BYTES`] (never the one that ended last).
     fn ended(&mut self, id: &str) {
+        if let Some(entry) = self.tasks.get_mut(id) {
+            self.unfinished_bytes -= entry.counted;
+            entry.counted = entry_bytes(entry);
+            self.finished_bytes += entry.counted;
+            if !entry.taken {
+                // The session never ran it: it saved nothing, and lets go of its context now.
+                let context = entry.task.context_id.clone();
+                self.let_go(&context);
+            }
+        }
         self.finished.push_back(id.to_string());
-        while self.finished.len() > FINISHED_KEPT {
+        while self.finished.len() > FINISHED_KEPT
+            || (self.finished_bytes > FINISHED_BYTES && self.finished.len() > 1)
+        {
             let Some(oldest) = self.finished.pop_front() else {
                 break;
             };
             if let Some(entry) = self.tasks.remove(&oldest) {
                 self.order.remove(&entry.seq);
-                let context = &entry.task.context_id;
-                if let Some((_, users)) = self.contexts.get_mut(context) {
-                    *users -= 1;
-                    if *users == 0 {
-                        self.contexts.remove(context);
-                    }
-                }
+                self.finished_bytes -= entry.counted;
             }
         }
+    }
+
+    /// A task of `principal` joins `context_id`, a new context or one of that principal's.
+    fn join(&mut self, context_id: &str, principal: Option<&str>) -> Result<(), NotCreated> {
+        match self.contexts.get_mut(context_id) {
+            Some(context) if context.owner.as_deref() != principal => {
+                Err(NotCreated::OthersContext)
+            }
+            Some(context) => {
+                context.holding += 1;
+                if let Some(key) = context.idle.take() {
+                    self.idle.remove(&key);
+                }
+                Ok(())
+            }
+            None => {
+                self.contexts.insert(
+                    context_id.to_string(),
+                    Context {
+                        owner: principal.map(str::to_string),
+                        holding: 1,
+                        history: None,
+                        idle: None,
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// A task lets go of `context_id`: with no task left, a context with no conversation is
+    /// forgotten, and one with a conversation is idle from now.
+    fn let_go(&mut self, context_id: &str) {
+        let Some(context) = self.contexts.get_mut(context_id) else {
+            return;
+        };
+        context.holding = context.holding.saturating_sub(1);
+        if context.holding > 0 {
+            return;
+        }
+        if context.history.is_none() {
+            self.contexts.remove(context_id);
+            return;
+        }
+        let key = self.next_idle;
+        self.next_idle += 1;
+        context.idle = Some(key);
+        self.idle.insert(key, context_id.to_string());
+    }
+
+    /// Records that `context_id`'s conversation takes `history` bytes on disk (`None`: it has
+    /// none).
+    fn saved(&mut self, context_id: &str, history: Option<u64>) {
+        let Some(context) = self.contexts.get_mut(context_id) else {
+            return;
+        };
+        if let Some(old) = context.history.take() {
+            self.histories -= 1;
+            self.history_bytes -= old;
+        }
+        if let Some(new) = history {
+            self.histories += 1;
+            self.history_bytes += new;
+        }
+        context.history = history;
+    }
+
+    /// The idle contexts whose conversations to drop, the one idle longest first, until at
+    /// most [`CONTEXTS_KEPT`] conversations and [`HISTORY_DISK_BYTES`] remain (the one idle
+    /// the shortest time is kept).
+    fn over_budget(&self) -> Vec<String> {
+        let (mut count, mut bytes) = (self.histories, self.history_bytes);
+        let mut dropped = Vec::new();
+        let keep_last = self.idle.len().saturating_sub(1);
+        for context_id in self.idle.values().take(keep_last) {
+            if count <= CONTEXTS_KEPT && bytes <= HISTORY_DISK_BYTES {
+                break;
+            }
+            let size = self
+                .contexts
+                .get(context_id)
+                .and_then(|context| context.history)
+                .unwrap_or(0);
+            count -= 1;
+            bytes -= size;
+            dropped.push(context_id.clone());
+        }
+        dropped
     }
 
     fn unfinished(&self) -> usize {
@@ -265,17 +421,21 @@ impl TaskStore {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// A new task in `submitted`, its history holding `message`; [`StoreFull`] when
-    /// [`UNFINISHED_LIMIT`] tasks have not ended.
+    /// A new task in `submitted`, its history holding `message`; the signal that stops it.
+    /// Refused when
+    /// [`UNFINISHED_LIMIT`] tasks or [`UNFINISHED_BYTES`] of messages have not ended
+    /// ([`NotCreated::Full`]), or when `context_id` is another principal's
+    /// ([`NotCreated::OthersContext`]).
     pub fn create(
         &self,
         task_id: &str,
         context_id: &str,
         mut message: Message,
         origin: Origin,
-    ) -> Result<(Task, StopSignal), StoreFull> {
+    ) -> Result<StopSignal, NotCreated> {
         message.task_id = Some(task_id.to_string());
         message.context_id = Some(context_id.to_string());
+        let bytes = parts_bytes(&message.parts);
         let mut status = TaskStatus::new(TaskState::Submitted);
         status.timestamp = Some(now());
         let mut task = Task::new(task_id, context_id, status);
@@ -283,20 +443,19 @@ impl TaskStore {
         let stop = StopSignal::default();
         let (changed, _) = watch::channel(0);
         let mut inner = self.lock();
-        if inner.unfinished() >= UNFINISHED_LIMIT {
-            return Err(StoreFull);
+        if inner.unfinished() >= UNFINISHED_LIMIT
+            || (inner.unfinished_bytes > 0 && inner.unfinished_bytes + bytes > UNFINISHED_BYTES)
+        {
+            return Err(NotCreated::Full);
         }
-        inner
-            .contexts
-            .entry(context_id.to_string())
-            .or_insert_with(|| (origin.principal.clone(), 0))
-            .1 += 1;
+        inner.join(context_id, origin.principal.as_deref())?;
+        inner.unfinished_bytes += bytes;
         let seq = inner.next_seq;
         inner.next_seq += 1;
         inner.tasks.insert(
             task_id.to_string(),
             Entry {
-                task: task.clone(),
+                task,
                 seq,
                 log: VecDeque::new(),
                 log_bytes: 0,
@@ -310,10 +469,83 @@ impl TaskStore {
                 streamed: HashMap::new(),
                 files: Vec::new(),
                 webhooks: Vec::new(),
+                taken: false,
+                counted: bytes,
             },
         );
         inner.order.insert(seq, task_id.to_string());
-        Ok((task, stop))
+        Ok(stop)
+    }
+
+    /// The session takes task `id` to run: the text it was asked, and the task is `working`.
+    /// `None` when it has ended (canceled while it waited) or is gone. From now on its context
+    /// is held until the session reports it done ([`TaskStore::ran`]), even if it is canceled:
+    /// the session may still save its conversation.
+    pub fn take(&self, id: &str) -> Option<String> {
+        let text = {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            let entry = inner.tasks.get_mut(id)?;
+            if entry.task.status.state.is_terminal() {
+                return None;
+            }
+            entry.taken = true;
+            inner
+                .running
+                .insert(id.to_string(), entry.task.context_id.clone());
+            entry
+                .task
+                .history
+                .first()
+                .map(Message::joined_text)
+                .unwrap_or_default()
+        };
+        self.set_state(id, TaskState::Working, None);
+        Some(text)
+    }
+
+    /// The session is done with task `id`, whose context's conversation now takes `history`
+    /// bytes on disk (`None`: it has none saved). Returns the contexts whose conversations must
+    /// go to keep within [`CONTEXTS_KEPT`] and [`HISTORY_DISK_BYTES`], the one whose last task
+    /// ended longest ago first: delete each, then tell the store
+    /// ([`TaskStore::history_dropped`]).
+    pub fn ran(&self, id: &str, history: Option<u64>) -> Vec<String> {
+        let mut inner = self.lock();
+        if let Some(context_id) = inner.running.remove(id) {
+            inner.saved(&context_id, history);
+            inner.let_go(&context_id);
+        }
+        inner.over_budget()
+    }
+
+    /// The conversation of `context_id` is deleted: a context no task uses is forgotten (its
+    /// id starts a fresh context, anyone's); one a task waits in stays its owner's.
+    pub fn history_dropped(&self, context_id: &str) {
+        let mut inner = self.lock();
+        inner.saved(context_id, None);
+        let Some(context) = inner.contexts.get_mut(context_id) else {
+            return;
+        };
+        if context.holding == 0 {
+            if let Some(key) = context.idle.take() {
+                inner.idle.remove(&key);
+            }
+            inner.contexts.remove(context_id);
+        }
+    }
+
+    /// What the store holds now: bytes of the ended tasks kept and of the tasks that have not
+    /// ended, the contexts' conversations on disk (as last measured), and how many tasks and
+    /// contexts it keeps.
+    pub fn usage(&self) -> Usage {
+        let inner = self.lock();
+        Usage {
+            finished_bytes: inner.finished_bytes,
+            unfinished_bytes: inner.unfinished_bytes,
+            history_bytes: inner.history_bytes,
+            tasks: inner.tasks.len(),
+            contexts: inner.contexts.len(),
+        }
     }
 
     /// The task's state, cloning nothing else.
@@ -353,13 +585,13 @@ impl TaskStore {
             .is_some_and(|entry| entry.origin.principal.as_deref() == principal)
     }
 
-    /// Whether `principal` may start a task in `context_id`: no kept task uses it, or those that
-    /// do are this principal's.
+    /// Whether `principal` may start a task in `context_id`: the store knows no such context
+    /// (no task uses it and no conversation of it is kept), or it is this principal's.
     pub fn context_free_for(&self, context_id: &str, principal: Option<&str>) -> bool {
         self.lock()
             .contexts
             .get(context_id)
-            .is_none_or(|(owner, _)| owner.as_deref() == principal)
+            .is_none_or(|context| context.owner.as_deref() == principal)
     }
 
     /// `principal`'s tasks matching `params`, most recently created first, one page of them: at most
@@ -616,7 +848,10 @@ impl TaskStore {
             };
             message.task_id = Some(entry.task.id.clone());
             message.context_id = Some(entry.task.context_id.clone());
+            let bytes = parts_bytes(&message.parts);
+            entry.counted += bytes;
             entry.task.history.push(message.clone());
+            inner.unfinished_bytes += bytes;
             waiter
         };
         self.set_state(id, TaskState::Working, None);
@@ -749,10 +984,15 @@ fn notification(
     }
 }
 
-/// The chunk text an event carries.
+/// The text an event carries: an artifact's chunk, a status update's message.
 fn event_bytes(event: &StreamEvent) -> usize {
     match event {
         StreamEvent::ArtifactUpdate(update) => parts_bytes(&update.artifact.parts),
+        StreamEvent::StatusUpdate(update) => update
+            .status
+            .message
+            .as_ref()
+            .map_or(0, |message| parts_bytes(&message.parts)),
         _ => 0,
     }
 }
@@ -769,6 +1009,19 @@ fn parts_bytes(parts: &[Part]) -> usize {
             PartContent::Data(_) => 0,
         })
         .sum()
+}
+
+/// The text an ended task holds, in bytes: its history and artifacts, its status message, its
+/// replay log.
+fn entry_bytes(entry: &Entry) -> usize {
+    text_bytes(&entry.task)
+        + entry
+            .task
+            .status
+            .message
+            .as_ref()
+            .map_or(0, |message| parts_bytes(&message.parts))
+        + entry.log_bytes
 }
 
 /// The text a task carries in its history and artifacts, in bytes.
@@ -789,6 +1042,23 @@ fn trim_history(task: &mut Task, history_length: Option<u32>) {
 
 /// A shared store.
 pub type SharedStore = Arc<TaskStore>;
+
+/// What a store holds ([`TaskStore::usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes of text the ended tasks kept hold (at most [`FINISHED_BYTES`], or the one task
+    /// that ended last).
+    pub finished_bytes: usize,
+    /// Bytes of messages the tasks that have not ended hold (at most [`UNFINISHED_BYTES`], or
+    /// one task's).
+    pub unfinished_bytes: usize,
+    /// Bytes the kept contexts' conversations take on disk, as last measured.
+    pub history_bytes: u64,
+    /// Tasks kept, ended or not.
+    pub tasks: usize,
+    /// Contexts known: with a task, or with a conversation kept.
+    pub contexts: usize,
+}
 
 /// `text` as a number a client sends back (a page offset, an event number): decimal digits
 /// only, no sign, no spaces, no more than a `u64` holds.
@@ -820,7 +1090,7 @@ mod tests {
         }
     }
 
-    fn add(store: &TaskStore, id: &str) -> Result<(Task, StopSignal), StoreFull> {
+    fn add(store: &TaskStore, id: &str) -> Result<StopSignal, NotCreated> {
         store.create(id, "ctx", Message::text("m", Role::User, "hi"), origin())
     }
 
@@ -847,7 +1117,7 @@ mod tests {
         for n in 0..UNFINISHED_LIMIT {
             add(&store, &format!("t{n}")).unwrap();
         }
-        assert_eq!(add(&store, "over").unwrap_err(), StoreFull);
+        assert_eq!(add(&store, "over").unwrap_err(), NotCreated::Full);
         store.cancel("t0").unwrap();
         add(&store, "over").unwrap();
     }
@@ -936,23 +1206,227 @@ mod tests {
         assert!(store.context_free_for("ctx-new", Some("ci")));
     }
 
-    #[test]
-    fn a_forgotten_tasks_context_is_free_again() {
-        let store = TaskStore::default();
-        let ops = Origin {
-            principal: Some("ops".to_string()),
+    fn of(principal: &str) -> Origin {
+        Origin {
+            principal: Some(principal.to_string()),
             ..origin()
-        };
-        store
-            .create("t0", "shared", Message::text("m", Role::User, "hi"), ops)
-            .unwrap();
-        store.set_state("t0", TaskState::Completed, None);
-        for n in 1..=FINISHED_KEPT {
-            let id = format!("t{n}");
-            add(&store, &id).unwrap();
-            store.set_state(&id, TaskState::Completed, None);
         }
-        assert!(store.get("t0", None).is_none(), "forgotten");
+    }
+
+    /// `principal`'s task `id` in `context`, run by the session, which saved `history` bytes of
+    /// its conversation; the contexts the store then wants dropped.
+    fn run(
+        store: &TaskStore,
+        id: &str,
+        context: &str,
+        principal: &str,
+        history: Option<u64>,
+    ) -> Vec<String> {
+        store
+            .create(
+                id,
+                context,
+                Message::text("m", Role::User, "hi"),
+                of(principal),
+            )
+            .unwrap();
+        assert_eq!(store.take(id).as_deref(), Some("hi"));
+        store.set_state(id, TaskState::Completed, None);
+        store.ran(id, history)
+    }
+
+    #[test]
+    fn a_context_stays_its_owners_after_its_tasks_are_forgotten() {
+        let store = TaskStore::default();
+        assert!(run(&store, "t0", "shared", "ops", Some(1_000)).is_empty());
+        for n in 1..=FINISHED_KEPT {
+            assert!(run(&store, &format!("t{n}"), &format!("c{n}"), "ci", Some(10)).is_empty());
+        }
+        assert!(store.get("t0", None).is_none(), "the task is forgotten");
+        assert!(!store.context_free_for("shared", Some("ci")));
+        assert_eq!(
+            store
+                .create(
+                    "joined",
+                    "shared",
+                    Message::text("m", Role::User, "hi"),
+                    of("ci")
+                )
+                .unwrap_err(),
+            NotCreated::OthersContext
+        );
+        assert!(store.context_free_for("shared", Some("ops")));
+        // Its conversation deleted, the id is a fresh context, anyone's.
+        store.history_dropped("shared");
         assert!(store.context_free_for("shared", Some("ci")));
+        store
+            .create(
+                "fresh",
+                "shared",
+                Message::text("m", Role::User, "hi"),
+                of("ci"),
+            )
+            .unwrap();
+        assert!(!store.context_free_for("shared", Some("ops")));
+    }
+
+    #[test]
+    fn a_context_nothing_was_saved_in_is_forgotten_with_its_last_task() {
+        let store = TaskStore::default();
+        store
+            .create(
+                "t",
+                "quiet",
+                Message::text("m", Role::User, "hi"),
+                of("ops"),
+            )
+            .unwrap();
+        assert!(!store.context_free_for("quiet", Some("ci")));
+        // Canceled before the session took it: it saved nothing.
+        store.cancel("t").unwrap();
+        assert!(store.take("t").is_none());
+        assert!(store.context_free_for("quiet", Some("ci")));
+        assert_eq!(store.usage().contexts, 0);
+    }
+
+    #[test]
+    fn a_task_canceled_while_it_runs_holds_its_context_until_the_session_is_done() {
+        let store = TaskStore::default();
+        store
+            .create("t", "busy", Message::text("m", Role::User, "hi"), of("ops"))
+            .unwrap();
+        store.take("t").unwrap();
+        store.cancel("t").unwrap();
+        // The session may still save its conversation: the context is not free.
+        assert!(!store.context_free_for("busy", Some("ci")));
+        store.ran("t", Some(50));
+        assert!(!store.context_free_for("busy", Some("ci")));
+        assert_eq!(store.usage().history_bytes, 50);
+    }
+
+    #[test]
+    fn two_principals_racing_for_a_new_context_leave_it_to_the_first() {
+        let store = TaskStore::default();
+        store
+            .create("a", "new", Message::text("m", Role::User, "hi"), of("ops"))
+            .unwrap();
+        assert_eq!(
+            store
+                .create("b", "new", Message::text("m", Role::User, "hi"), of("ci"))
+                .unwrap_err(),
+            NotCreated::OthersContext
+        );
+        assert!(store.get("b", None).is_none());
+    }
+
+    #[test]
+    fn conversations_past_the_disk_budget_go_oldest_first_and_the_last_stays() {
+        let store = TaskStore::default();
+        let quarter = HISTORY_DISK_BYTES / 4;
+        for n in 0..4 {
+            assert!(
+                run(
+                    &store,
+                    &format!("t{n}"),
+                    &format!("c{n}"),
+                    "ops",
+                    Some(quarter)
+                )
+                .is_empty()
+            );
+        }
+        assert_eq!(store.usage().history_bytes, HISTORY_DISK_BYTES);
+        // One byte over: the context idle longest goes.
+        assert_eq!(
+            run(&store, "t4", "c4", "ops", Some(1)),
+            vec!["c0".to_string()]
+        );
+        store.history_dropped("c0");
+        assert!(store.context_free_for("c0", Some("ci")));
+        assert_eq!(store.usage().history_bytes, 3 * quarter + 1);
+        // A conversation bigger than the budget alone: every other goes, it stays.
+        let dropped = run(&store, "t5", "c5", "ops", Some(HISTORY_DISK_BYTES + 1));
+        assert_eq!(dropped, ["c1", "c2", "c3", "c4"].map(String::from).to_vec());
+        for context in &dropped {
+            store.history_dropped(context);
+        }
+        assert_eq!(store.usage().history_bytes, HISTORY_DISK_BYTES + 1);
+        assert!(run(&store, "t6", "c5", "ops", Some(HISTORY_DISK_BYTES + 2)).is_empty());
+        assert!(!store.context_free_for("c5", Some("ci")));
+    }
+
+    #[test]
+    fn a_context_a_task_waits_in_keeps_its_owner_when_its_conversation_goes() {
+        let store = TaskStore::default();
+        run(&store, "t0", "c0", "ops", Some(10));
+        store
+            .create(
+                "t1",
+                "c0",
+                Message::text("m", Role::User, "again"),
+                of("ops"),
+            )
+            .unwrap();
+        store.history_dropped("c0");
+        assert!(!store.context_free_for("c0", Some("ci")));
+    }
+
+    #[test]
+    fn the_ended_tasks_kept_hold_at_most_their_byte_budget_oldest_forgotten_first() {
+        let store = TaskStore::default();
+        let input = "x".repeat(4 * 1024 * 1024);
+        let tasks = 2 * FINISHED_BYTES / input.len();
+        for n in 0..tasks {
+            let id = format!("t{n}");
+            store
+                .create(
+                    &id,
+                    &format!("c{n}"),
+                    Message::text("m", Role::User, &input),
+                    origin(),
+                )
+                .unwrap();
+            assert_eq!(store.usage().unfinished_bytes, input.len());
+            assert_eq!(store.take(&id).map(|text| text.len()), Some(input.len()));
+            let answer = Message::text("a", Role::Agent, "done");
+            store.set_state(&id, TaskState::Completed, Some(answer));
+            store.ran(&id, None);
+            let usage = store.usage();
+            assert!(usage.finished_bytes <= FINISHED_BYTES, "{usage:?}");
+            assert_eq!(usage.unfinished_bytes, 0);
+        }
+        let usage = store.usage();
+        // Each holds its input once, and its answer in its history, status and replay log.
+        let per_task = input.len() + 3 * "done".len();
+        assert_eq!(usage.finished_bytes, usage.tasks * per_task, "{usage:?}");
+        assert_eq!(usage.tasks, FINISHED_BYTES / per_task);
+        assert!(store.get("t0", None).is_none());
+        assert!(store.get(&format!("t{}", tasks - 1), None).is_some());
+        assert_eq!(usage.contexts, 0, "nothing saved, nothing remembered");
+    }
+
+    #[test]
+    fn messages_of_tasks_not_ended_past_their_budget_are_refused_until_one_ends() {
+        let store = TaskStore::default();
+        let input = "y".repeat(UNFINISHED_BYTES / 4);
+        let make =
+            |id: &str| store.create(id, id, Message::text("m", Role::User, &input), origin());
+        for n in 0..4 {
+            make(&format!("t{n}")).unwrap();
+        }
+        assert_eq!(make("over").unwrap_err(), NotCreated::Full);
+        store.cancel("t0").unwrap();
+        make("over").unwrap();
+        // One message bigger than the budget is still taken when nothing waits.
+        let store = TaskStore::default();
+        let huge = "z".repeat(UNFINISHED_BYTES + 1);
+        store
+            .create(
+                "big",
+                "big",
+                Message::text("m", Role::User, &huge),
+                origin(),
+            )
+            .unwrap();
     }
 }

@@ -100,6 +100,9 @@ pub trait TaskFeed: Send {
     fn next(
         &mut self,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TaskInput>> + Send + '_>>;
+    /// The session's workdir is made: called once, before the first [`TaskFeed::next`] (a
+    /// feed that keeps the workdir's size in bounds deletes what it drops through it).
+    fn started(&mut self, _workdir: &Workdir) {}
     /// The task `input` ended as `report` says.
     fn finished(&mut self, _input: &TaskInput, _report: &TaskReport) {}
 }
@@ -126,6 +129,7 @@ pub async fn run_fed(
 ) -> Result<SessionReport, SessionError> {
     in_session(engine, staged, config, observer, async |context| {
         let mut ran = Ran::default();
+        feed.started(context.workdir());
         while let Some(mut input) = feed.next().await {
             if config.cancel.as_ref().is_some_and(|c| c.reason().is_some()) {
                 break;

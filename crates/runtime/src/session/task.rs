@@ -341,6 +341,11 @@ impl<'a> SessionContext<'a> {
         self.hooks.drain(&scope).await
     }
 
+    /// The session's workdir.
+    pub(crate) fn workdir(&self) -> &Workdir {
+        self.workdir
+    }
+
     fn fixed_tokens(&self) -> u64 {
         *self.fixed_tokens.get_or_init(|| {
             let tools = serde_json::to_string(&self.specs).unwrap_or_default();
