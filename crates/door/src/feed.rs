@@ -52,22 +52,6 @@ pub async fn serve(
             workdir: None,
         });
     }
-    if !door_config.host.is_loopback() && door_config.tls.is_none() && !door_config.insecure_no_tls
-    {
-        return Err(SessionError {
-            code: "E-A2A-022",
-            message: format!(
-                "the door would serve plain HTTP on {}: credentials, tasks and answers would \
-                 cross the network in clear",
-                door_config.host
-            ),
-            hint: "give the door a certificate (`door: { tls: { cert: cert.pem, key: key.pem } }` \
-                   or --tls-cert/--tls-key), serve on 127.0.0.1 (the default), or pass \
-                   --insecure-no-tls when TLS ends in front of it (a proxy, a mesh)"
-                .to_string(),
-            workdir: None,
-        });
-    }
     let listener = tokio::net::TcpListener::bind((door_config.host, door_config.port))
         .await
         .map_err(|error| SessionError {
@@ -85,8 +69,24 @@ pub async fn serve(
         hint: "retry".to_string(),
         workdir: None,
     })?;
-    // An unspecified address (0.0.0.0, ::) is where the door listens, never where to reach
-    // it: the card names loopback then.
+    // Checked once the address is known to be ours (a bind that fails says so first); the
+    // listener is dropped unused.
+    if !door_config.host.is_loopback() && door_config.tls.is_none() && !door_config.insecure_no_tls
+    {
+        return Err(SessionError {
+            code: "E-A2A-022",
+            message: format!(
+                "the door would serve plain HTTP on {}: credentials, tasks and answers would \
+                 cross the network in clear",
+                door_config.host
+            ),
+            hint: "give the door a certificate (`door: { tls: { cert: cert.pem, key: key.pem } }` \
+                   or --tls-cert/--tls-key), serve on 127.0.0.1 (the default), or pass \
+                   --insecure-no-tls when TLS ends in front of it (a proxy, a mesh)"
+                .to_string(),
+            workdir: None,
+        });
+    }
     let mut front = murmur_front::Front::new(
         addr,
         &staged.capsule.door.allowed_hosts,
@@ -95,6 +95,8 @@ pub async fn serve(
     if let Some(tls) = &door_config.tls {
         front = front.with_tls(tls);
     }
+    // An unspecified address (0.0.0.0, ::) is where the door listens, never where to reach
+    // it: the card names loopback then.
     let url = control::local_url(addr, front.scheme());
     let control_failed = |message: String| SessionError {
         code: "E-CTL-005",
