@@ -622,9 +622,7 @@ fn secrets_are_compared_in_one_place() {
         "secrets compared outside murmur_front::secret: {elsewhere:?}"
     );
     assert!(
-        std::fs::read_to_string(&helper)
-            .unwrap()
-            .contains("ct_eq("),
+        std::fs::read_to_string(&helper).unwrap().contains("ct_eq("),
         "the helper itself compares in constant time"
     );
 }
