@@ -28,24 +28,10 @@ fn capsule(door: &str) -> Capsule {
         .start()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"name: fronted
-version: "0.1.0"
-description: A capsule behind the HTTP front.
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-lifecycle: {{ task_acceptance: queue }}
-{door}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        endpoint = emulator.url(),
+    let text = emulator.capsule_manifest(
+        "fronted",
+        "",
+        &format!("lifecycle: {{ task_acceptance: queue }}\n{door}"),
     );
     std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
     Capsule { dir, emulator }
@@ -90,28 +76,7 @@ fn send(text: &str) -> String {
 /// The answer to a raw `POST /` carrying `headers` (each `Name: value`) and `body`: the status
 /// and the whole answer.
 fn raw_post(port: u16, headers: &[&str], body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut request = "POST / HTTP/1.1\r\n".to_string();
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
-    request.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    ));
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    (status, answer)
+    raw_post_to(port, "/", headers, body)
 }
 
 /// The JSON body of a raw answer.
@@ -356,24 +321,19 @@ fn half_sent_requests_from_one_client_do_not_starve_the_others() {
 #[test]
 fn an_mcp_client_holds_at_most_its_share_of_sessions() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("murmur.yaml"),
-        format!(
-            r#"name: mcp-front
-version: "0.1.0"
-description: Tools behind the front.
-artifacts:
-  - {{ name: driver-anthropic, version: "0.1.0", runtime: driver, path: "{driver}", gateway: {{ endpoint: "http://127.0.0.1:9", api_key: "${{EMU_KEY}}" }} }}
-  - {{ name: read-file, version: "0.1.0", runtime: tool, path: "{read_file}" }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-"#,
-            driver = repo_root().join("artifacts/driver-anthropic").display(),
-            read_file = repo_root().join("artifacts/read-file").display(),
+    // Its model is never called.
+    let emulator = Emulator::builder(Script::from_yaml("turns: []").unwrap())
+        .start()
+        .unwrap();
+    let text = emulator.capsule_manifest(
+        "mcp-front",
+        &format!(
+            "  - {{ name: read-file, version: \"0.1.0\", runtime: tool, path: \"{}\" }}",
+            repo_root().join("artifacts/read-file").display()
         ),
-    )
-    .unwrap();
+        "",
+    );
+    std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
     let port = murmur_testkit::free_port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mur"))
         .args(["mcp", "serve"])

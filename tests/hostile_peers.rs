@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use murmur_testkit::Mur;
 use murmur_testkit::door::{Served, post};
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, repo_root};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-emulator-hostile-peers";
@@ -121,24 +121,12 @@ fn served(replies: &[&str], hook_port: u16) -> (tempfile::TempDir, Emulator, Ser
             .start()
             .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"name: notifier
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-lifecycle: {{ task_acceptance: queue }}
-capabilities:
-  network: {{ allow: [ "http://127.0.0.1:{hook_port}" ] }}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        endpoint = emulator.url(),
+    let text = emulator.capsule_manifest(
+        "notifier",
+        "",
+        &format!(
+            "lifecycle: {{ task_acceptance: queue }}\ncapabilities:\n  network: {{ allow: [ \"http://127.0.0.1:{hook_port}\" ] }}"
+        ),
     );
     std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
     let served = Served::start(

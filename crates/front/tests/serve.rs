@@ -159,14 +159,28 @@ async fn a_request_within_the_rules_reaches_the_server_with_its_clients_address(
         .unwrap();
 }
 
+/// A self-signed certificate for 127.0.0.1.
+fn self_signed() -> rcgen::CertifiedKey<rcgen::KeyPair> {
+    rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap()
+}
+
+/// `cert`'s certificate and `key`'s private key as `cert.pem` and `key.pem` in `dir`.
+fn write_pem(
+    dir: &std::path::Path,
+    cert: &rcgen::CertifiedKey<rcgen::KeyPair>,
+    key: &rcgen::CertifiedKey<rcgen::KeyPair>,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert_file, key_file) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, key.signing_key.serialize_pem()).unwrap();
+    (cert_file, key_file)
+}
+
 #[tokio::test]
 async fn a_tls_handshake_that_does_not_come_in_time_is_closed_and_one_that_does_is_served() {
     let dir = tempfile::tempdir().unwrap();
-    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let cert = dir.path().join("cert.pem");
-    let key = dir.path().join("key.pem");
-    std::fs::write(&cert, made.cert.pem()).unwrap();
-    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let made = self_signed();
+    let (cert, key) = write_pem(dir.path(), &made, &made);
     let tls = murmur_front::tls::Tls::read(&cert, &key).unwrap();
     assert!(tls.chain_pem.starts_with("-----BEGIN CERTIFICATE-----"));
     let (port, _stop, _server) = serve(short_limits(), Some(&tls)).await;
@@ -193,12 +207,7 @@ async fn a_tls_handshake_that_does_not_come_in_time_is_closed_and_one_that_does_
 #[test]
 fn a_key_that_is_not_the_certificates_is_refused_naming_both_files() {
     let dir = tempfile::tempdir().unwrap();
-    let one = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let cert = dir.path().join("cert.pem");
-    let key = dir.path().join("key.pem");
-    std::fs::write(&cert, one.cert.pem()).unwrap();
-    std::fs::write(&key, other.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = write_pem(dir.path(), &self_signed(), &self_signed());
     let error = murmur_front::tls::Tls::read(&cert, &key).unwrap_err();
     assert!(
         error.0.contains("cert.pem") && error.0.contains("key.pem"),

@@ -71,6 +71,34 @@ impl Emulator {
         format!("http://{}", self.addr)
     }
 
+    /// A capsule manifest named `name` whose model is this emulator, reached through the
+    /// first-party Anthropic driver with the key `${EMU_KEY}` (`model: test-model`).
+    /// `artifacts` are more entries of its `artifacts:` list (lines starting `  - `), `rest`
+    /// more top-level sections.
+    pub fn capsule_manifest(&self, name: &str, artifacts: &str, rest: &str) -> String {
+        format!(
+            r#"name: {name}
+version: "0.1.0"
+description: A capsule whose model is the provider emulator.
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+{artifacts}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+{rest}
+"#,
+            driver = crate::repo_root()
+                .join("artifacts/driver-anthropic")
+                .display(),
+            endpoint = self.url(),
+        )
+    }
+
     /// Every request received so far, in order of arrival.
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.recorded).clone()
