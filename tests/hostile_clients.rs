@@ -521,6 +521,67 @@ fn a_door_with_tls_is_reached_over_https_by_clients_that_trust_its_certificate()
 }
 
 #[test]
+fn a_capsule_delegates_over_https_only_to_a_peer_whose_certificate_it_trusts() {
+    let peer = capsule("");
+    let certs = tempfile::tempdir().unwrap();
+    let (cert, key) = certificate(certs.path());
+    let peer_served = peer.serve(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let peer_url = format!("{}/", peer_served.url);
+    let script = format!(
+        "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"What is the capital of Peru?\" }} }} ] }}\n  - reply: {{ text: done }}\n"
+    );
+    let delegate = |ca_file: Option<&Path>| {
+        let emulator = Emulator::builder(Script::from_yaml(&script).unwrap())
+            .api_key(KEY)
+            .start()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let text = emulator.capsule_manifest(
+            "delegator",
+            &format!(
+                "  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
+                repo_root().join("tests/fixtures/probe").display()
+            ),
+            &format!(
+                "capabilities:\n  network: {{ allow: [\"{}\"] }}",
+                peer_served.url
+            ),
+        );
+        std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
+        let mut run = mur()
+            .env("EMU_KEY", KEY)
+            .args(["run", "--task", "Ask the geographer.", "--workdir"])
+            .arg(dir.path().join("work"))
+            .arg(dir.path());
+        if let Some(ca_file) = ca_file {
+            run = run.env("MURMUR_CA_FILE", ca_file);
+        }
+        let ran = run.run();
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        // What the sender's model was told of the send.
+        emulator.requests()[1].body.to_string()
+    };
+    let untrusted = delegate(None);
+    assert!(
+        untrusted.contains("invalid peer certificate"),
+        "{untrusted}"
+    );
+    assert_eq!(peer.model_calls(), 0, "nothing reached a peer not trusted");
+    let trusted = delegate(Some(&cert));
+    assert!(trusted.contains("\\\"ok\\\":true"), "{trusted}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while peer.model_calls() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(peer.model_calls(), 1, "the trusted peer took the task");
+}
+
+#[test]
 fn a_door_beyond_loopback_without_tls_needs_insecure_no_tls() {
     let capsule = capsule("door:\n  auth:\n    - { principal: ops, bearer: \"${OPS_TOKEN}\" }");
     let refused = mur()
