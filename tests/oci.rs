@@ -802,19 +802,7 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
                 )
             }
         });
-        let home = tempfile::tempdir().unwrap();
-        let work = tempfile::tempdir().unwrap();
-        let output = mur(home.path())
-            .env(
-                "MURMUR_REGISTRY",
-                format!("oci://{}/murmur", registry.host()),
-            )
-            .env("MURMUR_REGISTRY_USERNAME", USER)
-            .env("MURMUR_REGISTRY_PASSWORD", PASS)
-            .args(["pull", "--json"])
-            .arg(format!("oci://{}/capsules/notes:1.0.0", registry.host()))
-            .arg(work.path().join("pulled"))
-            .run();
+        let output = pull_with_password(&registry);
         refused(&output, "E-REG-015");
         let hint = output.json()["error"]["hint"].as_str().unwrap().to_string();
         assert!(hint.contains("MURMUR_REGISTRY_HOSTS"), "{case}: {hint}");
@@ -841,19 +829,7 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
             bearer_challenge(&format!("http://127.0.0.1:{port}/token"))
         }
     });
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let output = mur(home.path())
-        .env(
-            "MURMUR_REGISTRY",
-            format!("oci://{}/murmur", registry.host()),
-        )
-        .env("MURMUR_REGISTRY_USERNAME", USER)
-        .env("MURMUR_REGISTRY_PASSWORD", PASS)
-        .args(["pull", "--json"])
-        .arg(format!("oci://{}/capsules/notes:1.0.0", registry.host()))
-        .arg(work.path().join("pulled"))
-        .run();
+    let output = pull_with_password(&registry);
     refused(&output, "E-REG-015");
     assert!(
         registry.seen().iter().any(|r| r.path.starts_with("/token")
@@ -863,6 +839,24 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
         "{:#?}",
         registry.seen()
     );
+}
+
+/// `mur pull` of a capsule from `registry` into a fresh directory, with a username and password
+/// bound to that registry by `$MURMUR_REGISTRY`.
+fn pull_with_password(registry: &Hostile) -> MurOutput {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    mur(home.path())
+        .env(
+            "MURMUR_REGISTRY",
+            format!("oci://{}/murmur", registry.host()),
+        )
+        .env("MURMUR_REGISTRY_USERNAME", USER)
+        .env("MURMUR_REGISTRY_PASSWORD", PASS)
+        .args(["pull", "--json"])
+        .arg(format!("oci://{}/capsules/notes:1.0.0", registry.host()))
+        .arg(work.path().join("pulled"))
+        .run()
 }
 
 /// Issue 39, point 7: a manifest body that never ends is refused (`E-REG-003`) as it passes

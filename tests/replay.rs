@@ -322,33 +322,20 @@ fn a_served_capsule_records_its_tasks_and_serves_them_again_from_the_cassette() 
 
 /// A capsule whose probe tool is given `SOME_TOKEN` (a credential's name) and `PLAIN_SETTING`
 /// through `capabilities.env.allow`, with a peer whose bearer credential is `PEER_TOKEN`.
-fn secrets_capsule(dir: &Path, endpoint: &str) {
+fn secrets_capsule(dir: &Path, emulator: &Emulator) {
     std::fs::create_dir_all(dir).unwrap();
-    let root = repo_root();
+    let probe = format!(
+        "  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
+        repo_root().join("tests/fixtures/probe").display()
+    );
+    let rest = r#"capabilities:
+  env: { allow: [ SOME_TOKEN, PLAIN_SETTING ] }
+  network: { allow: [ "http://127.0.0.1:9" ] }
+peers:
+  - { url: "http://127.0.0.1:9", bearer: "${PEER_TOKEN}" }"#;
     std::fs::write(
         dir.join("murmur.yaml"),
-        format!(
-            r#"name: secrets
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
-capabilities:
-  env: {{ allow: [ SOME_TOKEN, PLAIN_SETTING ] }}
-  network: {{ allow: [ "http://127.0.0.1:9" ] }}
-peers:
-  - {{ url: "http://127.0.0.1:9", bearer: "${{PEER_TOKEN}}" }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-"#,
-            driver = root.join("artifacts/driver-anthropic").display(),
-            probe = root.join("tests/fixtures/probe").display(),
-        ),
+        emulator.capsule_manifest("secrets", &probe, rest),
     )
     .unwrap();
 }
@@ -382,7 +369,7 @@ turns:
         .unwrap();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("capsule");
-    secrets_capsule(&dir, &emulator.url());
+    secrets_capsule(&dir, &emulator);
     let cassette = work.path().join("secrets.cassette.json");
     let run = |token: &str, peer: &str, key: Option<&str>, extra: &[&str]| {
         let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))

@@ -538,29 +538,19 @@ fn assert_nothing_raw(what: &str, printed: &str) {
 
 /// A capsule on driver-anthropic against `endpoint` with the probe tool, its sessions in
 /// `workdir/` beside the manifest.
-fn probe_capsule(dir: &Path, endpoint: &str) -> PathBuf {
-    let root = repo_root();
-    let text = format!(
-        r#"name: hostile
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  system_prompt: "You probe."
-  max_turns: 4
-"#,
-        driver = root.join("artifacts/driver-anthropic").display(),
-        probe = root.join("tests/fixtures/probe").display(),
+fn probe_capsule(dir: &Path, emulator: &Emulator) -> PathBuf {
+    let probe = format!(
+        "  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
+        repo_root().join("tests/fixtures/probe").display()
     );
+    // Under `inference:`, which the manifest ends with.
+    let inference = "  system_prompt: \"You probe.\"\n  max_turns: 4";
     let file = dir.join("murmur.yaml");
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(
+        &file,
+        emulator.capsule_manifest("hostile", &probe, inference),
+    )
+    .unwrap();
     file
 }
 
@@ -599,7 +589,7 @@ fn trace_show_prints_a_tool_failure_summary_escaped_and_json_keeps_it_exact() {
         {"reply": {"text": "The probe failed."}},
     ]}));
     let dir = tempfile::tempdir().unwrap();
-    probe_capsule(dir.path(), &emulator.url());
+    probe_capsule(dir.path(), &emulator);
     let run = mur_run(dir.path(), &["--json", "--task", "probe it"]);
     assert_eq!(run.code, 0, "{run:#?}");
     assert_nothing_raw("mur run --json", &run.stdout);
@@ -645,7 +635,7 @@ fn mur_run_streams_a_hostile_answer_escaped_and_writes_the_result_exact() {
         {"reply": {"thinking": {"text": thinking, "signature": "sig"}, "text": answer}},
     ]}));
     let dir = tempfile::tempdir().unwrap();
-    probe_capsule(dir.path(), &emulator.url());
+    probe_capsule(dir.path(), &emulator);
     let run = mur_run(dir.path(), &["--stream", "--task", "answer"]);
     assert_eq!(run.code, 0, "{run:#?}");
     assert_nothing_raw("mur run --stream", &run.stdout);
@@ -701,7 +691,7 @@ fn mur_send_prints_a_hostile_peer_answer_escaped() {
         {"reply": {"text": HOSTILE}},
     ]}));
     let dir = tempfile::tempdir().unwrap();
-    let file = probe_capsule(dir.path(), &emulator.url());
+    let file = probe_capsule(dir.path(), &emulator);
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(
         &file,

@@ -108,8 +108,9 @@ impl std::fmt::Debug for Secret {
 }
 /// What a driver credential set nowhere stands as while replaying: never sent, as nothing is.
 pub const REPLAY_CREDENTIAL: &str = "replayed-without-a-key";
-/// Headers never recorded, whatever the driver: they carry credentials.
-const CREDENTIAL_HEADERS: &[&str] = &[
+/// Headers that carry credentials: never recorded, whatever the driver, and an MCP server's
+/// literal value in one is scrubbed as a credential.
+pub const CREDENTIAL_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "x-api-key",

@@ -51,7 +51,7 @@ use std::time::Duration;
 use crate::engine::limits::DEFAULT_HOOK_DEADLINE;
 use crate::engine::{Engine, LoadedComponent};
 use crate::error::RuntimeError;
-use crate::grants::cassette::{Secret, looks_like_credential};
+use crate::grants::cassette::{CREDENTIAL_HEADERS, Secret, looks_like_credential};
 use crate::grants::http::gateway_rule;
 use crate::grants::{GatewayCredential, SecretStore};
 use crate::hooks::{StagedHook, load_hook};
@@ -633,16 +633,6 @@ pub fn stage_source(
     staged.credentials = staged.credential_values(lookups);
     Ok(staged)
 }
-
-/// Request headers that carry a credential: an MCP server's literal value in one is scrubbed
-/// from cassettes.
-const CREDENTIAL_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "x-api-key",
-    "api-key",
-    "cookie",
-];
 
 /// The capsule's `peers:` with their credentials looked up where staging looks. One set nowhere
 /// is kept as `None`: a run that never sends to that peer does not need it.

@@ -74,7 +74,8 @@ impl Emulator {
     /// A capsule manifest named `name` whose model is this emulator, reached through the
     /// first-party Anthropic driver with the key `${EMU_KEY}` (`model: test-model`).
     /// `artifacts` are more entries of its `artifacts:` list (lines starting `  - `), `rest`
-    /// more top-level sections.
+    /// more top-level sections; `rest` follows the `inference:` block, so lines of it indented
+    /// by two spaces add to that block.
     pub fn capsule_manifest(&self, name: &str, artifacts: &str, rest: &str) -> String {
         format!(
             r#"name: {name}
