@@ -613,7 +613,7 @@ impl Door {
             }
             _ => {}
         }
-        text_of(&message)?;
+        check_has_text(&message)?;
         if let Some(context_id) = &message.context_id
             && !self.store.context_free_for(context_id, caller.principal())
         {
@@ -765,11 +765,15 @@ fn check_content_types(params: &SendMessageParams, input_modes: &[String]) -> Re
     Ok(())
 }
 
-/// The text a message carries: what the agent is asked. Only text is understood.
-fn text_of(message: &Message) -> Result<String, RpcError> {
-    let text = message.joined_text();
-    if !text.trim().is_empty() {
-        return Ok(text);
+/// Refuses a message that carries no text, what the agent is asked (only text is understood).
+/// The text itself stays in the message: the session joins it when it takes the task.
+fn check_has_text(message: &Message) -> Result<(), RpcError> {
+    let has_text = message
+        .parts
+        .iter()
+        .any(|part| matches!(&part.content, PartContent::Text(text) if !text.trim().is_empty()));
+    if has_text {
+        return Ok(());
     }
     let media = message
         .parts
