@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use murmur_beneath::BeneathDir;
+use murmur_confine::{ShellGrant, TimeLimits};
 use murmur_mcp::{McpConnection, Transport};
-use murmur_shell::{ShellGrant, TimeLimits};
 use murmur_testkit::{mcp_python, repo_root};
 use rmcp::ServiceExt;
 use serde_json::{Value, json};

@@ -461,7 +461,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("murmur-front", 0),
     ("murmur-a2a", 1),
     ("murmur-registry", 1),
-    ("murmur-shell", 1),
+    ("murmur-confine", 1),
     ("murmur-trace", 1),
     ("murmur-guest", 1),
     ("murmur-testkit", 1),

@@ -41,10 +41,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use murmur_confine::Service;
 use murmur_manifest::Coded;
 use murmur_manifest::diagnostic::code;
 use murmur_manifest::lock::LockedTool;
-use murmur_shell::Service;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -318,7 +318,7 @@ pub struct McpConnection {
     /// The server's `serverInfo`: `{name, version}` as it introduced itself.
     server_info: Value,
     /// The stdio child, kept alive while the connection is; dropped, it dies with its group.
-    _child: Option<murmur_shell::ServiceGuard>,
+    _child: Option<murmur_confine::ServiceGuard>,
     /// Set when the server sent a message past [`MAX_MESSAGE_BYTES`] (the connection is then
     /// closed): what failed after is reported as that.
     overlong: Arc<AtomicBool>,

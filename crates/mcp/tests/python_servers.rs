@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use murmur_beneath::BeneathDir;
+use murmur_confine::{ShellGrant, TimeLimits};
 use murmur_manifest::Coded;
 use murmur_mcp::{McpConnection, ToolList, Transport};
-use murmur_shell::{ShellGrant, TimeLimits};
 use murmur_testkit::{free_port, mcp_python};
 use serde_json::{Map, Value, json};
 

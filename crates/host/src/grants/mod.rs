@@ -16,7 +16,7 @@
 //! - [`message`]: `murmur:message/send`, a tool's task for a peer capsule, under the network
 //!   allowlist.
 //! - [`shell`]: `murmur:shell/execute`, a capsule component's runs of allowlisted binaries.
-//!   The shell itself is its own crate, `murmur_shell`; what a call goes through is the
+//!   The shell itself is its own crate, `murmur_confine`; what a call goes through is the
 //!   session's ([`shell::ShellCall`]), the same as for the model's `shell` tool.
 //! - [`tool_registry`]: `murmur:tool-registry/invoke`, a capsule component's calls of its
 //!   allowlisted tools.

@@ -1,7 +1,7 @@
 //! `murmur:shell/execute` of `runtime-host`, for capsule components.
 //!
 //! The shell itself (allowlisted binaries run directly, confined, cut at 16 KiB) is the crate
-//! `murmur_shell`, and what one call goes through (the allowlist, the hooks' decision point,
+//! `murmur_confine`, and what one call goes through (the allowlist, the hooks' decision point,
 //! the run, the trace) is the session's: this module is only the WIT glue. Before a capsule
 //! component runs, the runtime sets on its store a [`ShellCall`] that answers each request; a
 //! store with none set refuses every request (`E-CAP-006`), so nothing runs that a session did
@@ -19,8 +19,8 @@ pub trait ShellCall: Send + Sync {
     /// ran, as `error[CODE]: message`.
     fn execute(
         &self,
-        request: murmur_shell::ShellRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<murmur_shell::ShellOutput, String>> + Send + '_>>;
+        request: murmur_confine::ShellRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<murmur_confine::ShellOutput, String>> + Send + '_>>;
 }
 
 /// A capsule component's slice of the store: who answers its shell requests, if anyone.
@@ -37,7 +37,7 @@ impl execute::Host for ShellSlot {
                 request.binary
             )));
         };
-        let request = murmur_shell::ShellRequest {
+        let request = murmur_confine::ShellRequest {
             binary: request.binary,
             args: request.args,
             stdin: request.stdin,

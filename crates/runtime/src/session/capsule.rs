@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use murmur_confine::{ShellGrant, ShellOutput, ShellRequest};
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{ArtifactEntry, CapsuleManifest};
 use murmur_manifest::hooks::Binding;
@@ -46,7 +47,6 @@ use murmur_manifest::{CapsuleSource, Diagnostic, Runtime};
 use murmur_registry::index::Registry;
 use murmur_registry::install;
 use murmur_registry::source::LocalArtifact;
-use murmur_shell::{ShellGrant, ShellOutput, ShellRequest};
 use serde_json::Value;
 
 use crate::capsule::{CapsuleRun, LoadedCapsule, call_capsule};

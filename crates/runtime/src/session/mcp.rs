@@ -40,13 +40,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use murmur_confine::{ShellGrant, TimeLimits};
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{CapsuleManifest, McpServerSpec};
 use murmur_manifest::diagnostic::code;
 use murmur_manifest::lock::LockedServer;
 use murmur_manifest::network::NetworkRule;
 use murmur_mcp::{McpConnection, McpError, ToolList, Transport};
-use murmur_shell::{ShellGrant, TimeLimits};
 use murmur_trace::Trace;
 use murmur_trace::schema::{CallStatus, ErrorRef, EventBody, McpServerRef};
 use serde_json::Value;
@@ -60,7 +60,7 @@ use crate::session::tools::{Dispatched, fence};
 use crate::session::workdir::Workdir;
 
 /// The most text of one result the model gets; the rest is kept in the workdir.
-const RESULT_LIMIT: usize = murmur_shell::OUTPUT_LIMIT;
+const RESULT_LIMIT: usize = murmur_confine::OUTPUT_LIMIT;
 
 /// A server's tool as the model is offered it.
 pub(crate) struct McpTool {

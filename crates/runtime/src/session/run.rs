@@ -69,7 +69,7 @@ fn exported(
 
 /// How shell children are contained on this host, as `session_start` reports it.
 pub(crate) fn containment() -> serde_json::Value {
-    match murmur_shell::landlock_abi() {
+    match murmur_confine::landlock_abi() {
         Some(abi) => serde_json::json!({"landlock": "enforced", "landlock_abi": abi}),
         None => serde_json::json!({
             "landlock": "unavailable",

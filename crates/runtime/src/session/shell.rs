@@ -16,11 +16,11 @@
 
 use std::time::{Duration, Instant};
 
+use murmur_confine::describe::{Described, describe};
+use murmur_confine::{ShellGrant, ShellOutput, ShellRequest, TimeLimits};
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_manifest::network::NetworkRule;
-use murmur_shell::describe::{Described, describe};
-use murmur_shell::{ShellGrant, ShellOutput, ShellRequest, TimeLimits};
 use murmur_trace::Trace;
 use murmur_trace::schema::{ErrorRef, EventBody};
 

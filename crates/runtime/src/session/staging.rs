@@ -755,7 +755,7 @@ fn unresolved_shell_binaries(capsule: &CapsuleManifest, path_var: &str) -> Vec<D
         .shell
         .allow
         .iter()
-        .filter(|binary| murmur_shell::resolve(binary, path_var).is_none())
+        .filter(|binary| murmur_confine::resolve(binary, path_var).is_none())
         .map(|binary| {
             Diagnostic::new(
                 "W-CAP-007",

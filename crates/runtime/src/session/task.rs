@@ -48,7 +48,7 @@ use crate::session::{
 };
 use crate::tool::KeptInstance;
 use grants::SessionGrants;
-use murmur_shell::{ShellGrant, ShellRequest, describe::describe};
+use murmur_confine::{ShellGrant, ShellRequest, describe::describe};
 use murmur_trace::Trace;
 use murmur_trace::context::SpanRef;
 use murmur_trace::schema::{ComponentGrants, Decision, ErrorRef, EventBody, Origin, Sent};

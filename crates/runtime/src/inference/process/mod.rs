@@ -120,7 +120,7 @@ impl ProcessCli {
         timeout: Option<u64>,
     ) -> Result<ProcessCli, NotFound> {
         let dialect = Dialect::of(command);
-        let found = murmur_shell::resolve(command, path_var).and_then(|p| p.canonicalize().ok());
+        let found = murmur_confine::resolve(command, path_var).and_then(|p| p.canonicalize().ok());
         let Some(path) = found else {
             let message = if command.contains('/') {
                 format!("`inference.command` names {command}, which is not an executable file")

@@ -456,7 +456,7 @@ impl SessionContext<'_> {
 
 /// How a shell call whose input could not be read is shown: what of a binary and arguments
 /// it holds.
-fn described_input(input: &Value, workdir: &Workdir) -> murmur_shell::describe::Described {
+fn described_input(input: &Value, workdir: &Workdir) -> murmur_confine::describe::Described {
     let args: Vec<String> = input
         .get("args")
         .and_then(Value::as_array)

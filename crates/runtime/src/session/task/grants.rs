@@ -12,7 +12,7 @@
 //!   own deadline.
 //! - The shell's grant is every shell call's ([`crate::session::shell::grant`]).
 
-use murmur_shell::ShellGrant;
+use murmur_confine::ShellGrant;
 use murmur_trace::schema::ComponentGrants;
 use serde_json::Value;
 

@@ -205,7 +205,7 @@ impl SessionContext<'_> {
                 ))));
             }
         };
-        let program = murmur_shell::ConfinedProgram {
+        let program = murmur_confine::ConfinedProgram {
             program: cli.path.clone(),
             arg0: std::path::Path::new(&cli.command)
                 .file_name()
