@@ -23,6 +23,7 @@
 //!   process group is killed by its guardian ([`confine`]). A process that leaves the group
 //!   with `setsid` of its own escapes this.
 
+pub mod closure;
 mod confine;
 pub mod describe;
 
