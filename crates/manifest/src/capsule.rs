@@ -23,6 +23,13 @@
 //!   paths are kept as written and resolved against the manifest's directory (one that does not
 //!   exist warns); `shell.allow` entries are single binary names; `env.allow` names are
 //!   non-empty, without `=`, and never `MURMUR_*` (the runtime owns those).
+//! - Containment: `containment` is one of [`Containment`]'s words (`E-CAP-012`), absent is
+//!   `None`; each `resources` value is a whole number within its [`RESOURCE_RANGES`] entry
+//!   (`E-CAP-013`); each `shell.interpreter_runtime` path, resolved against the manifest's
+//!   directory, is an existing directory (`E-CAP-014`); `network.unix_sockets` and
+//!   `filesystem.workdir_exec` are booleans, `false` when absent. An unknown key anywhere under
+//!   the capsule's or an entry's `capabilities` is `E-MAN-033`, an error: a key about what a
+//!   capsule may do, or how it is held, is honoured or refused, never dropped.
 //! - An artifact entry's `capabilities` narrow the capsule's for that artifact, never widen
 //!   them: each `network.allow` entry must be within `capabilities.network.allow` (`E-CAP-009`,
 //!   naming the artifact and the entry); `filesystem.path` is relative to the workdir and never
@@ -146,7 +153,16 @@ pub struct EntryCapabilities {
     /// What of the workdir the artifact's `.` is.
     pub filesystem: Option<EntryFilesystem>,
     /// The hosts it may reach: each within the capsule's `capabilities.network.allow`.
-    pub network: Option<NetworkGrant>,
+    pub network: Option<EntryNetwork>,
+}
+
+/// `capabilities.network` of an artifact entry: only `allow`. The capsule-wide switches
+/// (`unix_sockets`) are not narrowed per entry, so an entry naming one is an unknown key
+/// (`E-MAN-033`), never a grant silently dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryNetwork {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allow: Vec<NetworkRule>,
 }
 
 /// `capabilities.filesystem` of an artifact entry.
@@ -272,7 +288,10 @@ impl Gateway {
     }
 }
 
-/// What the sandbox grants.
+/// What the sandbox grants, and how the native children are held.
+///
+/// Every key in here, and below, is known or refused: an unknown one is `E-MAN-033`, never a
+/// warning that drops it (see the `load` module).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capabilities {
     #[serde(default, deserialize_with = "null_as_default")]
@@ -285,6 +304,157 @@ pub struct Capabilities {
     pub env: EnvGrant,
     #[serde(default, deserialize_with = "null_as_default")]
     pub limits: Limits,
+    /// The containment class the capsule asks for its native children; `None` when the
+    /// manifest does not say (the runtime then takes [`Containment::DEFAULT`], or what
+    /// `mur run --containment` asks: see [`Containment::resolve`]).
+    #[serde(default)]
+    pub containment: Option<Containment>,
+    /// Resource ceilings of the native children; each `None` takes the runtime's default.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub resources: Resources,
+}
+
+closed_set! {
+    /// `capabilities.containment`: how the kernel holds each native child (shell calls, MCP
+    /// stdio servers, agent CLIs). Ordered from weakest to strongest: `advisory < scoped <
+    /// sealed`. What each class promises is in `docs/security.md`.
+    #[derive(PartialOrd, Ord)]
+    pub enum Containment (code::E_CAP_012, "containment class") {
+        /// Only what the runtime does without the kernel's help; chosen explicitly, never a default.
+        Advisory = "advisory",
+        /// The default: Landlock, seccomp, a network namespace behind the egress proxy, no
+        /// privileges, a cgroup.
+        Scoped = "scoped",
+        /// `scoped` plus mount and PID namespaces with a composed root.
+        Sealed = "sealed",
+    }
+}
+
+impl Containment {
+    /// The class when neither the manifest nor the command line names one.
+    pub const DEFAULT: Containment = Containment::Scoped;
+
+    /// The stronger of `a` and `b`.
+    pub fn stronger(a: Containment, b: Containment) -> Containment {
+        a.max(b)
+    }
+
+    /// The class a child runs under: the stronger of what the manifest `declared` and what
+    /// the command line `asked`; the one given when only one is; [`Containment::DEFAULT`]
+    /// when neither is. `advisory` is had only by naming it, and never over a stronger ask.
+    pub fn resolve(declared: Option<Containment>, asked: Option<Containment>) -> Containment {
+        match (declared, asked) {
+            (Some(a), Some(b)) => Containment::stronger(a, b),
+            (Some(one), None) | (None, Some(one)) => one,
+            (None, None) => Containment::DEFAULT,
+        }
+    }
+}
+
+/// `capabilities.resources`: ceilings on the native children of the capsule. Each key is
+/// optional (`None` takes the runtime's default); a value outside its range is `E-CAP-013`
+/// at its line. Sizes are whole numbers of bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    /// Live processes (and threads) at once, at least 1.
+    #[serde(default, deserialize_with = "de_max_processes")]
+    pub max_processes: Option<u32>,
+    /// Memory, swap included, at least 1 MiB.
+    #[serde(default, deserialize_with = "de_memory_bytes")]
+    pub memory_bytes: Option<u64>,
+    /// CPU time as a percent of one CPU (`200` is two CPUs), 1 to 102,400.
+    #[serde(default, deserialize_with = "de_cpu_percent")]
+    pub cpu_percent: Option<u32>,
+    /// Open file descriptors per process, 16 to 1,048,576.
+    #[serde(default, deserialize_with = "de_open_files")]
+    pub open_files: Option<u32>,
+    /// The largest file a child may write, at least 1.
+    #[serde(default, deserialize_with = "de_file_size_bytes")]
+    pub file_size_bytes: Option<u64>,
+    /// The bytes the session workdir may hold, at least 1.
+    #[serde(default, deserialize_with = "de_workdir_max_bytes")]
+    pub workdir_max_bytes: Option<u64>,
+}
+
+/// The range of one `capabilities.resources` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceRange {
+    pub key: &'static str,
+    /// The least value taken.
+    pub least: u64,
+    /// The most value taken.
+    pub most: u64,
+    /// What the value counts, in words.
+    pub unit: &'static str,
+}
+
+macro_rules! resource_ranges {
+    ($($konst:ident, $de:ident: $key:literal as $ty:ty, $least:expr, $most:expr, $unit:literal;)*) => {
+        $(
+            #[doc = concat!("The range of `capabilities.resources.", $key, "`.")]
+            pub const $konst: ResourceRange = ResourceRange { key: $key, least: $least, most: $most, unit: $unit };
+
+            fn $de<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<$ty>, D::Error> {
+                // Every range lies within its type, so the conversion never fails.
+                resource(deserializer, $konst).map(|n| n.and_then(|n| <$ty>::try_from(n).ok()))
+            }
+        )*
+
+        /// Every `capabilities.resources` key's range, in the order of [`Resources`]' fields.
+        pub const RESOURCE_RANGES: &[ResourceRange] = &[$($konst),*];
+    };
+}
+
+resource_ranges! {
+    MAX_PROCESSES, de_max_processes: "max_processes" as u32, 1, u32::MAX as u64, "processes";
+    MEMORY_BYTES, de_memory_bytes: "memory_bytes" as u64, 1 << 20, u64::MAX, "bytes";
+    CPU_PERCENT, de_cpu_percent: "cpu_percent" as u32, 1, 100 * 1024, "percent of one CPU";
+    OPEN_FILES, de_open_files: "open_files" as u32, 16, 1 << 20, "open files";
+    FILE_SIZE_BYTES, de_file_size_bytes: "file_size_bytes" as u64, 1, u64::MAX, "bytes";
+    WORKDIR_MAX_BYTES, de_workdir_max_bytes: "workdir_max_bytes" as u64, 1, u64::MAX, "bytes";
+}
+
+/// A `capabilities.resources` value: absent or empty is `None`; a whole number within `range`
+/// is kept; any other number (negative, fractional, out of range) is `E-CAP-013`.
+fn resource<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    range: ResourceRange,
+) -> Result<Option<u64>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let ResourceRange {
+        key,
+        least,
+        most,
+        unit,
+    } = range;
+    match number.as_u64() {
+        Some(n) if (least..=most).contains(&n) => Ok(Some(n)),
+        _ => {
+            // A float in plain digits, as the user wrote it (`2.5`, not `2.5e0`).
+            let number = number
+                .as_f64()
+                .filter(|_| number.is_f64())
+                .map_or_else(|| number.to_string(), |f| f.to_string());
+            let allowed = if most == u64::MAX {
+                format!("a whole number of at least {least}")
+            } else {
+                format!("a whole number from {least} to {most}")
+            };
+            Err(serde_error(
+                &Diagnostic::new(
+                    code::E_CAP_013,
+                    format!(
+                        "`capabilities.resources.{key}` is {number}; it must be {allowed} ({unit})"
+                    ),
+                )
+                .hint(format!(
+                    "write {allowed} for `{key}`, or remove it to take the runtime's default"
+                )),
+            ))
+        }
+    }
 }
 
 /// `capabilities.network`: hosts outgoing requests may reach. Empty denies all.
@@ -292,6 +462,9 @@ pub struct Capabilities {
 pub struct NetworkGrant {
     #[serde(default, deserialize_with = "null_as_default")]
     pub allow: Vec<NetworkRule>,
+    /// Whether a native child may open Unix sockets (`socket(AF_UNIX)`); default `false`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub unix_sockets: bool,
 }
 
 /// `capabilities.filesystem`: paths a component may read beyond the session workdir.
@@ -299,6 +472,9 @@ pub struct NetworkGrant {
 pub struct FilesystemGrant {
     #[serde(default, deserialize_with = "null_as_default")]
     pub read_only: Vec<ReadOnlyPath>,
+    /// Whether a native child may execute files in the workdir; default `false`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub workdir_exec: bool,
 }
 
 impl FilesystemGrant {
@@ -337,6 +513,21 @@ impl<'de> Deserialize<'de> for ReadOnlyPath {
 pub struct ShellGrant {
     #[serde(default, deserialize_with = "null_as_default")]
     pub allow: Vec<String>,
+    /// Directories an interpreter among `allow` needs read-only (its standard library, its
+    /// packages), resolved against the manifest's directory; each must exist as a directory
+    /// when the manifest loads (`E-CAP-014`).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub interpreter_runtime: Vec<ReadOnlyPath>,
+}
+
+impl ShellGrant {
+    /// Every `interpreter_runtime` path, resolved against the manifest's directory.
+    pub fn interpreter_runtime_resolved(&self) -> Vec<PathBuf> {
+        self.interpreter_runtime
+            .iter()
+            .map(|p| p.resolved.clone())
+            .collect()
+    }
 }
 
 /// `capabilities.env`: environment variables passed into components.
@@ -666,6 +857,9 @@ impl CapsuleManifest {
     /// Resolves relative paths against `dir`, the manifest's directory.
     pub(crate) fn resolve(&mut self, dir: &Path) {
         for path in &mut self.capabilities.filesystem.read_only {
+            path.resolved = resolve_path(dir, &path.raw);
+        }
+        for path in &mut self.capabilities.shell.interpreter_runtime {
             path.resolved = resolve_path(dir, &path.raw);
         }
     }
@@ -1378,6 +1572,25 @@ impl Capabilities {
                 );
             }
         }
+        for (i, path) in self.shell.interpreter_runtime.iter().enumerate() {
+            let problem = match std::fs::metadata(&path.resolved) {
+                Ok(meta) if meta.is_dir() => continue,
+                Ok(_) => "is not a directory",
+                Err(_) => "does not exist",
+            };
+            found.push(
+                Diagnostic::new(
+                    code::E_CAP_014,
+                    format!(
+                        "interpreter runtime `{}` {problem} (resolved to {})",
+                        path.raw.display(),
+                        path.resolved.display()
+                    ),
+                )
+                .hint("name a directory the interpreter reads, such as `/usr/lib/python3`; relative paths are relative to the manifest's directory, and a single file goes under `filesystem.read_only`")
+                .at_path(format!("capabilities.shell.interpreter_runtime[{i}]")),
+            );
+        }
         for (i, binary) in self.shell.allow.iter().enumerate() {
             let problem = if binary.trim().is_empty() {
                 "is empty"
@@ -1405,6 +1618,28 @@ impl Capabilities {
                     .at_path(format!("capabilities.env.allow[{i}]")),
             );
         }
+    }
+}
+
+/// Whether an unknown `key` in the capsule manifest's mapping at `holder` is `E-MAN-033`
+/// rather than `W-MAN-013`: anywhere under `capabilities` or under an artifact entry's
+/// `capabilities` (what a capsule may do and how its children are contained), and a key at
+/// the top level or of an artifact entry whose closest known key (`closest`) is
+/// `capabilities`, a misspelling that would drop every grant and containment key under it.
+pub(crate) fn is_containment_key(holder: &str, _key: &str, closest: Option<&str>) -> bool {
+    let under = |path: &str| {
+        path == "capabilities"
+            || path.starts_with("capabilities.")
+            || path.starts_with("capabilities[")
+    };
+    let entry = holder.strip_prefix("artifacts[").and_then(|rest| {
+        let (index, after) = rest.split_once(']')?;
+        index.chars().all(|c| c.is_ascii_digit()).then_some(after)
+    });
+    match entry {
+        Some("") => closest == Some("capabilities"),
+        Some(after) => after.strip_prefix('.').is_some_and(under),
+        None => under(holder) || (holder.is_empty() && closest == Some("capabilities")),
     }
 }
 
@@ -1559,7 +1794,7 @@ capabilities:
                 .all(|d| d.code != code::E_CAP_009 && d.code != code::E_CAP_010)
         );
         let mut wider = c.clone();
-        wider.artifacts[3].capabilities.network = Some(NetworkGrant {
+        wider.artifacts[3].capabilities.network = Some(EntryNetwork {
             allow: vec![NetworkRule::parse("https://127.0.0.1:9").unwrap()],
         });
         wider.artifacts[3].capabilities.filesystem = Some(EntryFilesystem {

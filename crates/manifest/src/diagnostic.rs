@@ -270,6 +270,7 @@ codes! {
     W_MAN_030 = "W-MAN-030": "an artifact's component is not built yet (its `build:` makes it)";
     E_MAN_031 = "E-MAN-031": "an artifact's component file is not a WebAssembly component, or does not export its world's entry point";
     W_MAN_032 = "W-MAN-032": "another Murmur runtime's spelling in an artifact manifest, read as this one's (`runtime: wasm`, `requires_files`, `input`, an `input_schema` written as JSON text)";
+    E_MAN_033 = "E-MAN-033": "an unknown key under `capabilities` (the capsule's, or an artifact entry's), or a top-level key that looks like a misspelt `capabilities`: a key about what a capsule may do or how it is contained is never dropped with a warning";
 
     E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";
     E_CAP_002 = "E-CAP-002": "a limit is zero or negative";
@@ -282,6 +283,9 @@ codes! {
     E_CAP_009 = "E-CAP-009": "an artifact entry's `capabilities.network.allow` names a host, scheme or port the capsule's `capabilities.network.allow` does not";
     E_CAP_010 = "E-CAP-010": "an artifact entry's `capabilities.filesystem.path` is absolute, empty, or climbs out of the workdir with `..`";
     E_CAP_011 = "E-CAP-011": "an MCP server's `server.url` is not in `capabilities.network.allow`";
+    E_CAP_012 = "E-CAP-012": "`capabilities.containment` is not one of `advisory`, `scoped`, `sealed`";
+    E_CAP_013 = "E-CAP-013": "a `capabilities.resources` value is not a whole number within its range";
+    E_CAP_014 = "E-CAP-014": "a `capabilities.shell.interpreter_runtime` path does not exist or is not a directory";
 
     E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
     E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";

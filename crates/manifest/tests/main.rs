@@ -2,6 +2,7 @@
 
 mod codes;
 mod common;
+mod containment;
 mod every_problem;
 mod interpolation;
 mod lock;

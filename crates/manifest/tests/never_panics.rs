@@ -64,6 +64,16 @@ const KEYS: &[&str] = &[
     "limits",
     "memory_bytes",
     "deadline_seconds",
+    "containment",
+    "resources",
+    "max_processes",
+    "cpu_percent",
+    "open_files",
+    "file_size_bytes",
+    "workdir_max_bytes",
+    "unix_sockets",
+    "workdir_exec",
+    "interpreter_runtime",
     "inference",
     "transport",
     "model",
@@ -159,6 +169,13 @@ const SCALARS: &[&str] = &[
     "\"\\u0000\"",
     "primary",
     "driver-anthropic",
+    "advisory",
+    "scoped",
+    "sealed",
+    "1048576",
+    "102400",
+    "4294967296",
+    "18446744073709551616",
 ];
 
 #[derive(Debug, Clone)]
@@ -343,5 +360,106 @@ fn errors_carry_codes_on_a_few_known_bad_inputs() {
     ] {
         let loaded = check(text);
         assert!(loaded.has_errors(), "`{text}` loaded");
+    }
+}
+
+/// A value for a containment key: in range, at a bound, past one, of another type, or junk.
+fn containment_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(
+            &[
+                "0",
+                "1",
+                "15",
+                "16",
+                "1048575",
+                "1048576",
+                "1048577",
+                "102400",
+                "102401",
+                "4294967295",
+                "4294967296",
+                "18446744073709551615",
+                "18446744073709551616",
+                "-1",
+                "1.5",
+                "1e3",
+                "true",
+                "\"64\"",
+                "sealed",
+                "scoped",
+                "advisory",
+                "seald",
+                "",
+                "[]",
+                "{}",
+                "null",
+                "/usr/lib",
+                "./nope",
+                "[ /usr, ./x ]",
+            ][..]
+        )
+        .prop_map(str::to_string),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+    ]
+}
+
+/// The keys of `capabilities` and below that ask for containment, by their parent.
+const CONTAINMENT_KEYS: &[(&str, &str)] = &[
+    ("", "containment"),
+    ("resources", "max_processes"),
+    ("resources", "memory_bytes"),
+    ("resources", "cpu_percent"),
+    ("resources", "open_files"),
+    ("resources", "file_size_bytes"),
+    ("resources", "workdir_max_bytes"),
+    ("resources", "resouces"),
+    ("network", "unix_sockets"),
+    ("filesystem", "workdir_exec"),
+    ("shell", "interpreter_runtime"),
+    ("shell", "interpreter"),
+    ("", "resouces"),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `capabilities` holding any mix of the containment keys, with any values, never panics;
+    /// every problem is an error with a code and a hint (checked by `check`), and a manifest
+    /// loads only when each value it kept is within its range.
+    #[test]
+    fn containment_keys_with_any_values_never_panic(
+        picks in prop::collection::vec((0..CONTAINMENT_KEYS.len(), containment_value()), 0..8),
+    ) {
+        let mut by_parent: std::collections::BTreeMap<&str, Vec<(&str, String)>> = Default::default();
+        for (i, value) in picks {
+            let (parent, key) = CONTAINMENT_KEYS[i];
+            let keys = by_parent.entry(parent).or_default();
+            if !keys.iter().any(|(k, _)| *k == key) {
+                keys.push((key, value));
+            }
+        }
+        let mut text = String::from("name: x\nversion: \"1.0.0\"\ncapabilities:\n");
+        for (parent, keys) in &by_parent {
+            let indent = if parent.is_empty() { "  " } else { "    " };
+            if !parent.is_empty() {
+                text.push_str(&format!("  {parent}:\n"));
+            }
+            for (key, value) in keys {
+                text.push_str(&format!("{indent}{key}: {value}\n"));
+            }
+        }
+        let loaded = check(&text);
+        if let Some(Manifest::Capsule(capsule)) = &loaded.manifest {
+            let r = &capsule.capabilities.resources;
+            prop_assert!(r.max_processes.is_none_or(|n| n >= 1));
+            prop_assert!(r.memory_bytes.is_none_or(|n| n >= 1 << 20));
+            prop_assert!(r.cpu_percent.is_none_or(|n| (1..=102_400).contains(&n)));
+            prop_assert!(r.open_files.is_none_or(|n| (16..=1 << 20).contains(&n)));
+            prop_assert!(r.file_size_bytes.is_none_or(|n| n >= 1));
+            prop_assert!(r.workdir_max_bytes.is_none_or(|n| n >= 1));
+            prop_assert!(!text.contains("resouces") && !text.contains("interpreter:"), "{}", text);
+        }
     }
 }

@@ -11,7 +11,8 @@
 //! 4. The top-level `runtime:` decides the kind: `tool`, `driver`, `hook` or `skill` is an
 //!    artifact manifest; no `runtime:` or `runtime: capsule` a capsule manifest.
 //! 5. The value is deserialized into the types, every type problem reported once and unknown
-//!    keys warned about (see `shape`).
+//!    keys warned about (see `shape`); in a capsule manifest an unknown key under
+//!    `capabilities` (the capsule's or an artifact entry's) is the error `E-MAN-033`.
 //! 6. If the shape is sound, the meaning is checked (the `validate` of each manifest type), so
 //!    one mistake is never reported twice.
 //!
@@ -287,7 +288,11 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
     }
     let manifest = match kind {
         Runtime::Capsule => {
-            let shape = shape::deserialize::<CapsuleManifest>(&value, &map);
+            let shape = shape::deserialize::<CapsuleManifest>(
+                &value,
+                &map,
+                crate::capsule::is_containment_key,
+            );
             checked(shape, &mut found, |capsule| {
                 capsule.resolve(&dir);
                 capsule.validate(&dir)
@@ -295,7 +300,7 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
             .map(Manifest::Capsule)
         }
         _ => {
-            let shape = shape::deserialize::<ArtifactManifest>(&value, &map);
+            let shape = shape::deserialize::<ArtifactManifest>(&value, &map, shape::lenient);
             checked(shape, &mut found, |artifact| artifact.validate(&dir)).map(Manifest::Artifact)
         }
     };

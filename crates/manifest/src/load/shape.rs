@@ -5,10 +5,13 @@
 //! rest is tried again, until the copy deserializes or the top level itself is at fault. Every
 //! problem is reported at its original path, so the line points at what the user wrote.
 //! Keys no type knows, in any pass, are `W-MAN-013`, with the closest key known at that spot
-//! as the hint; a missing field's hint names a key that looks like a typo of it. Only the first
-//! [`MAX_UNKNOWN_KEYS`] in the order of the text are warned about one by one; one more
-//! `W-MAN-013` counts the rest. Each unknown key costs constant work, so a manifest of many
-//! unknown keys loads in time linear in its size.
+//! as the hint; a missing field's hint names a key that looks like a typo of it. Where the
+//! caller's [`Strict`] says so (in a capsule manifest: under `capabilities`, see
+//! [`crate::capsule::is_containment_key`]) an unknown key is the error `E-MAN-033` instead,
+//! with the same hint: a key about what a capsule may do is never dropped with a warning. Only
+//! the first [`MAX_UNKNOWN_KEYS`] of each kind, in the order of the text, are reported one by
+//! one; one more diagnostic of that kind counts the rest. Each unknown key costs constant work,
+//! so a manifest of many unknown keys loads in time linear in its size.
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,6 +28,15 @@ const MAX_PROBLEMS: usize = 100;
 /// The most unknown keys warned about one by one; the rest are counted in one more warning.
 pub(crate) const MAX_UNKNOWN_KEYS: usize = 100;
 
+/// Whether an unknown `key` in the mapping at `holder` (a path such as `capabilities.shell`),
+/// whose closest known sibling is `closest`, is an error rather than a warning.
+pub(crate) type Strict = fn(holder: &str, key: &str, closest: Option<&str>) -> bool;
+
+/// The [`Strict`] of a manifest whose unknown keys are all warnings.
+pub(crate) fn lenient(_: &str, _: &str, _: Option<&str>) -> bool {
+    false
+}
+
 /// What [`deserialize`] found.
 pub(crate) struct Shape<T> {
     /// The typed value of `value` with every value at fault taken out, when that much
@@ -40,10 +52,12 @@ pub(crate) struct Shape<T> {
     pub(crate) shifted: Vec<String>,
 }
 
-/// Deserializes `value`, reporting every type problem and every unknown key.
+/// Deserializes `value`, reporting every type problem and every unknown key (an error where
+/// `strict` says so, else a warning).
 pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
     value: &Value,
     map: &SourceMap,
+    strict: Strict,
 ) -> Shape<T> {
     let mut work = value.clone();
     let mut removed = Removed::default();
@@ -114,7 +128,7 @@ pub(crate) fn deserialize<T: DeserializeOwned + Serialize>(
         .and_then(|t| serde_json::to_value(t).ok())
         .map(|v| known_keys(&v, &removed))
         .unwrap_or_default();
-    found.extend(unknown_keys(unknown, &known, map));
+    found.extend(unknown_keys(unknown, &known, map, strict));
     Shape {
         repaired: typed,
         problems: found,
@@ -415,60 +429,109 @@ fn known_keys(known: &Value, removed: &Removed) -> HashMap<String, Vec<String>> 
     out
 }
 
-/// `W-MAN-013` for the first [`MAX_UNKNOWN_KEYS`] of `unknown` in the order of the text, and,
-/// when there are more, one `W-MAN-013` at the next saying how many more there are: a hostile
-/// manifest of a million unknown keys gets 101 warnings, not a million.
+/// One diagnostic for each unknown key, in two kinds: `E-MAN-033` where `strict` says so,
+/// `W-MAN-013` elsewhere. For each kind, the first [`MAX_UNKNOWN_KEYS`] in the order of the text
+/// are listed one by one and, when there are more, one more diagnostic of that kind at the next
+/// says how many more there are: a hostile manifest of a million unknown keys gets at most 202
+/// diagnostics, not a million.
 fn unknown_keys(
     unknown: Vec<(String, String)>,
     known: &HashMap<String, Vec<String>>,
     map: &SourceMap,
+    strict: Strict,
 ) -> Vec<Diagnostic> {
-    let total = unknown.len();
-    let mut placed: Vec<(Option<Place>, String, String)> = unknown
-        .into_iter()
-        .map(|(holder, key)| (map.locate_key(&join_key(&holder, &key)), holder, key))
-        .collect();
+    let mut errors: Vec<Unknown> = Vec::new();
+    let mut warnings: Vec<Unknown> = Vec::new();
+    for (holder, key) in unknown {
+        let siblings: Vec<&str> = known
+            .get(&holder)
+            .map(|keys| keys.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let close = closest(&key, siblings.iter().copied()).map(str::to_string);
+        let at = map.locate_key(&join_key(&holder, &key));
+        let is_error = strict(&holder, &key, close.as_deref());
+        let unknown = Unknown {
+            at,
+            holder,
+            key,
+            close,
+        };
+        if is_error {
+            errors.push(unknown);
+        } else {
+            warnings.push(unknown);
+        }
+    }
+    let mut out = listed(errors, known, code::E_MAN_033);
+    out.extend(listed(warnings, known, code::W_MAN_013));
+    out
+}
+
+/// An unknown key: where it is written, the mapping holding it, and the closest known key there.
+struct Unknown {
+    at: Option<Place>,
+    holder: String,
+    key: String,
+    close: Option<String>,
+}
+
+/// `code` for each of the first [`MAX_UNKNOWN_KEYS`] of `placed`, and one more counting the rest.
+fn listed(
+    mut placed: Vec<Unknown>,
+    known: &HashMap<String, Vec<String>>,
+    code: &'static str,
+) -> Vec<Diagnostic> {
+    let total = placed.len();
     if total > MAX_UNKNOWN_KEYS {
         // Keys without a place last, as the loader's final sort puts them.
         let order = |at: &Option<Place>| match at {
             Some(at) => (0, at.line, at.column),
             None => (1, 0, 0),
         };
-        placed.sort_by_key(|(at, _, _)| order(at));
+        placed.sort_by_key(|unknown| order(&unknown.at));
     }
     let mut out: Vec<Diagnostic> = placed
         .iter()
         .take(MAX_UNKNOWN_KEYS)
-        .map(|(at, holder, key)| unknown_key(holder, key, *at, known))
+        .map(|unknown| unknown_key(unknown, known, code))
         .collect();
-    if let Some((at, holder, key)) = placed.get(MAX_UNKNOWN_KEYS) {
+    if let Some(next) = placed.get(MAX_UNKNOWN_KEYS) {
         let more = total - MAX_UNKNOWN_KEYS;
+        let what = if code == code::E_MAN_033 {
+            "unknown keys about capabilities"
+        } else {
+            "unknown keys"
+        };
         let mut summary = Diagnostic::new(
-            code::W_MAN_013,
+            code,
             format!(
-                "{more} more unknown keys, from `{}` on, are not listed one by one",
-                join_key(holder, key)
+                "{more} more {what}, from `{}` on, are not listed one by one",
+                join_key(&next.holder, &next.key)
             ),
         )
         .hint(format!(
             "remove the unknown keys; only the first {MAX_UNKNOWN_KEYS} are listed"
         ));
-        if let Some(at) = at {
-            summary = summary.at_place(*at);
+        if let Some(at) = next.at {
+            summary = summary.at_place(at);
         }
         out.push(summary);
     }
     out
 }
 
-/// `W-MAN-013` for `key` in the mapping at `holder` (whose key is written `at`), suggesting a
-/// known key at that spot.
+/// `code` for `unknown`, suggesting a known key at that spot. An error always has a hint.
 fn unknown_key(
-    holder: &str,
-    key: &str,
-    at: Option<Place>,
+    unknown: &Unknown,
     known: &HashMap<String, Vec<String>>,
+    code: &'static str,
 ) -> Diagnostic {
+    let Unknown {
+        at,
+        holder,
+        key,
+        close,
+    } = unknown;
     let path = join_key(holder, key);
     let place = if holder.is_empty() {
         "at the top level".to_string()
@@ -479,18 +542,26 @@ fn unknown_key(
         .get(holder)
         .map(|keys| keys.iter().map(String::as_str).collect())
         .unwrap_or_default();
-    let mut diagnostic = Diagnostic::new(code::W_MAN_013, format!("unknown key `{key}` {place}"))
-        .at_path(path.as_str());
-    if let Some(close) = closest(key, siblings.iter().copied()) {
+    let message = if code == code::E_MAN_033 {
+        format!(
+            "unknown key `{key}` {place}: this runtime does not honour it, so it is refused rather than dropped"
+        )
+    } else {
+        format!("unknown key `{key}` {place}")
+    };
+    let mut diagnostic = Diagnostic::new(code, message).at_path(path.as_str());
+    if let Some(close) = close {
         diagnostic = diagnostic.hint(format!("did you mean `{close}`?"));
     } else if !siblings.is_empty() {
         diagnostic = diagnostic.hint(format!(
             "remove it; the keys known here are: {}",
             siblings.join(", ")
         ));
+    } else if code == code::E_MAN_033 {
+        diagnostic = diagnostic.hint("remove it; see the `capabilities` keys in the README");
     }
     match at {
-        Some(at) => diagnostic.at_place(at),
+        Some(at) => diagnostic.at_place(*at),
         None => diagnostic,
     }
 }
