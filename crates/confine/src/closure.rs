@@ -1302,6 +1302,21 @@ mod tests {
             let closure = exec_closure(std::slice::from_ref(&ldconfig), PATH);
             assert_eq!(closure.executables, vec![ldconfig]);
         }
+        // A file past the size bound (sparse: no disk used) is listed, not parsed.
+        let big = root.join("big");
+        executable(&big, &real);
+        File::options()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .set_len(MAX_FILE_BYTES + 1)
+            .unwrap();
+        let closure = exec_closure(std::slice::from_ref(&big), PATH);
+        assert_eq!(closure.executables, vec![big]);
+        assert!(
+            closure.unresolved[0].contains("larger than 256 MiB"),
+            "{closure:?}"
+        );
         // A FIFO is never opened (opening one would block), nor listed.
         let fifo = root.join("fifo");
         let name = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
