@@ -44,7 +44,8 @@
 //! - **Bounded**, whatever the files hold: at most [`MAX_FILES`] files in a closure; a file
 //!   larger than [`MAX_FILE_BYTES`] is listed but not parsed; only the ELF header, program
 //!   headers, `PT_INTERP` (at most 4 KiB), `PT_DYNAMIC` (at most 64 KiB) and the strings it
-//!   names (4 KiB each, at most [`MAX_NEEDED`] libraries per file) are read, lazily; nothing
+//!   names (4 KiB each, at most [`MAX_NEEDED`] libraries per file) are read, lazily; at most
+//!   [`MAX_PROBES`] candidate library paths are examined and [`MAX_NOTES`] notes kept; nothing
 //!   is opened that is not a regular file (a FIFO never blocks it), and nothing is executed.
 //!   A malformed ELF file is listed (when it is a program) and not followed: never a panic.
 //!
@@ -74,7 +75,7 @@
 //!
 //!   Directories are canonical, each once, and only those that exist.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -93,6 +94,10 @@ pub const MAX_FILE_BYTES: u64 = 256 << 20;
 pub const MAX_SCRIPT_DEPTH: usize = 4;
 /// At most this many `DT_NEEDED` entries are read from one file.
 pub const MAX_NEEDED: usize = 1024;
+/// At most this many candidate library paths are examined in one closure.
+pub const MAX_PROBES: usize = 65_536;
+/// At most this many notes in [`ExecClosure::unresolved`] (then a count of the rest).
+pub const MAX_NOTES: usize = 256;
 /// At most this many files of `/etc/ld.so.conf` and its includes are read.
 pub const MAX_CONF_FILES: usize = 64;
 
@@ -123,7 +128,7 @@ pub struct ExecClosure {
 }
 
 /// The ELF identity a library must share with the object needing it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ElfKind {
     is_64: bool,
     big_endian: bool,
@@ -150,17 +155,61 @@ struct Pending {
     inherited_rpath: Vec<PathBuf>,
 }
 
+/// The breadth-first walk of [`exec_closure`], with its bounds.
+struct Walk {
+    closure: ExecClosure,
+    queue: VecDeque<Pending>,
+    /// Files listed, files followed (read), and (file, listed) pairs ever queued.
+    listed: HashSet<PathBuf>,
+    followed: HashSet<PathBuf>,
+    queued: HashSet<(PathBuf, bool)>,
+    /// Candidate library paths examined so far, against [`MAX_PROBES`].
+    probes: usize,
+    /// What a name resolved to in the system directories, per ELF kind.
+    system: HashMap<(String, ElfKind), Vec<PathBuf>>,
+    /// Notes left off past [`MAX_NOTES`].
+    notes_left_off: usize,
+}
+
+impl Walk {
+    fn enqueue(&mut self, item: Pending) {
+        if self.queued.len() >= 4 * MAX_FILES {
+            self.note(format!(
+                "more than {} files to examine: {} and what follows not examined",
+                4 * MAX_FILES,
+                item.path.display()
+            ));
+            return;
+        }
+        if self.queued.insert((item.path.clone(), item.listed)) {
+            self.queue.push_back(item);
+        }
+    }
+
+    fn note(&mut self, note: String) {
+        if self.closure.unresolved.len() < MAX_NOTES {
+            self.closure.unresolved.push(note);
+        } else {
+            self.notes_left_off += 1;
+        }
+    }
+}
+
 /// The canonical files `programs` need to execute: see the module doc. `path_var` is the
 /// `PATH` the children get, against which bare names and `#!/usr/bin/env NAME` are looked up.
 pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
-    let mut closure = ExecClosure::default();
     let system_dirs = system_library_dirs();
-    let mut seen: HashSet<PathBuf> = HashSet::new();
-    let mut followed: HashSet<PathBuf> = HashSet::new();
-    let mut queue: VecDeque<Pending> = VecDeque::new();
-    let mut limit_reported = false;
-
-    let mut modules: Vec<Pending> = Vec::new();
+    let mut walk = Walk {
+        closure: ExecClosure::default(),
+        queue: VecDeque::new(),
+        listed: HashSet::new(),
+        followed: HashSet::new(),
+        queued: HashSet::new(),
+        probes: 0,
+        system: HashMap::new(),
+        notes_left_off: 0,
+    };
+    let mut modules: Vec<PathBuf> = Vec::new();
     for program in programs {
         let found = if program.components().count() == 1 && !program.is_absolute() {
             lookup_in_path(&program.to_string_lossy(), path_var)
@@ -168,20 +217,13 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
             std::fs::canonicalize(program).ok()
         };
         let Some(path) = found else {
-            closure
-                .unresolved
-                .push(format!("{} (not found)", program.display()));
+            walk.note(format!("{} (not found)", program.display()));
             continue;
         };
         for dir in python_extension_dirs(program, &path) {
-            modules.extend(extension_modules(&dir).into_iter().map(|module| Pending {
-                path: module,
-                listed: false,
-                depth: 0,
-                inherited_rpath: Vec::new(),
-            }));
+            modules.extend(extension_modules(&dir));
         }
-        queue.push_back(Pending {
+        walk.enqueue(Pending {
             path,
             listed: true,
             depth: 0,
@@ -189,32 +231,37 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
         });
     }
     // The programs first, then their extension modules.
-    queue.extend(modules);
-
-    while let Some(item) = queue.pop_front() {
+    for module in modules {
+        walk.enqueue(Pending {
+            path: module,
+            listed: false,
+            depth: 0,
+            inherited_rpath: Vec::new(),
+        });
+    }
+    let mut limit_reported = false;
+    while let Some(item) = walk.queue.pop_front() {
         if !std::fs::metadata(&item.path).is_ok_and(|m| m.is_file()) {
             if item.listed {
-                closure
-                    .unresolved
-                    .push(format!("{} (not a regular file)", item.path.display()));
+                walk.note(format!("{} (not a regular file)", item.path.display()));
             }
             continue;
         }
-        if item.listed && !seen.contains(&item.path) {
-            if closure.executables.len() >= MAX_FILES {
+        if item.listed && !walk.listed.contains(&item.path) {
+            if walk.closure.executables.len() >= MAX_FILES {
                 if !limit_reported {
                     limit_reported = true;
-                    closure.unresolved.push(format!(
+                    walk.note(format!(
                         "more than {MAX_FILES} files: {} and what follows not listed",
                         item.path.display()
                     ));
                 }
                 continue;
             }
-            seen.insert(item.path.clone());
-            closure.executables.push(item.path.clone());
+            walk.listed.insert(item.path.clone());
+            walk.closure.executables.push(item.path.clone());
         }
-        if !followed.insert(item.path.clone()) {
+        if !walk.followed.insert(item.path.clone()) {
             continue;
         }
         let Some(mut file) = open_regular(&item.path) else {
@@ -230,14 +277,14 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
         let head = &head[..read];
         if head.starts_with(b"#!") {
             if item.depth >= MAX_SCRIPT_DEPTH {
-                closure.unresolved.push(format!(
+                walk.note(format!(
                     "{} (script interpreters nested deeper than {MAX_SCRIPT_DEPTH})",
                     item.path.display()
                 ));
                 continue;
             }
-            for interpreter in script_interpreters(head, path_var, &item.path, &mut closure) {
-                queue.push_back(Pending {
+            for interpreter in script_interpreters(head, path_var, &item.path, &mut walk) {
+                walk.enqueue(Pending {
                     path: interpreter,
                     listed: true,
                     depth: item.depth + 1,
@@ -250,7 +297,7 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
             continue;
         }
         if length > MAX_FILE_BYTES {
-            closure.unresolved.push(format!(
+            walk.note(format!(
                 "{} (larger than {} MiB: its libraries not followed)",
                 item.path.display(),
                 MAX_FILE_BYTES >> 20
@@ -262,13 +309,13 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
         };
         if let Some(interpreter) = &needs.interpreter {
             match std::fs::canonicalize(interpreter) {
-                Ok(path) => queue.push_back(Pending {
+                Ok(path) => walk.enqueue(Pending {
                     path,
                     listed: true,
                     depth: item.depth,
                     inherited_rpath: Vec::new(),
                 }),
-                Err(_) => closure.unresolved.push(format!(
+                Err(_) => walk.note(format!(
                     "{} (interpreter of {})",
                     interpreter.display(),
                     item.path.display()
@@ -294,15 +341,25 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
         } else {
             Vec::new()
         };
+        let mut names: HashSet<&str> = HashSet::new();
         for name in &needs.needed {
-            let found = resolve_library(name, kind, &rpath, &runpath, &system_dirs);
+            if !names.insert(name) {
+                continue;
+            }
+            if walk.probes >= MAX_PROBES {
+                walk.note(format!(
+                    "more than {MAX_PROBES} library paths examined: {name} (needed by {}) and \
+                     what follows not looked for",
+                    item.path.display()
+                ));
+                break;
+            }
+            let found = resolve_library(name, kind, &rpath, &runpath, &system_dirs, &mut walk);
             if found.is_empty() {
-                closure
-                    .unresolved
-                    .push(format!("{name} (needed by {})", item.path.display()));
+                walk.note(format!("{name} (needed by {})", item.path.display()));
             }
             for path in found {
-                queue.push_back(Pending {
+                walk.enqueue(Pending {
                     path,
                     listed: true,
                     depth: item.depth,
@@ -311,7 +368,11 @@ pub fn exec_closure(programs: &[PathBuf], path_var: &str) -> ExecClosure {
             }
         }
     }
-    closure
+    if walk.notes_left_off > 0 {
+        let more = walk.notes_left_off;
+        walk.closure.unresolved.push(format!("… and {more} more"));
+    }
+    walk.closure
 }
 
 /// The existing directories `program`, a known interpreter, reads at run time, and the
@@ -626,21 +687,19 @@ fn script_interpreters(
     head: &[u8],
     path_var: &str,
     script: &Path,
-    closure: &mut ExecClosure,
+    walk: &mut Walk,
 ) -> Vec<PathBuf> {
     let line = &head[2..];
     let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
     let line = String::from_utf8_lossy(line);
     let mut words = line.split([' ', '\t']).filter(|w| !w.is_empty());
     let Some(interpreter) = words.next() else {
-        closure
-            .unresolved
-            .push(format!("{} (empty #! line)", script.display()));
+        walk.note(format!("{} (empty #! line)", script.display()));
         return Vec::new();
     };
     let mut found = Vec::new();
     let Ok(interpreter) = std::fs::canonicalize(interpreter) else {
-        closure.unresolved.push(format!(
+        walk.note(format!(
             "{interpreter} (interpreter of {})",
             script.display()
         ));
@@ -659,7 +718,7 @@ fn script_interpreters(
             };
             match resolved {
                 Some(path) => found.push(path),
-                None => closure.unresolved.push(format!(
+                None => walk.note(format!(
                     "{program} (run by env for {}, not found in PATH)",
                     script.display()
                 )),
@@ -825,17 +884,21 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// The canonical files a `DT_NEEDED` name resolves to: see the module doc for the order.
+/// The canonical files a `DT_NEEDED` name resolves to: see the module doc for the order. Each
+/// candidate examined counts against [`MAX_PROBES`]; the system directories' answer is kept
+/// per name and kind.
 fn resolve_library(
     name: &str,
     kind: ElfKind,
     rpath: &[PathBuf],
     runpath: &[PathBuf],
     system_dirs: &[PathBuf],
+    walk: &mut Walk,
 ) -> Vec<PathBuf> {
     if name.contains('/') {
         // A path: used as it is when absolute (a relative one depends on the working
         // directory).
+        walk.probes += 1;
         return if name.starts_with('/') {
             matching_library(Path::new(name), kind)
                 .into_iter()
@@ -845,18 +908,25 @@ fn resolve_library(
         };
     }
     for dir in rpath.iter().chain(runpath) {
+        walk.probes += 1;
         if let Some(found) = matching_library(&dir.join(name), kind) {
             return vec![found];
         }
     }
+    let key = (name.to_string(), kind);
+    if let Some(found) = walk.system.get(&key) {
+        return found.clone();
+    }
     let mut found: Vec<PathBuf> = Vec::new();
     for dir in system_dirs {
+        walk.probes += 1;
         if let Some(path) = matching_library(&dir.join(name), kind)
             && !found.contains(&path)
         {
             found.push(path);
         }
     }
+    walk.system.insert(key, found.clone());
     found
 }
 
@@ -1328,6 +1398,55 @@ mod tests {
     }
 
     #[test]
+    fn needed_entries_are_read_and_bounded() {
+        // One loaded segment holding everything (address = offset), a dynamic table naming
+        // libc then 2000 absent libraries.
+        let count = 2000u64;
+        let mut strings = b"libc.so.6\0".to_vec();
+        let mut offsets = vec![0u64];
+        for i in 1..count {
+            offsets.push(strings.len() as u64);
+            strings.extend_from_slice(format!("libmurmur-absent-{i}.so\0").as_bytes());
+        }
+        let dynamic_at = 64 + 2 * 56;
+        let dynamic_len = (count + 3) * 16;
+        let strtab_at = dynamic_at + dynamic_len;
+        let total = strtab_at + strings.len() as u64;
+        let mut bytes = elf64_header(2);
+        bytes.extend(phdr(elf::PT_LOAD, 0, total));
+        bytes.extend(phdr(elf::PT_DYNAMIC, dynamic_at, dynamic_len));
+        let mut entry = |tag: i64, value: u64| {
+            bytes.extend_from_slice(&tag.to_le_bytes());
+            bytes.extend_from_slice(&value.to_le_bytes());
+        };
+        entry(elf::DT_STRTAB, strtab_at);
+        entry(elf::DT_STRSZ, strings.len() as u64);
+        for offset in &offsets {
+            entry(elf::DT_NEEDED, *offset);
+        }
+        entry(elf::DT_NULL, 0);
+        bytes.extend_from_slice(&strings);
+        let dir = tempfile::tempdir().unwrap();
+        let path = canonical(&dir.path().to_string_lossy()).join("many");
+        executable(&path, &bytes);
+
+        let started = Instant::now();
+        let closure = exec_closure(std::slice::from_ref(&path), PATH);
+        eprintln!("{count} DT_NEEDED: {:?}", started.elapsed());
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(closure.executables[0], path);
+        assert!(closure.executables.contains(&libc()), "{closure:?}");
+        // MAX_NEEDED names read: libc, then 1023 absent ones, of which MAX_NOTES are noted.
+        assert_eq!(closure.unresolved.len(), MAX_NOTES + 1);
+        assert!(closure.unresolved[0].starts_with("libmurmur-absent-1.so (needed by"));
+        let left_off = MAX_NEEDED - 1 - MAX_NOTES;
+        assert_eq!(
+            closure.unresolved.last().unwrap(),
+            &format!("… and {left_off} more")
+        );
+    }
+
+    #[test]
     fn origin_runpath_is_followed_on_a_real_build() {
         let Some(cc) = lookup_in_path("cc", PATH) else {
             eprintln!("no C compiler: the $ORIGIN build is not tried");
@@ -1525,6 +1644,66 @@ mod tests {
             let closure = exec_closure(std::slice::from_ref(&path), PATH);
             proptest::prop_assert_eq!(closure.executables.first(), Some(&path));
             proptest::prop_assert!(closure.executables.len() <= MAX_FILES);
+            for file in &closure.executables {
+                proptest::prop_assert!(file.is_file());
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// A well-formed ELF frame around random dynamic entries and strings (paths, `$ORIGIN`,
+        /// out-of-range offsets): never a panic, within bounds, every listed file real.
+        #[test]
+        fn random_dynamic_tables_never_panic(
+            entries in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        elf::DT_NEEDED, elf::DT_RPATH, elf::DT_RUNPATH, elf::DT_STRTAB,
+                        elf::DT_STRSZ, elf::DT_NULL, 0x7fff_ffff,
+                    ]),
+                    proptest::prop_oneof![0u64..64, proptest::num::u64::ANY],
+                ),
+                0..48,
+            ),
+            strings in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "libc.so.6", "$ORIGIN", "$ORIGIN/../lib", "/lib64", "${LIB}", "/", "..",
+                    "/etc/passwd", "libm.so.6", "", "/bin/sh", "$PLATFORM/$LIB",
+                ]),
+                0..16,
+            ),
+        ) {
+            let mut blob = Vec::new();
+            for string in &strings {
+                blob.extend_from_slice(string.as_bytes());
+                blob.push(0);
+            }
+            let dynamic_at = 64 + 2 * 56;
+            let dynamic_len = (entries.len() as u64 + 2) * 16;
+            let strtab_at = dynamic_at + dynamic_len;
+            let total = strtab_at + blob.len() as u64;
+            let mut bytes = elf64_header(2);
+            bytes.extend(phdr(elf::PT_LOAD, 0, total));
+            bytes.extend(phdr(elf::PT_DYNAMIC, dynamic_at, dynamic_len));
+            let mut entry = |tag: i64, value: u64| {
+                bytes.extend_from_slice(&tag.to_le_bytes());
+                bytes.extend_from_slice(&value.to_le_bytes());
+            };
+            entry(elf::DT_STRTAB, strtab_at);
+            entry(elf::DT_STRSZ, blob.len() as u64);
+            for (tag, value) in &entries {
+                entry(*tag, *value);
+            }
+            bytes.extend_from_slice(&blob);
+            let dir = tempfile::tempdir().unwrap();
+            let path = canonical(&dir.path().to_string_lossy()).join("bin");
+            executable(&path, &bytes);
+            let closure = exec_closure(std::slice::from_ref(&path), PATH);
+            proptest::prop_assert_eq!(closure.executables.first(), Some(&path));
+            proptest::prop_assert!(closure.executables.len() <= MAX_FILES);
+            proptest::prop_assert!(closure.unresolved.len() <= MAX_NOTES + 1);
             for file in &closure.executables {
                 proptest::prop_assert!(file.is_file());
             }
