@@ -24,6 +24,7 @@
 //!   with `setsid` of its own escapes this.
 
 pub mod closure;
+mod cgroup;
 mod confine;
 pub mod describe;
 
