@@ -26,6 +26,7 @@
 pub mod closure;
 mod cgroup;
 mod confine;
+mod seccomp;
 pub mod describe;
 
 use std::path::{Path, PathBuf};
