@@ -13,6 +13,8 @@
 //!   group (write-only, close-on-exec); the child, between fork and exec, writes `0` into each
 //!   ([`CallGroup::join`]: plain `write(2)`s, async-signal-safe). Everything it forks after that,
 //!   `setsid` or double-fork included, is in the group: no process leaves a cgroup by itself.
+//!   (A child killed before it joined was never in the group; the caller's own kill of the
+//!   child covers that moment.)
 //! - **Killing the group kills everything in it.** [`CallGroup::kill_all`] uses `cgroup.kill`
 //!   where the kernel has it (cgroup v2, Linux 5.14+), atomic against forks; else it freezes the
 //!   group (v2 `cgroup.freeze`, or the v1 freezer when mounted), sends `SIGKILL` to every process
@@ -44,8 +46,9 @@
 //!   one), this process's group writable in each (root, or directories handed over by an
 //!   administrator). A call group is one directory per controller (and one in the freezer, when
 //!   it is mounted and writable, to stop a fork race while killing). Swap is capped with
-//!   `memory.memsw.limit_in_bytes` when the kernel accounts swap; where it does not, the memory
-//!   limit still holds on resident memory and the host has no swap accounting to cap.
+//!   `memory.memsw.limit_in_bytes` (v2: `memory.swap.max` = 0) when the kernel accounts swap;
+//!   where it does not, the limit holds on memory in RAM only, and on a host with swap a call's
+//!   pages could spill into it.
 //! - **Neither** ([`CgroupSupport::None`]): no group can be had; `why` names what is missing and
 //!   how to get it. Then no limit here holds: the caller must use its stand-ins (per-process
 //!   rlimits on processes, address space and CPU time, and a PID namespace so that killing its
