@@ -605,6 +605,16 @@ impl Filter {
         Filter::build(unix_sockets, mode)
     }
 
+    /// The same filter as [`Filter::new`], compiled once per process for each value of
+    /// `unix_sockets` (compiling takes about half a millisecond; installing reads it only).
+    pub(crate) fn shared(unix_sockets: bool) -> Result<Arc<Filter>, String> {
+        static SHARED: [OnceLock<Result<Arc<Filter>, String>>; 2] =
+            [OnceLock::new(), OnceLock::new()];
+        SHARED[usize::from(unix_sockets)]
+            .get_or_init(|| Filter::new(unix_sockets).map(Arc::new))
+            .clone()
+    }
+
     /// How this filter's refusals are answered.
     pub(crate) fn mode(&self) -> Mode {
         self.mode
@@ -1699,6 +1709,12 @@ mod tests {
         assert_eq!(seccomp_refusals_counted(), actions.contains("user_notif"));
         let filter = Filter::new(false).unwrap();
         assert_eq!(filter.mode() == Mode::Notify, seccomp_refusals_counted());
+        let shared = Filter::shared(true).unwrap();
+        assert!(Arc::ptr_eq(&shared, &Filter::shared(true).unwrap()));
+        assert!(!Arc::ptr_eq(&shared, &Filter::shared(false).unwrap()));
+        // The shared one is the one `new` compiles: with AF_UNIX allowed.
+        assert_eq!(shared.main.len(), Filter::new(true).unwrap().main.len());
+        assert_ne!(shared.main.len(), filter.main.len());
     }
 
     #[test]
