@@ -343,12 +343,12 @@ pub(crate) fn describe_failure(step: u8, errno: i32) -> String {
 
 /// Runs [`enter`] with `plan` in a forked child and reports how it went.
 pub(crate) fn probe(plan: &NetnsPlan) -> Result<(), Probe> {
-    probe_as(plan, false).map(|_| ())
+    probe_as(plan, false, 0).map(|_| ())
 }
 
-/// [`probe`], the child made not dumpable first when `undumpable`; on success, whether the
-/// child was dumpable after `enter`.
-fn probe_as(plan: &NetnsPlan, undumpable: bool) -> Result<bool, Probe> {
+/// [`probe`] with `extra_flags` for `unshare`, the child made not dumpable first when
+/// `undumpable`; on success, whether the child was dumpable after `enter`.
+fn probe_as(plan: &NetnsPlan, undumpable: bool, extra_flags: c_int) -> Result<bool, Probe> {
     let mut fds = [0 as c_int; 2];
     // SAFETY: `fds` has room for the two descriptors pipe2 writes.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -366,7 +366,7 @@ fn probe_as(plan: &NetnsPlan, undumpable: bool) -> Result<bool, Probe> {
             if undumpable {
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             }
-            let report: [u8; 6] = match enter(plan, 0) {
+            let report: [u8; 6] = match enter(plan, extra_flags) {
                 Ok(_) => {
                     let dumpable = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
                     [0, 0, 0, 0, 0, dumpable as u8]
@@ -722,8 +722,15 @@ print(open("/proc/self/uid_map").read().split())
     #[test]
     fn a_process_that_is_not_dumpable_enters_and_stays_not_dumpable() {
         let plan = NetnsPlan::new(3128, &[8080]);
-        assert_eq!(probe_as(&plan, true), Ok(false));
-        assert_eq!(probe_as(&plan, false), Ok(true));
+        assert_eq!(probe_as(&plan, true, 0), Ok(false));
+        assert_eq!(probe_as(&plan, false, 0), Ok(true));
+    }
+
+    #[test]
+    fn pid_and_mount_namespaces_may_come_with_it() {
+        let plan = NetnsPlan::new(3128, &[8080]);
+        let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+        assert_eq!(probe_as(&plan, true, flags), Ok(false));
     }
 
     /// Not a test of behaviour: how long `enter` adds to starting a child (`--ignored`).
