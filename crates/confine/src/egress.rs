@@ -387,6 +387,19 @@ fn response(status: u16, line: &str) -> Vec<u8> {
 async fn answer(mut client: TcpStream, status: u16, line: &str) {
     let _ = client.write_all(&response(status, line)).await;
     let _ = client.shutdown().await;
+    // Closing with a request body unread would reset the connection, and the client could lose
+    // the answer: what it still sends is read (at most 64 KiB, for at most a second) and dropped.
+    let drain = async {
+        let mut sink = [0u8; 4096];
+        let mut left = 64 * 1024usize;
+        while left > 0 {
+            match client.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 /// One connection to the proxy: its request head, the decision, and the relay.
@@ -1472,6 +1485,43 @@ except OSError as e:
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_request_with_a_body_still_gets_its_answer() {
+        let (egress, port) = host_proxy(Vec::new(), EgressLimits::default());
+        // An uploader sends its head, then its body a piece at a time, and reads the answer
+        // only once it has sent everything.
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let pieces = 32;
+            let head = format!(
+                "POST http://a.example/upload HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+                pieces * 1024
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            for piece in 0..pieces {
+                if let Err(error) = stream.write_all(&[b'x'; 1024]) {
+                    panic!("piece {piece} of the body was refused: {error}");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer);
+            String::from_utf8_lossy(&answer).into_owned()
+        })
+        .await
+        .unwrap();
+        assert_eq!(status(&answer), "HTTP/1.1 403 Forbidden");
+        assert!(
+            answer.ends_with("a.example:80 is not in capabilities.network.allow\n"),
+            "{answer}"
+        );
+        assert_eq!(egress.events().refused_total(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn names_resolve_on_the_host_and_an_address_needs_an_entry_of_its_own() {
         let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let target = server.local_addr().unwrap().port();
@@ -1535,8 +1585,9 @@ except OSError as e:
                 .unwrap();
             let mut first = String::new();
             let _ = holder.read_to_string(&mut first);
+            drop(holder);
             // Its place is free again.
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(200));
             let after = exchange(port, b"CONNECT b.example:443 HTTP/1.1\r\n\r\n");
             (busy, first, after)
         })
