@@ -105,6 +105,7 @@ fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
         cancel: None,
         resume: None,
         seed: None,
+        containment: None,
     };
     let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(50));
@@ -143,6 +144,7 @@ fn staged_session(
         cancel: None,
         resume: None,
         seed: None,
+        containment: None,
     };
     (staged, config)
 }

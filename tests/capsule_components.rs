@@ -383,7 +383,11 @@ fn a_capsule_component_runs_the_shell_under_its_grant_hooks_and_trace() {
         repo_root().join("artifacts/policy-shell").display(),
         probe.display()
     );
-    let dir = shell_capsule(&work.path().join("capsule"), "echo, sh, cat, sleep", &hooks);
+    let dir = shell_capsule(
+        &work.path().join("capsule"),
+        "echo, sh, cat, sleep, touch",
+        &hooks,
+    );
 
     let output = run(home.path(), &dir, reg.path());
     let (_, workdir, seen, events) = session(&output);

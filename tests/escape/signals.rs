@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use super::workdir::{Setup, shell_call, text, whole_trace};
 
 /// The command: a grandchild sleeping in the background, then the child itself; both write
-/// their pids into the workdir, and neither would end for a minute.
+/// their pids (as their PID namespace numbers them) into the workdir, and neither would end
+/// for a minute.
 const SLEEPER: &str = "sleep 61 & echo $! > grandchild.pid; echo $$ > child.pid; exec sleep 60";
 
 /// A capsule whose model runs the sleeper, with a `hook-probe` hearing every handler and
@@ -35,7 +36,7 @@ fn setup(respond: Value) -> (Setup, tempfile::TempDir) {
     );
     let setup = Setup::new(
         |_| vec![shell_call("s1", "bash", &["-c", SLEEPER]), text("done")],
-        &["bash"],
+        &["bash", "sleep"],
         &entry,
     );
     (setup, hooks)
@@ -75,13 +76,37 @@ fn wait_for_sleepers(sessions: &Path, mur: &mut Child) -> (PathBuf, [i32; 2]) {
                     .ok()
                     .and_then(|text| text.trim().parse::<i32>().ok())
             };
-            if let (Some(child), Some(grandchild)) = (pid("child.pid"), pid("grandchild.pid")) {
+            if let (Some(child), Some(grandchild)) = (pid("child.pid"), pid("grandchild.pid"))
+                && let (Some(child), Some(grandchild)) =
+                    (host_pid(child, &workdir), host_pid(grandchild, &workdir))
+            {
                 return (workdir, [child, grandchild]);
             }
         }
         assert!(Instant::now() < deadline, "the shell call never started");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The pid, as this test sees it, of the process numbered `inner` in its own PID namespace
+/// whose working directory is `workdir`.
+fn host_pid(inner: i32, workdir: &Path) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            let innermost: i32 = status
+                .lines()
+                .find_map(|line| line.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .last()?
+                .parse()
+                .ok()?;
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+            (innermost == inner && cwd == workdir).then_some(pid)
+        })
 }
 
 /// Whether `pid` is a process that has not ended (a zombie has ended).

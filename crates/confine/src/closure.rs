@@ -89,7 +89,7 @@ use object::{Endianness, ReadCache};
 /// At most this many files in one closure.
 pub const MAX_FILES: usize = 512;
 /// A file larger than this is listed but not parsed.
-pub const MAX_FILE_BYTES: u64 = 256 << 20;
+pub const MAX_FILE_BYTES: u64 = 8 << 30;
 /// Script interpreters followed at most this deep (a script whose interpreter is a script…).
 pub const MAX_SCRIPT_DEPTH: usize = 4;
 /// At most this many `DT_NEEDED` entries are read from one file.
@@ -956,7 +956,7 @@ fn matching_library(path: &Path, kind: ElfKind) -> Option<PathBuf> {
 /// The system library directories, in the order searched: `/etc/ld.so.conf`'s, then the
 /// trusted ones; each followed by its `glibc-hwcaps/*` subdirectories. Existing only, each
 /// once (canonical).
-fn system_library_dirs() -> Vec<PathBuf> {
+pub fn system_library_dirs() -> Vec<PathBuf> {
     let mut listed: Vec<PathBuf> = Vec::new();
     let mut conf_files = 0;
     read_ld_so_conf(
@@ -1384,7 +1384,7 @@ mod tests {
         let closure = exec_closure(std::slice::from_ref(&big), PATH);
         assert_eq!(closure.executables, vec![big]);
         assert!(
-            closure.unresolved[0].contains("larger than 256 MiB"),
+            closure.unresolved[0].contains("larger than 8192 MiB"),
             "{closure:?}"
         );
         // A FIFO is never opened (opening one would block), nor listed.

@@ -1,30 +1,38 @@
-//! Confining a shell child: its own process group watched by a guardian that kills the whole
-//! group when the call ends or the host goes away (however it dies), resource limits, no
-//! inherited descriptors, and, where the kernel has it, Landlock.
+//! Starting a native child held by the kernel: what the child does between `fork` and `exec`,
+//! in this order, and the guardian that ends its whole tree.
 //!
-//! Landlock rules (built in the parent, applied in the child just before `exec`):
-//! - the workdir: every filesystem right;
-//! - declared read-only paths: read (and execute);
-//! - what the allowed binaries need to run: read and execute under `/usr`, `/bin`, `/sbin`,
-//!   `/lib*`, each allowed binary's own directory; a short list of `/etc` files programs read
-//!   to start (`ld.so.cache`, `passwd`, `group`, `nsswitch.conf`, `localtime`, `hosts`,
-//!   `resolv.conf`, certificates); `/dev/null`, `/dev/zero`, `/dev/urandom`, `/dev/random`;
-//! - TCP: `connect` only to the ports of `capabilities.network.allow` (none without it), and
-//!   no `bind`.
+//! 1. a session and process group of its own (`setsid`);
+//! 2. hard resource limits (soft = hard): they hold even if a later step fails;
+//! 3. its cgroup, joined through descriptors the parent opened (while it still has the host's
+//!    credentials);
+//! 4. `scoped`: its own user, network, PID and mount namespaces (one `unshare`), identity
+//!    uid/gid maps, `lo` up and the egress listeners bound inside (sent to the host over the
+//!    [`channel`](crate::channel)); the workdir bind-mounted onto itself `noexec`, `nosuid`,
+//!    `nodev` (so the loader cannot map a file the agent wrote as code), and the working
+//!    directory entered again through that mount;
+//! 5. `scoped`: every capability set cleared (bounding first, while it may, then effective,
+//!    permitted, inheritable, ambient); then, every class, `no_new_privs`;
+//! 6. `scoped`: the seccomp filter (its notification listener sent to the host);
+//! 7. Landlock, last, so nothing after it can widen anything;
+//! 8. the split: the process forked by the host stays as the command's *guardian*; the
+//!    command runs in a process of its own (PID 1 of its namespace under `scoped`) and process
+//!    group of its own, every descriptor beyond stdio closed at `exec`.
 //!
-//! Nothing else: not `/etc` at large (`/etc/shadow`), not `/proc` (another process's
-//! environment), not `/tmp`, not the user's home.
+//! Every step is a plain system call on values prepared in the parent: no allocation, no
+//! lock. A failed step stops the child before `exec`; it sends its step number and errno to
+//! the host first, so the host can say which step failed ([`Step`]).
 //!
-//! Where Landlock is absent the child runs without it, and [`landlock_abi`] says so, so the
-//! session can report it rather than pretend.
+//! The guardian waits for the command and mirrors how it ended, then kills whatever the
+//! command left running; when the host's end of the lifeline closes first (the call ended or
+//! timed out, or `mur` died however it died), it kills the command's tree at once and dies by
+//! `SIGKILL`. Under `scoped` the command's tree is its PID namespace: killing its PID 1 ends
+//! every process in it, `setsid` or not; the cgroup is killed whole by the host as well.
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::ffi::CString;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
 
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr,
-};
+use crate::channel::{self, Kind};
 
 /// The Landlock ABI the kernel offers, or `None` without Landlock.
 pub fn landlock_abi() -> Option<i32> {
@@ -39,97 +47,6 @@ pub fn landlock_abi() -> Option<i32> {
         )
     };
     (version > 0).then_some(version as i32)
-}
-
-/// Directories whose files programs need to start, read and execute only.
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
-
-/// `/etc` entries programs read to start; nothing secret.
-const ETC_FILES: &[&str] = &[
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/alternatives",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
-    "/etc/localtime",
-    "/etc/hosts",
-    "/etc/resolv.conf",
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/mime.types",
-];
-
-/// Devices a program may read and write.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
-
-/// The Landlock ruleset of one call, ready to be applied in the child. `None` when the kernel
-/// has no Landlock.
-pub(crate) fn ruleset(
-    writable: &[&Path],
-    read_only: &[PathBuf],
-    binary_dirs: &[PathBuf],
-    tcp_ports: &[u16],
-) -> Result<Option<OwnedFd>, String> {
-    let abi = ABI::V7;
-    let failed = |error: &dyn std::fmt::Display| format!("building the Landlock ruleset: {error}");
-    let mut created = Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))
-        .and_then(|r| r.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp))
-        .and_then(|r| r.create())
-        .map_err(|e| failed(&e))?;
-    let mut add = |path: &Path, access: landlock::BitFlags<AccessFs>| -> Result<(), String> {
-        let Ok(fd) = PathFd::new(path) else {
-            return Ok(()); // absent on this system: nothing to grant
-        };
-        let access = if path.is_dir() {
-            access
-        } else {
-            access & AccessFs::from_file(abi)
-        };
-        (&mut created)
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| failed(&e))?;
-        Ok(())
-    };
-    for dir in writable {
-        add(dir, AccessFs::from_all(abi))?;
-    }
-    for path in read_only {
-        add(path, AccessFs::from_read(abi))?;
-    }
-    for dir in SYSTEM_DIRS {
-        add(Path::new(dir), AccessFs::from_read(abi))?;
-    }
-    for dir in binary_dirs {
-        add(dir, AccessFs::from_read(abi))?;
-    }
-    for file in ETC_FILES {
-        add(Path::new(file), AccessFs::ReadFile | AccessFs::ReadDir)?;
-    }
-    for device in DEVICES {
-        add(Path::new(device), AccessFs::ReadFile | AccessFs::WriteFile)?;
-    }
-    for port in tcp_ports {
-        (&mut created)
-            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-            .map_err(|e| failed(&e))?;
-    }
-    Ok(created.into())
-}
-
-/// Resource limits of a child: no core dumps, files of at most 1 GiB, 1024 descriptors, and
-/// CPU time a little past its wall-clock limit.
-pub(crate) fn rlimits(cpu_seconds: u64) -> [(libc::__rlimit_resource_t, libc::rlim_t); 4] {
-    [
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_FSIZE, 1 << 30),
-        (libc::RLIMIT_NOFILE, 1024),
-        (libc::RLIMIT_CPU, cpu_seconds + 1),
-    ]
 }
 
 /// The end of a shell call's lifeline that the host holds. While it is open the call's
@@ -154,50 +71,184 @@ pub(crate) fn lifeline() -> std::io::Result<(Lifeline, OwnedFd)> {
     Ok((Lifeline(write), read))
 }
 
-/// Arranges for `command`'s child to start confined, in two processes: the child forked by the
-/// host becomes the command's *guardian* (the process the host waits for), and the command
-/// runs in a process of its own, in a process group of its own. The guardian waits for the
-/// command and mirrors how it ended, then kills whatever the command left running in its
-/// group; when `lifeline` closes first, it kills the group at once and dies by `SIGKILL`, as a
-/// time limit always ended a child. Everything either process does between `fork` and `exec`
-/// is a plain system call (no allocation, no lock).
-pub(crate) fn confine(
-    command: &mut tokio::process::Command,
-    ruleset: Option<&OwnedFd>,
-    limits: [(libc::__rlimit_resource_t, libc::rlim_t); 4],
-    lifeline: &OwnedFd,
-) {
-    let ruleset = ruleset.map(|fd| fd.as_raw_fd());
-    let lifeline = lifeline.as_raw_fd();
+/// The steps a child takes, numbered as a failure reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Step {
+    Session = 1,
+    Limits = 2,
+    Cgroup = 3,
+    Namespaces = 4,
+    Mounts = 5,
+    Privileges = 6,
+    Seccomp = 7,
+    Landlock = 8,
+    Split = 9,
+}
+
+impl Step {
+    pub(crate) fn from_number(number: i32) -> Option<Step> {
+        [
+            Step::Session,
+            Step::Limits,
+            Step::Cgroup,
+            Step::Namespaces,
+            Step::Mounts,
+            Step::Privileges,
+            Step::Seccomp,
+            Step::Landlock,
+            Step::Split,
+        ]
+        .into_iter()
+        .find(|step| *step as i32 == number)
+    }
+
+    /// What the step does, for an error message.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Step::Session => "starting its own session",
+            Step::Limits => "setting its resource limits",
+            Step::Cgroup => "joining its cgroup",
+            Step::Namespaces => "entering its user, network and PID namespaces",
+            Step::Mounts => "mounting its workdir noexec",
+            Step::Privileges => "dropping its capabilities",
+            Step::Seccomp => "installing its seccomp filter",
+            Step::Landlock => "applying its Landlock ruleset",
+            Step::Split => "starting its guardian",
+        }
+    }
+}
+
+/// The namespaces of a `scoped` child, prepared in the parent.
+pub(crate) struct Namespaces {
+    pub net: crate::netns::NetnsPlan,
+    /// Bind-mounted onto themselves with these extra flags (the workdir).
+    pub noexec: Vec<(CString, libc::c_ulong)>,
+    /// Entered again once mounted.
+    pub cwd: CString,
+}
+
+/// Everything one child does between `fork` and `exec`, prepared in the parent.
+pub(crate) struct Steps {
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    pub cgroup: Vec<RawFd>,
+    pub namespaces: Option<Namespaces>,
+    /// `Some(cap_last_cap)`: clear every capability.
+    pub drop_capabilities: Option<libc::c_int>,
+    pub seccomp: Option<Arc<crate::seccomp::Filter>>,
+    pub landlock: Option<RawFd>,
+    pub channel: RawFd,
+    pub lifeline: RawFd,
+}
+
+/// The highest capability number this kernel knows.
+pub(crate) fn cap_last_cap() -> libc::c_int {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// The mount flags a bind remount of `path` must keep (a remount inside a user namespace may
+/// not clear a flag the outer mount locked), plus `noexec`, `nosuid`, `nodev`.
+pub(crate) fn noexec_flags(path: &std::path::Path) -> std::io::Result<libc::c_ulong> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("a path holds a NUL byte"))?;
+    // SAFETY: statvfs writes into the zeroed struct we own.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let kept = stat.f_flag
+        & (libc::ST_RDONLY
+            | libc::ST_NOSUID
+            | libc::ST_NODEV
+            | libc::ST_NOEXEC
+            | libc::ST_NOATIME
+            | libc::ST_NODIRATIME
+            | libc::ST_RELATIME);
+    Ok(kept as libc::c_ulong | libc::MS_NOEXEC | libc::MS_NOSUID | libc::MS_NODEV)
+}
+
+/// Arranges for `command`'s child to take `steps` before `exec`, and to split into guardian
+/// and command (see the module doc).
+pub(crate) fn confine(command: &mut tokio::process::Command, steps: Arc<Steps>) {
     // SAFETY: the closure only makes async-signal-safe system calls on values it owns.
     unsafe {
         command.pre_exec(move || {
+            let failed = |step: Step, errno: i32| -> std::io::Error {
+                // The host reads this once the child is gone; if it cannot be sent, the
+                // errno alone still reaches it through the spawn's error.
+                let _ = channel::send(steps.channel, Kind::Failed, [step as i32, errno], &[]);
+                std::io::Error::from_raw_os_error(errno)
+            };
+            let errno = || *libc::__errno_location();
             if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
+                return Err(failed(Step::Session, errno()));
             }
-            for (resource, value) in limits {
+            for (resource, value) in steps.rlimits.iter().copied() {
                 let limit = libc::rlimit {
                     rlim_cur: value,
                     rlim_max: value,
                 };
                 if libc::setrlimit(resource, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(failed(Step::Limits, errno()));
                 }
             }
-            if let Some(fd) = ruleset {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+            if let Err(errno) = crate::cgroup::CallGroup::join(&steps.cgroup) {
+                return Err(failed(Step::Cgroup, errno));
+            }
+            if let Some(namespaces) = &steps.namespaces {
+                let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+                let listeners = match crate::netns::enter(&namespaces.net, flags) {
+                    Ok(listeners) => listeners,
+                    Err((_, errno)) => return Err(failed(Step::Namespaces, errno)),
+                };
+                let fds = listeners.fds();
+                let sent = channel::send(steps.channel, Kind::Egress, [0, 0], fds);
+                for fd in fds {
+                    libc::close(*fd);
                 }
+                if let Err(errno) = sent {
+                    return Err(failed(Step::Namespaces, errno));
+                }
+                if let Err(errno) = mount_noexec(namespaces) {
+                    return Err(failed(Step::Mounts, errno));
+                }
+            }
+            if let Some(last_cap) = steps.drop_capabilities {
+                if let Err(errno) = drop_capabilities(last_cap) {
+                    return Err(failed(Step::Privileges, errno));
+                }
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(failed(Step::Privileges, errno()));
+            }
+            if let Some(filter) = &steps.seccomp {
+                match filter.install() {
+                    Ok(Some(listener)) => {
+                        let sent = channel::send(steps.channel, Kind::Seccomp, [0, 0], &[listener]);
+                        libc::close(listener);
+                        if let Err(errno) = sent {
+                            return Err(failed(Step::Seccomp, errno));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(errno) => return Err(failed(Step::Seccomp, errno)),
+                }
+            }
+            if let Some(fd) = steps.landlock {
                 if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(failed(Step::Landlock, errno()));
                 }
             }
             let child = libc::fork();
             if child == -1 {
-                return Err(std::io::Error::last_os_error());
+                return Err(failed(Step::Split, errno()));
             }
             if child > 0 {
-                guard(child, lifeline);
+                guard(child, steps.lifeline);
             }
             // The command: a process group of its own, so its guardian can kill all of it.
             libc::setpgid(0, 0);
@@ -211,6 +262,113 @@ pub(crate) fn confine(
             Ok(())
         });
     }
+}
+
+/// Makes every mount the child sees private to it, bind-mounts each `noexec` path onto itself
+/// with its flags, and enters the working directory again through the new mount.
+///
+/// # Safety
+/// Called only between `fork` and `exec`, inside the child's own mount namespace.
+unsafe fn mount_noexec(namespaces: &Namespaces) -> Result<(), i32> {
+    let errno = || unsafe { *libc::__errno_location() };
+    // SAFETY: mount(2) and chdir(2) on NUL-terminated strings prepared in the parent.
+    unsafe {
+        let root = c"/";
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(errno());
+        }
+        for (path, flags) in &namespaces.noexec {
+            if libc::mount(
+                path.as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(errno());
+            }
+            if libc::mount(
+                std::ptr::null(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REMOUNT | flags,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(errno());
+            }
+        }
+        if libc::chdir(namespaces.cwd.as_ptr()) != 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// Clears every capability: the bounding set (while `CAP_SETPCAP` is still effective), then
+/// the effective, permitted and inheritable sets, then the ambient set.
+///
+/// # Safety
+/// Called only between `fork` and `exec`.
+unsafe fn drop_capabilities(last_cap: libc::c_int) -> Result<(), i32> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: prctl and capset on this process, with structs on this stack.
+    unsafe {
+        for cap in 0..=last_cap {
+            // EINVAL: a number this kernel does not know; nothing to drop.
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
+                && *libc::__errno_location() != libc::EINVAL
+            {
+                return Err(*libc::__errno_location());
+            }
+        }
+        let mut header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(*libc::__errno_location());
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(*libc::__errno_location());
+        }
+        // Not dumpable: no core, and its /proc entries belong to root (exec resets this for
+        // the command; seccomp refuses ptrace and process_vm_* there).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    Ok(())
 }
 
 extern "C" fn wake(_: libc::c_int) {}

@@ -40,7 +40,16 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use crate::start::{EgressRefusal, OnRefused};
+/// A refused connection, as the egress proxy saw it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EgressRefusal {
+    pub host: String,
+    pub port: u16,
+    pub reason: String,
+}
+
+/// Told of every connection a child's egress proxy refuses, as it happens.
+pub type OnRefused = Arc<dyn Fn(&EgressRefusal) + Send + Sync>;
 
 /// Why a connection was refused by the allowlist.
 pub(crate) const NOT_ALLOWED: &str = "not in capabilities.network.allow";

@@ -23,11 +23,17 @@
 //!   process group is killed by its guardian ([`confine`]). A process that leaves the group
 //!   with `setsid` of its own escapes this.
 
-pub mod closure;
 mod cgroup;
+mod channel;
+pub mod class;
+pub mod closure;
 mod confine;
-mod seccomp;
 pub mod describe;
+mod egress;
+mod netns;
+mod ruleset;
+mod seccomp;
+mod start;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -40,8 +46,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use murmur_beneath::BeneathDir;
 
-pub use confine::landlock_abi;
+pub use cgroup::CgroupSupport;
+pub use class::{Achieved, Class, HostSupport, Mechanism, Missing, State, achieve, host};
+pub use confine::{Step, landlock_abi};
 pub use describe::{Described, describe};
+pub use start::{
+    ChildLimits, ChildSpec, Confinement, EgressRefusal, Hold, HoldReport, OnRefused, Prepared,
+    SpawnFailure, executables,
+};
 
 /// Output kept per stream in the result.
 pub const OUTPUT_LIMIT: usize = 16 * 1024;
@@ -90,6 +102,9 @@ pub struct ShellOutput {
     pub timed_out: bool,
     #[serde(skip)]
     pub duration: Duration,
+    /// What the kernel refused the call and the limits it hit.
+    #[serde(skip)]
+    pub contained: HoldReport,
 }
 
 /// Why a call did not run (or could not be read).
@@ -127,23 +142,17 @@ impl Coded for ShellError {
     }
 }
 
-/// How a child is contained, as `session_start` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Containment {
-    /// `enforced` (with the kernel's ABI) or `unavailable`.
-    pub landlock: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub landlock_abi: Option<i32>,
-}
-
 /// A session's shell grant.
 #[derive(Debug, Clone)]
 pub struct ShellGrant {
     allowed: Vec<Allowed>,
     workdir: Arc<BeneathDir>,
-    read_only: Vec<PathBuf>,
     env: Vec<(String, String)>,
-    tcp_ports: Vec<u16>,
+    confinement: Confinement,
+    /// What the allowed binaries need to execute, computed once.
+    executables: Arc<Vec<PathBuf>>,
+    /// The read-only directories their interpreters need, derived once.
+    runtimes: Vec<PathBuf>,
     limits: TimeLimits,
     calls: std::sync::Arc<AtomicU64>,
 }
@@ -176,10 +185,8 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// A program the host runs confined on its own account (an agent CLI, say), not one of the
-/// model's shell calls: its own process group watched by a guardian, resource limits, no
-/// inherited descriptors, and, where the kernel has Landlock, every filesystem right only in
-/// `writable`, read and execute in `readable` and what programs need to start (as for a
-/// shell call), and TCP `connect` only to `tcp_ports`.
+/// model's shell calls: held by `confinement` as a shell call is, with every filesystem right
+/// in `writable`, read in `readable`, and execute (`scoped`) only on what `program` needs.
 #[derive(Debug, Clone)]
 pub struct ConfinedProgram {
     pub program: PathBuf,
@@ -191,15 +198,25 @@ pub struct ConfinedProgram {
     pub env: Vec<(String, String)>,
     pub writable: Vec<PathBuf>,
     pub readable: Vec<PathBuf>,
-    pub tcp_ports: Vec<u16>,
+    /// Programs it runs beside itself (an interpreter its launcher names, say).
+    pub also_executes: Vec<PathBuf>,
+    pub confinement: Confinement,
 }
 
 impl ConfinedProgram {
     /// Starts it with stdin, stdout and stderr piped. Dropping the [`Service`]'s guard (or
-    /// `mur` dying) ends its whole process group.
+    /// `mur` dying) ends its whole tree.
     pub fn spawn(&self) -> Result<(Service, tokio::process::ChildStderr), String> {
-        let writable: Vec<&Path> = self.writable.iter().map(PathBuf::as_path).collect();
-        let ruleset = confine::ruleset(&writable, &self.readable, &[], &self.tcp_ports)?;
+        let path_var = self
+            .env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map(|(_, value)| value.as_str())
+            .unwrap_or(BASE_PATH);
+        let programs: Vec<PathBuf> = std::iter::once(self.program.clone())
+            .chain(self.also_executes.iter().cloned())
+            .collect();
+        let (executables, runtimes) = executables(&programs, path_var);
         let mut command = tokio::process::Command::new(&self.program);
         command
             .arg0(&self.arg0)
@@ -210,20 +227,19 @@ impl ConfinedProgram {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let (lifeline, lifeline_child_end) = confine::lifeline()
-            .map_err(|error| format!("the child's lifeline cannot be made: {error}"))?;
-        confine::confine(
-            &mut command,
-            ruleset.as_ref(),
-            confine::rlimits(SERVICE_CPU_SECONDS),
-            &lifeline_child_end,
-        );
-        let prepared = Prepared {
-            command,
-            lifeline,
-            until_spawned: (ruleset, lifeline_child_end),
+        let spec = ChildSpec {
+            writable: std::iter::once(self.cwd.clone())
+                .chain(self.writable.iter().filter(|w| **w != self.cwd).cloned())
+                .collect(),
+            readable: self.readable.iter().cloned().chain(runtimes).collect(),
+            executables: Arc::new(executables),
+            cpu_seconds: SERVICE_CPU_SECONDS,
         };
-        let (mut child, lifeline) = prepared.spawn().map_err(|error| error.to_string())?;
+        let prepared = self
+            .confinement
+            .prepare(&mut command, &spec)
+            .map_err(|e| e.to_string())?;
+        let (mut child, hold) = prepared.spawn(&mut command).map_err(|e| e.to_string())?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -233,10 +249,7 @@ impl ConfinedProgram {
             Service {
                 stdin,
                 stdout,
-                guard: ServiceGuard {
-                    child,
-                    _lifeline: lifeline,
-                },
+                guard: ServiceGuard { child, hold },
             },
             stderr,
         ))
@@ -257,7 +270,7 @@ pub struct Service {
 pub struct ServiceGuard {
     /// The child's guardian (it exits as the command does), held so it is reaped.
     child: tokio::process::Child,
-    _lifeline: confine::Lifeline,
+    hold: Hold,
 }
 
 impl ServiceGuard {
@@ -266,29 +279,16 @@ impl ServiceGuard {
     pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
         self.child.wait().await
     }
+
+    /// What the kernel refused the child so far, and the limits it hit.
+    pub fn report(&self) -> HoldReport {
+        self.hold.report()
+    }
 }
 
 /// How much CPU time a service may use: as good as unlimited (its calls have time limits of
 /// their own).
 const SERVICE_CPU_SECONDS: u64 = 365 * 24 * 3600;
-
-/// A confined child ready to start.
-struct Prepared {
-    command: tokio::process::Command,
-    /// Ends the child's whole process group when let go.
-    lifeline: confine::Lifeline,
-    /// What the child inherits at `fork` (its Landlock ruleset, its end of the lifeline), the
-    /// host's copies closed once it has started.
-    until_spawned: (Option<std::os::fd::OwnedFd>, std::os::fd::OwnedFd),
-}
-
-impl Prepared {
-    fn spawn(mut self) -> std::io::Result<(tokio::process::Child, confine::Lifeline)> {
-        let child = self.command.spawn();
-        drop(self.until_spawned);
-        Ok((child?, self.lifeline))
-    }
-}
 
 impl ShellGrant {
     /// The grant of `allow` (resolved against `path_var`, the host's `PATH`), for a session in
@@ -298,27 +298,34 @@ impl ShellGrant {
         allow: &[String],
         path_var: &str,
         workdir: Arc<BeneathDir>,
-        read_only: Vec<PathBuf>,
         env: Vec<(String, String)>,
-        tcp_ports: Vec<u16>,
+        confinement: Confinement,
         limits: TimeLimits,
     ) -> ShellGrant {
-        let allowed = allow
+        let allowed: Vec<Allowed> = allow
             .iter()
             .map(|name| Allowed {
                 name: name.clone(),
                 canonical: resolve(name, path_var).and_then(|p| p.canonicalize().ok()),
             })
             .collect();
+        let programs: Vec<PathBuf> = allowed.iter().filter_map(|a| a.canonical.clone()).collect();
+        let (executables, runtimes) = executables(&programs, &child_path(&allowed));
         ShellGrant {
             allowed,
             workdir,
-            read_only,
             env,
-            tcp_ports,
+            confinement,
+            executables: Arc::new(executables),
+            runtimes,
             limits,
             calls: Default::default(),
         }
+    }
+
+    /// How this grant's children are held.
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
     }
 
     /// The allowlist as resolved.
@@ -389,7 +396,7 @@ impl ShellGrant {
         args: &[String],
         (stdin, stderr): (bool, Option<Stdio>),
         cpu_seconds: u64,
-    ) -> Result<Prepared, ShellError> {
+    ) -> Result<(tokio::process::Command, Prepared), ShellError> {
         let binary = entry.name.clone();
         let io = |reason: String| ShellError::Io {
             binary: binary.clone(),
@@ -400,31 +407,13 @@ impl ShellGrant {
             .map_err(|e| io(format!("creating the workdir's .tmp: {e}")))?;
         let workdir = self.workdir.path();
         let tmp = workdir.join(".tmp");
-
-        let mut binary_dirs: Vec<PathBuf> = self
-            .allowed
-            .iter()
-            .filter_map(|a| a.canonical.as_ref()?.parent().map(Path::to_path_buf))
-            .collect();
-        binary_dirs.sort();
-        binary_dirs.dedup();
-        let ruleset = confine::ruleset(&[workdir], &self.read_only, &binary_dirs, &self.tcp_ports)
-            .map_err(|reason| ShellError::Spawn {
-                binary: binary.clone(),
-                reason,
-            })?;
-        let path_var = std::iter::once(BASE_PATH.to_string())
-            .chain(binary_dirs.iter().map(|d| d.display().to_string()))
-            .collect::<Vec<_>>()
-            .join(":");
-
         let mut command = tokio::process::Command::new(canonical);
         command
             .arg0(Path::new(&entry.name).file_name().unwrap_or_default())
             .args(args)
             .current_dir(workdir)
             .env_clear()
-            .env("PATH", path_var)
+            .env("PATH", child_path(&self.allowed))
             .env("HOME", workdir)
             .env("TMPDIR", &tmp)
             .env("LANG", "C.UTF-8")
@@ -434,23 +423,21 @@ impl ShellGrant {
             .stdout(Stdio::piped())
             .stderr(stderr.unwrap_or_else(Stdio::piped));
         // Not `kill_on_drop`: killing the guardian alone would leave the command running. The
-        // lifeline's end, held by the caller, ends the whole group when it is let go.
-        let (lifeline, lifeline_child_end) =
-            confine::lifeline().map_err(|error| ShellError::Spawn {
+        // hold, kept by the caller, ends the whole tree when it is let go.
+        let spec = ChildSpec {
+            writable: vec![workdir.to_path_buf()],
+            readable: self.runtimes.clone(),
+            executables: self.executables.clone(),
+            cpu_seconds,
+        };
+        let prepared = self
+            .confinement
+            .prepare(&mut command, &spec)
+            .map_err(|error| ShellError::Spawn {
                 binary: binary.clone(),
-                reason: format!("the child's lifeline cannot be made: {error}"),
+                reason: error.to_string(),
             })?;
-        confine::confine(
-            &mut command,
-            ruleset.as_ref(),
-            confine::rlimits(cpu_seconds),
-            &lifeline_child_end,
-        );
-        Ok(Prepared {
-            command,
-            lifeline,
-            until_spawned: (ruleset, lifeline_child_end),
-        })
+        Ok((command, prepared))
     }
 
     /// Starts an allowed binary with `args` as a [`Service`], confined as a shell call is (the
@@ -472,15 +459,15 @@ impl ShellGrant {
             .workdir
             .open_append(log)
             .map_err(|error| failed(format!("its log {log} cannot be opened: {error}")))?;
-        let prepared = self.command(
+        let (mut command, prepared) = self.command(
             entry,
             &canonical,
             args,
             (true, Some(Stdio::from(stderr))),
             SERVICE_CPU_SECONDS,
         )?;
-        let (mut child, lifeline) = prepared
-            .spawn()
+        let (mut child, hold) = prepared
+            .spawn(&mut command)
             .map_err(|error| failed(error.to_string()))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(failed("its stdin or stdout was not piped".to_string()));
@@ -488,10 +475,7 @@ impl ShellGrant {
         Ok(Service {
             stdin,
             stdout,
-            guard: ServiceGuard {
-                child,
-                _lifeline: lifeline,
-            },
+            guard: ServiceGuard { child, hold },
         })
     }
 
@@ -508,7 +492,7 @@ impl ShellGrant {
             .map(|s| Duration::from_secs(u64::from(s).max(1)))
             .unwrap_or(self.limits.default)
             .min(self.limits.max);
-        let prepared = self.command(
+        let (mut command, prepared) = self.command(
             entry,
             &canonical,
             &request.args,
@@ -516,11 +500,13 @@ impl ShellGrant {
             timeout.as_secs(),
         )?;
         let started = Instant::now();
-        let (mut child, lifeline) = prepared.spawn().map_err(|error| ShellError::Spawn {
-            binary: binary.clone(),
-            reason: error.to_string(),
-        })?;
-        let mut lifeline = Some(lifeline);
+        let (mut child, mut hold) =
+            prepared
+                .spawn(&mut command)
+                .map_err(|error| ShellError::Spawn {
+                    binary: binary.clone(),
+                    reason: error.to_string(),
+                })?;
         if let (Some(text), Some(mut stdin)) = (request.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
                 let _ = stdin.write_all(text.as_bytes()).await;
@@ -531,19 +517,21 @@ impl ShellGrant {
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (status.map_err(|e| io(e.to_string()))?, false),
             Err(_) => {
-                // Letting go of the lifeline kills the whole group.
-                drop(lifeline.take());
+                // Ending the hold kills the whole tree.
+                hold.end();
                 (child.wait().await.map_err(|e| io(e.to_string()))?, true)
             }
         };
-        // The call is over: anything the command left running has died with it.
-        drop(lifeline);
+        // The call is over: anything the command left running dies with it.
+        hold.end();
+        let contained = hold.report();
+        drop(hold);
         let (stdout, stdout_bytes) = stdout.await.map_err(|e| io(e.to_string()))?;
         let (stderr, stderr_bytes) = stderr.await.map_err(|e| io(e.to_string()))?;
         let truncated = stdout_bytes > OUTPUT_LIMIT as u64 || stderr_bytes > OUTPUT_LIMIT as u64;
         let full_output_path = if truncated {
             let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-            let relative = format!("logs/shell-{n:04}-{}.log", std::process::id());
+            let relative = format!("logs/shell-{n:04}.log");
             let mut text = Vec::with_capacity(stdout.len() + stderr.len() + 64);
             text.extend_from_slice(format!("--- stdout ({stdout_bytes} bytes) ---\n").as_bytes());
             text.extend_from_slice(&stdout);
@@ -568,8 +556,23 @@ impl ShellGrant {
             stderr_bytes,
             timed_out,
             duration: started.elapsed(),
+            contained,
         })
     }
+}
+
+/// The `PATH` a child of `allowed` gets: the base, then the allowed binaries' directories.
+fn child_path(allowed: &[Allowed]) -> String {
+    let mut dirs: Vec<&Path> = allowed
+        .iter()
+        .filter_map(|a| a.canonical.as_ref()?.parent())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    std::iter::once(BASE_PATH.to_string())
+        .chain(dirs.iter().map(|d| d.display().to_string()))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Everything a stream produced (the first [`FULL_OUTPUT_LIMIT`] bytes of it), and its size.
@@ -610,14 +613,27 @@ fn cut(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    /// How a grant of `class` holds its children on this host.
+    pub(crate) fn confinement(class: Class) -> Confinement {
+        Confinement {
+            achieved: achieve(class, host()).expect("this host gives the class"),
+            read_only: Vec::new(),
+            interpreter_runtime: Vec::new(),
+            network: Vec::new(),
+            unix_sockets: false,
+            workdir_exec: false,
+            limits: ChildLimits::default(),
+            on_refused: None,
+        }
+    }
+
     fn grant(allow: &[&str], workdir: &Path) -> ShellGrant {
         ShellGrant::new(
             &allow.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             &std::env::var("PATH").unwrap_or_default(),
             Arc::new(BeneathDir::open(workdir).unwrap()),
             Vec::new(),
-            Vec::new(),
-            Vec::new(),
+            confinement(Class::Scoped),
             TimeLimits {
                 default: Duration::from_secs(10),
                 max: Duration::from_secs(10),
@@ -668,7 +684,7 @@ mod tests {
     /// in `logs/service.log`.
     fn sh_service(dir: &Path, script: &str) -> Service {
         std::fs::create_dir_all(dir.join("logs")).unwrap();
-        grant(&["sh"], dir)
+        grant(&["sh", "cat", "sleep"], dir)
             .spawn_service(
                 "sh",
                 &["-c".to_string(), script.to_string()],

@@ -209,6 +209,7 @@ pub async fn serve(
         // Served tasks bring their own contexts.
         resume: None,
         seed: None,
+        containment: config.containment,
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;

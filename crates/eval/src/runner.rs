@@ -430,6 +430,7 @@ async fn run_case(
         cancel: Some(plan.cancel.clone()),
         resume: None,
         seed: case.workdir.clone(),
+        containment: None,
     };
     let report = match session::run(
         host.engine.clone(),
@@ -562,6 +563,7 @@ async fn grade(
         cancel: Some(plan.cancel.clone()),
         resume: None,
         seed: None,
+        containment: None,
     };
     match session::run(
         host.engine.clone(),

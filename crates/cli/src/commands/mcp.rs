@@ -172,6 +172,7 @@ impl Sessions for CapsuleSessions {
                 cancel: None,
                 resume: None,
                 seed: None,
+                containment: None,
             };
             let (served, end) = session::open_served(
                 self.engine.clone(),

@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// of the door: a proxy, a service mesh). Otherwise tokens and tasks cross in clear.
     #[arg(long, requires = "serve")]
     insecure_no_tls: bool,
+    /// The containment class of the capsule's native children (shell calls, MCP servers, the
+    /// agent CLI): `advisory`, `scoped` or `sealed`. The stronger of this and the capsule's
+    /// `capabilities.containment` holds; default `scoped`.
+    #[arg(long, value_parser = parse_containment, value_name = "CLASS")]
+    containment: Option<murmur_manifest::capsule::Containment>,
     /// The registry a capsule component pulls from: a directory, or an `http(s)://` index.
     /// Default: `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`.
     #[arg(long)]
@@ -226,6 +231,7 @@ pub fn run(args: RunArgs) -> Exit {
         cancel: None,
         resume,
         seed: None,
+        containment: args.containment,
     };
     let observer = Arc::new(Terminal {
         stream: args.stream,
@@ -402,6 +408,7 @@ fn run_component(
         registry: Some(registry),
         user_store: murmur_home().join("artifacts"),
         host_env: Arc::new(host_env),
+        containment: args.containment,
     };
     let observer = Arc::new(Terminal {
         stream: false,
@@ -735,4 +742,18 @@ pub(crate) fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime,
         })?;
     let engine = cached_engine().map_err(|error| render::coded(json, &error, Exit::Stopped))?;
     Ok((runtime, engine))
+}
+
+/// `--containment`'s value.
+pub(crate) fn parse_containment(
+    value: &str,
+) -> Result<murmur_manifest::capsule::Containment, String> {
+    match value {
+        "advisory" => Ok(murmur_manifest::capsule::Containment::Advisory),
+        "scoped" => Ok(murmur_manifest::capsule::Containment::Scoped),
+        "sealed" => Ok(murmur_manifest::capsule::Containment::Sealed),
+        other => Err(format!(
+            "`{other}` is not a containment class (advisory, scoped, sealed)"
+        )),
+    }
 }

@@ -81,6 +81,8 @@ pub struct CapsuleConfig {
     pub user_store: PathBuf,
     /// Host environment lookups, for `capabilities.env.allow` and `${NAME}` in manifests.
     pub host_env: HostEnv,
+    /// The containment class the operator asks for (`mur run --containment`).
+    pub containment: Option<murmur_confine::Class>,
 }
 
 /// A declared tool, loaded.
@@ -578,6 +580,8 @@ pub async fn run(
     observer: Arc<dyn Observer>,
 ) -> Result<SessionReport, SessionError> {
     let started = Instant::now();
+    let achieved =
+        crate::session::containment::achieve_for_session(&staged.capsule, config.containment)?;
     let (session_id, workdir) = crate::session::run::open_workdir(&config.workdir_root)?;
     let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
     let trace = crate::session::run::open_trace(&workdir, &session_id, &staged.capsule)?;
@@ -598,7 +602,7 @@ pub async fn run(
                 components: staged.components.clone(),
                 grants: Vec::new(),
                 tools: staged.tools.iter().map(|tool| tool.name.clone()).collect(),
-                containment: crate::session::run::containment(),
+                containment: serde_json::to_value(&achieved).unwrap_or_default(),
                 inference_choices: None,
                 max_session_tokens: None,
                 system_prompt_sha256: String::new(),
@@ -632,7 +636,7 @@ pub async fn run(
     };
     let (grants, registry, manager) = component_setup(&engine, &staged, config, &site);
     let shell = Arc::new(CapsuleShell {
-        grant: crate::session::shell::grant(capsule, &workdir, &config.host_env),
+        grant: crate::session::shell::grant(capsule, &workdir, &config.host_env, &achieved),
         hooks: start_hooks(&engine, &staged, config, &workdir, &site),
         trace: trace.clone(),
         workdir: workdir.clone(),

@@ -45,7 +45,6 @@ use murmur_manifest::Coded;
 use murmur_manifest::capsule::{CapsuleManifest, McpServerSpec};
 use murmur_manifest::diagnostic::code;
 use murmur_manifest::lock::LockedServer;
-use murmur_manifest::network::NetworkRule;
 use murmur_mcp::{McpConnection, McpError, ToolList, Transport};
 use murmur_trace::Trace;
 use murmur_trace::schema::{CallStatus, ErrorRef, EventBody, McpServerRef};
@@ -122,12 +121,13 @@ pub(crate) async fn start(
     workdir: &Workdir,
     host_env: &HostEnv,
     taken: &[String],
+    containment: &murmur_confine::Achieved,
 ) -> Result<(Vec<McpTool>, Vec<McpServerRef>), SessionError> {
     let mut offered: Vec<McpTool> = Vec::new();
     let mut started = Vec::new();
     for staged in servers {
         let name = &staged.entry.name;
-        let (connection, tools, seen) = open(staged, capsule, workdir, host_env)
+        let (connection, tools, seen) = open(staged, capsule, workdir, host_env, containment)
             .await
             .map_err(|error| coded(workdir, &error))?;
         if let Some(pin) = &staged.pin {
@@ -241,6 +241,8 @@ pub async fn pin_servers(
             hint: "check that the temporary directory is writable".to_string(),
             workdir: None,
         })?;
+    // The servers run as they will in a session: held under the capsule's class.
+    let containment = crate::session::containment::achieve_for_session(capsule, None)?;
     let mut pins = Vec::new();
     for staged in &servers {
         let workdir = Workdir::create(scratch.path(), &format!("pin-{}", staged.entry.name))
@@ -253,7 +255,7 @@ pub async fn pin_servers(
                 hint: "check that the temporary directory is writable".to_string(),
                 workdir: None,
             })?;
-        let (_connection, _tools, pin) = open(staged, capsule, &workdir, host_env)
+        let (_connection, _tools, pin) = open(staged, capsule, &workdir, host_env, &containment)
             .await
             .map_err(|error| as_error(&error))?;
         pins.push(pin);
@@ -268,8 +270,9 @@ async fn open(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
+    containment: &murmur_confine::Achieved,
 ) -> Result<(McpConnection, Vec<murmur_mcp::McpTool>, LockedServer), McpError> {
-    let connection = connect(staged, capsule, workdir, host_env).await?;
+    let connection = connect(staged, capsule, workdir, host_env, containment).await?;
     let tools = connection.tools(staged.timeout).await?;
     let listed = ToolList::of(&tools);
     let pin = LockedServer {
@@ -375,6 +378,7 @@ async fn connect(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
+    containment: &murmur_confine::Achieved,
 ) -> Result<McpConnection, McpError> {
     let name = &staged.entry.name;
     let server = &staged.server;
@@ -391,13 +395,19 @@ async fn connect(
                 .iter()
                 .filter_map(|var| host_env(var).map(|value| (var.clone(), value)))
                 .collect();
+            let mut confinement = crate::session::containment::confinement(
+                capsule,
+                containment,
+                grants.network.allow.clone(),
+                &workdir.root,
+            );
+            confinement.read_only = grants.filesystem.read_only;
             let grant = ShellGrant::new(
                 std::slice::from_ref(command),
                 &host_env("PATH").unwrap_or_default(),
                 workdir.dir().clone(),
-                grants.filesystem.read_only,
                 env,
-                NetworkRule::ports_of(&grants.network.allow),
+                confinement,
                 TimeLimits {
                     default: staged.timeout,
                     max: staged.timeout,

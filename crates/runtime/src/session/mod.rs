@@ -25,6 +25,7 @@
 //! of the agent loop: see [`capsule`].
 
 pub mod capsule;
+pub mod containment;
 pub mod control;
 mod mcp;
 pub mod resume;
@@ -278,6 +279,9 @@ pub struct SessionConfig {
     /// A directory whose files the session's workdir starts with ([`Workdir::seed_from`]);
     /// one that cannot be copied ends the session before it begins (`E-RUN-001`).
     pub seed: Option<PathBuf>,
+    /// The containment class the operator asks for (`mur run --containment`): the session
+    /// runs under the stronger of it and the capsule's ([`containment::achieve`]).
+    pub containment: Option<murmur_confine::Class>,
 }
 
 /// A session that could not start (its workdir or trace could not be made) or whose trace

@@ -67,18 +67,6 @@ fn exported(
     }
 }
 
-/// How shell children are contained on this host, as `session_start` reports it.
-pub(crate) fn containment() -> serde_json::Value {
-    match murmur_confine::landlock_abi() {
-        Some(abi) => serde_json::json!({"landlock": "enforced", "landlock_abi": abi}),
-        None => serde_json::json!({
-            "landlock": "unavailable",
-            "reason": "the kernel offers no Landlock: shell children are confined by their \
-                       environment, working directory and resource limits only"
-        }),
-    }
-}
-
 /// Runs every task of `config` as one session of `staged`.
 ///
 /// Order: the workdir, `on-stage` (before the trace exists), `trace.jsonl` and
@@ -181,6 +169,9 @@ pub(crate) async fn in_session(
     body: impl AsyncFnOnce(&crate::session::task::SessionContext<'_>) -> std::io::Result<Ran>,
 ) -> Result<SessionReport, SessionError> {
     let started = Instant::now();
+    // Before anything runs: a host that cannot hold the children as asked refuses here.
+    let achieved =
+        crate::session::containment::achieve_for_session(&staged.capsule, config.containment)?;
     let (session_id, workdir) = open_workdir(&config.workdir_root)?;
     if let Some(seed) = &config.seed {
         workdir.seed_from(seed).map_err(|error| SessionError {
@@ -201,6 +192,7 @@ pub(crate) async fn in_session(
         &session_id,
         &workdir,
         observer,
+        &achieved,
     );
     let context = context.start_mcp().await?;
     context
@@ -238,7 +230,7 @@ pub(crate) async fn in_session(
                 components: staged.components.clone(),
                 grants: context.grant_listing().to_vec(),
                 tools: context.declared_tool_names(),
-                containment: containment(),
+                containment: serde_json::to_value(&achieved).unwrap_or_default(),
                 inference_choices: staged
                     .choices
                     .has_alternates()

@@ -20,7 +20,6 @@ use murmur_confine::describe::{Described, describe};
 use murmur_confine::{ShellGrant, ShellOutput, ShellRequest, TimeLimits};
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::CapsuleManifest;
-use murmur_manifest::network::NetworkRule;
 use murmur_trace::Trace;
 use murmur_trace::schema::{ErrorRef, EventBody};
 
@@ -37,6 +36,7 @@ pub(crate) fn grant(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
+    containment: &murmur_confine::Achieved,
 ) -> Option<ShellGrant> {
     let capabilities = &capsule.capabilities;
     if capabilities.shell.allow.is_empty() {
@@ -52,14 +52,18 @@ pub(crate) fn grant(
         .into_iter()
         .filter(|(name, _)| !name.starts_with("MURMUR_"))
         .collect();
-    let read_only = crate::grants::Grants::of_capsule(capsule, &workdir.root).read_only;
+    let confinement = crate::session::containment::confinement(
+        capsule,
+        containment,
+        capabilities.network.allow.clone(),
+        &workdir.root,
+    );
     Some(ShellGrant::new(
         &capabilities.shell.allow,
         &lookup("PATH").unwrap_or_default(),
         workdir.dir().clone(),
-        read_only,
         env,
-        NetworkRule::ports_of(&capabilities.network.allow),
+        confinement,
         TimeLimits {
             default: DEFAULT_SHELL_TIMEOUT.min(deadline),
             max: deadline,

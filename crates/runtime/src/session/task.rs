@@ -94,6 +94,8 @@ pub(crate) struct SessionContext<'a> {
     cli_sessions: std::sync::Mutex<std::collections::HashMap<String, String>>,
     trace: Option<Trace>,
     session_event: String,
+    /// The class every native child of the session runs under, and how.
+    containment: murmur_confine::Achieved,
 }
 
 /// How a task's turns ended.
@@ -121,12 +123,20 @@ impl<'a> SessionContext<'a> {
         session_id: &str,
         workdir: &'a Workdir,
         observer: Arc<dyn Observer>,
+        containment: &murmur_confine::Achieved,
     ) -> SessionContext<'a> {
         let sink: ChunkSink = {
             let observer = observer.clone();
             Arc::new(move |kind, text: &str| observer.chunk(kind, text))
         };
-        let grants = SessionGrants::of(&staged, &config.host_env, session_id, workdir, sink);
+        let grants = SessionGrants::of(
+            &staged,
+            &config.host_env,
+            session_id,
+            workdir,
+            sink,
+            containment,
+        );
         let control = config
             .control
             .clone()
@@ -180,6 +190,7 @@ impl<'a> SessionContext<'a> {
             specs.push(spec.clone());
         }
         SessionContext {
+            containment: containment.clone(),
             specs,
             shell,
             mcp: Vec::new(),
@@ -216,6 +227,7 @@ impl<'a> SessionContext<'a> {
             self.workdir,
             &self.config.host_env,
             &taken,
+            &self.containment,
         )
         .await?;
         self.specs

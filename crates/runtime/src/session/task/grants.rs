@@ -41,6 +41,7 @@ impl SessionGrants {
         session_id: &str,
         workdir: &Workdir,
         sink: ChunkSink,
+        containment: &murmur_confine::Achieved,
     ) -> SessionGrants {
         let capsule = &staged.capsule;
         let identity = Identity::of(capsule, Some(session_id));
@@ -122,7 +123,7 @@ impl SessionGrants {
                 grants
             })
             .collect();
-        let shell = crate::session::shell::grant(capsule, workdir, host_env);
+        let shell = crate::session::shell::grant(capsule, workdir, host_env, containment);
         let mut listing: Vec<ComponentGrants> = Vec::new();
         for (tool, grants) in staged.tools.iter().zip(&tools) {
             listing.push(grants.listing(&tool.spec.name, "tool"));

@@ -205,6 +205,29 @@ impl SessionContext<'_> {
                 ))));
             }
         };
+        // The CLI reaches its provider (or the relay standing in for it) and the tool server,
+        // nothing else: loopback ports are forwarded as they are, any other host goes through
+        // the egress proxy.
+        let provider = relay
+            .as_ref()
+            .map(|relay| relay.base_url.clone())
+            .unwrap_or_else(|| cli.provider_url(&self.config.host_env));
+        let network: Vec<murmur_manifest::network::NetworkRule> = launch
+            .tcp_ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .chain(std::iter::once(provider))
+            .filter_map(|rule| murmur_manifest::network::NetworkRule::parse(&rule).ok())
+            .collect();
+        let mut confinement = crate::session::containment::confinement(
+            &self.staged.capsule,
+            &self.containment,
+            network,
+            &self.workdir.root,
+        );
+        confinement
+            .interpreter_runtime
+            .extend(launch.readable.iter().cloned());
         let program = murmur_confine::ConfinedProgram {
             program: cli.path.clone(),
             arg0: std::path::Path::new(&cli.command)
@@ -214,18 +237,10 @@ impl SessionContext<'_> {
             args: launch.args,
             cwd: self.workdir.root.clone(),
             env: launch.env,
-            writable: std::iter::once(self.workdir.root.clone())
-                .chain(launch.writable)
-                .collect(),
-            readable: launch
-                .readable
-                .into_iter()
-                .chain(
-                    crate::grants::Grants::of_capsule(&self.staged.capsule, &self.workdir.root)
-                        .read_only,
-                )
-                .collect(),
-            tcp_ports: launch.tcp_ports,
+            writable: launch.writable,
+            readable: launch.readable,
+            also_executes: Vec::new(),
+            confinement,
         };
         let (child, stderr) = match program.spawn() {
             Ok(spawned) => spawned,
