@@ -116,6 +116,23 @@ pub enum ShellError {
     Spawn { binary: String, reason: String },
     #[error("running `{binary}` failed: {reason}")]
     Io { binary: String, reason: String },
+    /// A containment step the kernel refused stopped the child before it ran.
+    #[error("`{binary}` was not started: {reason}")]
+    Contained { binary: String, reason: String },
+}
+
+impl ShellError {
+    /// The error of a child of `binary` that could not be started.
+    fn not_started(binary: &str, failure: SpawnFailure) -> ShellError {
+        let binary = binary.to_string();
+        let reason = failure.to_string();
+        match failure {
+            SpawnFailure::Step { .. } => ShellError::Contained { binary, reason },
+            SpawnFailure::Prepare(_) | SpawnFailure::Exec(_) => {
+                ShellError::Spawn { binary, reason }
+            }
+        }
+    }
 }
 
 impl Coded for ShellError {
@@ -123,6 +140,7 @@ impl Coded for ShellError {
         match self {
             ShellError::NotAllowed { .. } => "E-CAP-006",
             ShellError::Spawn { .. } | ShellError::Io { .. } => "E-RUN-017",
+            ShellError::Contained { .. } => "E-CAP-021",
         }
     }
 
@@ -137,6 +155,11 @@ impl Coded for ShellError {
             }
             ShellError::Spawn { .. } | ShellError::Io { .. } => {
                 "check that the binary exists, is executable and runs on this host".to_string()
+            }
+            ShellError::Contained { .. } => {
+                "`mur check` shows what this host gives each class; choose one it can hold \
+                 (`--containment`) or give the host what the step needs"
+                    .to_string()
             }
         }
     }
@@ -468,7 +491,7 @@ impl ShellGrant {
         )?;
         let (mut child, hold) = prepared
             .spawn(&mut command)
-            .map_err(|error| failed(error.to_string()))?;
+            .map_err(|error| ShellError::not_started(&entry.name, error))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(failed("its stdin or stdout was not piped".to_string()));
         };
@@ -500,13 +523,9 @@ impl ShellGrant {
             timeout.as_secs(),
         )?;
         let started = Instant::now();
-        let (mut child, mut hold) =
-            prepared
-                .spawn(&mut command)
-                .map_err(|error| ShellError::Spawn {
-                    binary: binary.clone(),
-                    reason: error.to_string(),
-                })?;
+        let (mut child, mut hold) = prepared
+            .spawn(&mut command)
+            .map_err(|error| ShellError::not_started(&binary, error))?;
         if let (Some(text), Some(mut stdin)) = (request.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
                 let _ = stdin.write_all(text.as_bytes()).await;

@@ -1819,6 +1819,7 @@ mod tests {
                     timed_out: false,
                     duration_ms: 7,
                     error: None,
+                    contained: None,
                 },
             );
         }

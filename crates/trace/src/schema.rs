@@ -297,6 +297,19 @@ pub enum EventBody {
         duration_ms: u64,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
+        /// What the kernel refused the call and the limits it hit, when anything was:
+        /// `syscalls_refused` (`[name, count]` pairs), `connections_refused` (host, port,
+        /// reason), `oom_kills`, `process_limit_hits`.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        contained: Option<Value>,
+    },
+    /// A native child's egress proxy refused a connection (parent: `session_start`): the
+    /// child (`shell`, `mcp:<server>`, `cli:<command>`), the host and port it asked for, why.
+    EgressRefused {
+        child: String,
+        host: String,
+        port: u16,
+        reason: String,
     },
     /// A task arrived through the A2A door.
     A2aTaskReceived {
@@ -647,6 +660,7 @@ impl EventBody {
             EventBody::Compaction { .. } => "compaction",
             EventBody::ArtifactPulled { .. } => "artifact_pulled",
             EventBody::McpToolsChanged { .. } => "mcp_tools_changed",
+            EventBody::EgressRefused { .. } => "egress_refused",
             EventBody::TaskEnd { .. } => "task_end",
             EventBody::SessionEnd { .. } => "session_end",
         }

@@ -612,6 +612,8 @@ pub async fn run(
             },
         )
         .map_err(trace_error)?;
+    let refusals = crate::session::containment::RefusalLog::default();
+    refusals.attach(trace.clone(), session_event.clone());
     let task_id = new_id("tsk_", 24);
     let task_event = trace
         .write(
@@ -636,7 +638,12 @@ pub async fn run(
     };
     let (grants, registry, manager) = component_setup(&engine, &staged, config, &site);
     let shell = Arc::new(CapsuleShell {
-        grant: crate::session::shell::grant(capsule, &workdir, &config.host_env, &achieved),
+        grant: crate::session::shell::grant(
+            capsule,
+            &workdir,
+            &config.host_env,
+            (&achieved, &refusals),
+        ),
         hooks: start_hooks(&engine, &staged, config, &workdir, &site),
         trace: trace.clone(),
         workdir: workdir.clone(),

@@ -15,10 +15,16 @@
 //!   [`ChildLimits::default`].
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use murmur_confine::{Achieved, ChildLimits, Class, Confinement, Missing};
+use murmur_confine::{
+    Achieved, ChildLimits, Class, Confinement, EgressRefusal, Missing, OnRefused,
+};
 use murmur_manifest::capsule::CapsuleManifest;
 use murmur_manifest::network::NetworkRule;
+use murmur_trace::Trace;
+use murmur_trace::schema::EventBody;
 
 use crate::session::SessionError;
 
@@ -77,7 +83,53 @@ pub fn limits(capsule: &CapsuleManifest) -> ChildLimits {
     }
 }
 
-/// How `capsule`'s children that may reach `network` are held, under `achieved`.
+/// Where a session's native children's refused connections go: an `egress_refused` event
+/// each, under `session_start`, once the trace is open (the first [`RefusalLog::MOST`] of a
+/// session; the children's own reports count every one).
+#[derive(Clone, Default)]
+pub(crate) struct RefusalLog {
+    trace: Arc<OnceLock<(Trace, String)>>,
+    written: Arc<AtomicU32>,
+}
+
+impl RefusalLog {
+    /// The most `egress_refused` events one session writes: a child that loops on refused
+    /// connections cannot flood the trace.
+    pub(crate) const MOST: u32 = 256;
+
+    /// Events go to `trace`, under `session_event`, from now on.
+    pub(crate) fn attach(&self, trace: Trace, session_event: String) {
+        let _ = self.trace.set((trace, session_event));
+    }
+
+    /// The sink of the child named `child` (`shell`, `mcp:<server>`, `cli:<command>`).
+    pub(crate) fn sink(&self, child: &str) -> OnRefused {
+        let log = self.clone();
+        let child = child.to_string();
+        Arc::new(move |refusal: &EgressRefusal| {
+            let Some((trace, parent)) = log.trace.get() else {
+                return;
+            };
+            if log.written.fetch_add(1, Ordering::Relaxed) >= RefusalLog::MOST {
+                return;
+            }
+            // A trace that cannot be written is reported by the session's own writes.
+            let _ = trace.write(
+                Some(parent),
+                EventBody::EgressRefused {
+                    child: child.clone(),
+                    host: refusal.host.clone(),
+                    port: refusal.port,
+                    reason: refusal.reason.clone(),
+                },
+            );
+        })
+    }
+}
+
+/// How `capsule`'s children that may reach `network` are held, under `achieved` (their
+/// refused connections told to no one until the caller sets `on_refused`, say to a
+/// [`RefusalLog::sink`]).
 pub(crate) fn confinement(
     capsule: &CapsuleManifest,
     achieved: &Achieved,

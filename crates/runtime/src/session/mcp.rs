@@ -121,15 +121,19 @@ pub(crate) async fn start(
     workdir: &Workdir,
     host_env: &HostEnv,
     taken: &[String],
-    containment: &murmur_confine::Achieved,
+    (containment, refusals): (
+        &murmur_confine::Achieved,
+        &crate::session::containment::RefusalLog,
+    ),
 ) -> Result<(Vec<McpTool>, Vec<McpServerRef>), SessionError> {
     let mut offered: Vec<McpTool> = Vec::new();
     let mut started = Vec::new();
     for staged in servers {
         let name = &staged.entry.name;
-        let (connection, tools, seen) = open(staged, capsule, workdir, host_env, containment)
-            .await
-            .map_err(|error| coded(workdir, &error))?;
+        let (connection, tools, seen) =
+            open(staged, capsule, workdir, host_env, (containment, refusals))
+                .await
+                .map_err(|error| coded(workdir, &error))?;
         if let Some(pin) = &staged.pin {
             let differences = pin_differences(pin, &seen);
             if !differences.is_empty() {
@@ -255,9 +259,15 @@ pub async fn pin_servers(
                 hint: "check that the temporary directory is writable".to_string(),
                 workdir: None,
             })?;
-        let (_connection, _tools, pin) = open(staged, capsule, &workdir, host_env, &containment)
-            .await
-            .map_err(|error| as_error(&error))?;
+        let (_connection, _tools, pin) = open(
+            staged,
+            capsule,
+            &workdir,
+            host_env,
+            (&containment, &Default::default()),
+        )
+        .await
+        .map_err(|error| as_error(&error))?;
         pins.push(pin);
     }
     Ok(pins)
@@ -270,7 +280,10 @@ async fn open(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
-    containment: &murmur_confine::Achieved,
+    containment: (
+        &murmur_confine::Achieved,
+        &crate::session::containment::RefusalLog,
+    ),
 ) -> Result<(McpConnection, Vec<murmur_mcp::McpTool>, LockedServer), McpError> {
     let connection = connect(staged, capsule, workdir, host_env, containment).await?;
     let tools = connection.tools(staged.timeout).await?;
@@ -378,7 +391,10 @@ async fn connect(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
-    containment: &murmur_confine::Achieved,
+    (containment, refusals): (
+        &murmur_confine::Achieved,
+        &crate::session::containment::RefusalLog,
+    ),
 ) -> Result<McpConnection, McpError> {
     let name = &staged.entry.name;
     let server = &staged.server;
@@ -402,6 +418,7 @@ async fn connect(
                 &workdir.root,
             );
             confinement.read_only = grants.filesystem.read_only;
+            confinement.on_refused = Some(refusals.sink(&format!("mcp:{name}")));
             let grant = ShellGrant::new(
                 std::slice::from_ref(command),
                 &host_env("PATH").unwrap_or_default(),

@@ -36,7 +36,10 @@ pub(crate) fn grant(
     capsule: &CapsuleManifest,
     workdir: &Workdir,
     host_env: &HostEnv,
-    containment: &murmur_confine::Achieved,
+    (containment, refusals): (
+        &murmur_confine::Achieved,
+        &crate::session::containment::RefusalLog,
+    ),
 ) -> Option<ShellGrant> {
     let capabilities = &capsule.capabilities;
     if capabilities.shell.allow.is_empty() {
@@ -52,12 +55,13 @@ pub(crate) fn grant(
         .into_iter()
         .filter(|(name, _)| !name.starts_with("MURMUR_"))
         .collect();
-    let confinement = crate::session::containment::confinement(
+    let mut confinement = crate::session::containment::confinement(
         capsule,
         containment,
         capabilities.network.allow.clone(),
         &workdir.root,
     );
+    confinement.on_refused = Some(refusals.sink("shell"));
     Some(ShellGrant::new(
         &capabilities.shell.allow,
         &lookup("PATH").unwrap_or_default(),
@@ -149,6 +153,9 @@ impl ShellSite<'_> {
                 |o| o.duration.as_millis() as u64,
             ),
             error,
+            contained: output
+                .filter(|o| !o.contained.is_empty())
+                .and_then(|o| serde_json::to_value(&o.contained).ok()),
         }
     }
 

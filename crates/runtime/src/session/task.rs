@@ -96,6 +96,8 @@ pub(crate) struct SessionContext<'a> {
     session_event: String,
     /// The class every native child of the session runs under, and how.
     containment: murmur_confine::Achieved,
+    /// Where the native children's refused connections are written.
+    refusals: crate::session::containment::RefusalLog,
 }
 
 /// How a task's turns ended.
@@ -129,13 +131,14 @@ impl<'a> SessionContext<'a> {
             let observer = observer.clone();
             Arc::new(move |kind, text: &str| observer.chunk(kind, text))
         };
+        let refusals = crate::session::containment::RefusalLog::default();
         let grants = SessionGrants::of(
             &staged,
             &config.host_env,
             session_id,
             workdir,
             sink,
-            containment,
+            (containment, &refusals),
         );
         let control = config
             .control
@@ -191,6 +194,7 @@ impl<'a> SessionContext<'a> {
         }
         SessionContext {
             containment: containment.clone(),
+            refusals,
             specs,
             shell,
             mcp: Vec::new(),
@@ -227,7 +231,7 @@ impl<'a> SessionContext<'a> {
             self.workdir,
             &self.config.host_env,
             &taken,
-            &self.containment,
+            (&self.containment, &self.refusals),
         )
         .await?;
         self.specs
@@ -245,6 +249,7 @@ impl<'a> SessionContext<'a> {
     /// The same context, writing to `trace` under the `session_start` event.
     pub(crate) fn with_trace(mut self, trace: Trace, session_event: String) -> Self {
         self.hooks.attach_trace(trace.clone());
+        self.refusals.attach(trace.clone(), session_event.clone());
         crate::session::mcp::watch(&self.mcp, &trace, &session_event);
         self.trace = Some(trace);
         self.session_event = session_event;

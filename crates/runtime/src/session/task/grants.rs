@@ -41,7 +41,10 @@ impl SessionGrants {
         session_id: &str,
         workdir: &Workdir,
         sink: ChunkSink,
-        containment: &murmur_confine::Achieved,
+        containment: (
+            &murmur_confine::Achieved,
+            &crate::session::containment::RefusalLog,
+        ),
     ) -> SessionGrants {
         let capsule = &staged.capsule;
         let identity = Identity::of(capsule, Some(session_id));
