@@ -39,6 +39,9 @@ enum Command {
         /// Print the diagnostics as JSON.
         #[arg(long)]
         json: bool,
+        /// Explain the native children's containment as under `mur run --containment CLASS`.
+        #[arg(long, value_parser = commands::run::parse_containment, value_name = "CLASS")]
+        containment: Option<murmur_manifest::capsule::Containment>,
     },
     /// Build artifacts' components from source (their manifest's `build:`) and pack each into
     /// its archive.
@@ -113,7 +116,11 @@ enum ToolCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit = match cli.command {
-        Command::Check { path, json } => commands::check::run(path, json),
+        Command::Check {
+            path,
+            json,
+            containment,
+        } => commands::check::run(path, json, containment),
         Command::Mcp(command) => commands::mcp::run(command),
         Command::Build {
             paths,

@@ -8,10 +8,19 @@
 //! For a capsule, `--json` also lists under `grants` what each artifact will hold once its
 //! entry narrowed the capsule's capabilities: `{name, runtime, filesystem: {scope, path,
 //! read_only}, network: {gateway?, allow}, env}` (names only, never a value).
+//!
+//! For a capsule, `mur check` also says, without running anything, how its native children
+//! would be held on this host (`containment`): the class (the stronger of
+//! `capabilities.containment` and `--containment`), each mechanism and whether it holds, and
+//! per child (the shell, each MCP stdio server, the agent CLI) what it may execute, read and
+//! reach, and its limits. A class this host cannot give is the error `E-CAP-020`, as a run
+//! would be refused.
 
 use std::path::PathBuf;
 
-use murmur_manifest::{Manifest, credentials};
+use murmur_manifest::capsule::{CapsuleManifest, Containment};
+use murmur_manifest::network::NetworkRule;
+use murmur_manifest::{Coded, Diagnostic, Manifest, credentials};
 use murmur_registry::source;
 use serde_json::json;
 
@@ -19,7 +28,7 @@ use crate::environment::host_env;
 use crate::exit::Exit;
 use crate::render;
 
-pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
+pub fn run(path: Option<PathBuf>, json: bool, containment: Option<Containment>) -> Exit {
     let path = path.unwrap_or_else(|| PathBuf::from("."));
     let file = if path.is_dir() {
         path.join("murmur.yaml")
@@ -29,6 +38,7 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
     let loaded = murmur_manifest::load(&file, &host_env);
     let mut diagnostics = loaded.diagnostics.clone();
     let mut grants = Vec::new();
+    let mut held = None;
     let kind = match &loaded.manifest {
         Some(Manifest::Capsule(capsule)) => {
             let capsule_dir = file.parent().unwrap_or(std::path::Path::new("."));
@@ -73,6 +83,10 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
                     grants.push(listing);
                 }
             }
+            match explain_containment(capsule, capsule_dir, containment) {
+                Ok(explained) => held = Some(explained),
+                Err(refused) => diagnostics.push(refused),
+            }
             Some("capsule")
         }
         Some(Manifest::Artifact(artifact)) => {
@@ -93,10 +107,14 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
         });
         if kind == Some("capsule") {
             report["grants"] = json!(grants);
+            report["containment"] = held.clone().unwrap_or_default();
         }
         println!("{}", render::json(&report));
     } else {
         render::diagnostics_human(&diagnostics);
+        if let Some(held) = &held {
+            print_containment(held);
+        }
         let verdict = if errors == 0 && warnings == 0 {
             "ok".to_string()
         } else {
@@ -109,4 +127,120 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Exit {
         println!("{}: {verdict}", file.display());
     }
     if errors > 0 { Exit::Failed } else { Exit::Ok }
+}
+
+/// How `capsule`'s native children would be held on this host, or why they cannot be.
+fn explain_containment(
+    capsule: &CapsuleManifest,
+    capsule_dir: &std::path::Path,
+    operator: Option<Containment>,
+) -> Result<serde_json::Value, Diagnostic> {
+    use murmur_runtime::session::containment;
+    let achieved = containment::achieve(capsule, operator).map_err(|missing| {
+        Diagnostic::new(missing.code(), missing.message()).hint(missing.hint())
+    })?;
+    let path_var = host_env("PATH").unwrap_or_default();
+    let capabilities = &capsule.capabilities;
+    let limits = containment::limits(capsule);
+    let child = |name: String, programs: &[String], network: &[NetworkRule]| {
+        let resolved: Vec<PathBuf> = programs
+            .iter()
+            .filter_map(|p| murmur_confine::resolve(p, &path_var))
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        let (executables, runtimes) = murmur_confine::executables(&resolved, &path_var);
+        json!({
+            "child": name,
+            "executes": executables,
+            "reads": runtimes
+                .into_iter()
+                .chain(capabilities.filesystem.read_only_resolved())
+                .chain(capabilities.shell.interpreter_runtime_resolved())
+                .collect::<Vec<_>>(),
+            "network": network.iter().map(NetworkRule::as_str).collect::<Vec<_>>(),
+        })
+    };
+    let mut children = Vec::new();
+    if !capabilities.shell.allow.is_empty() {
+        children.push(child(
+            "shell".to_string(),
+            &capabilities.shell.allow,
+            &capabilities.network.allow,
+        ));
+    }
+    for entry in &capsule.artifacts {
+        if let Some(command) = entry.server.as_ref().and_then(|s| s.command.as_ref()) {
+            let grants = capsule.grants_of(entry);
+            children.push(child(
+                format!("mcp:{}", entry.name),
+                std::slice::from_ref(command),
+                &grants.network.allow,
+            ));
+        }
+    }
+    if let Some(command) = capsule.inference.as_ref().and_then(|i| i.command.as_ref()) {
+        children.push(child(
+            format!("cli:{command}"),
+            std::slice::from_ref(command),
+            &[],
+        ));
+    }
+    let _ = capsule_dir;
+    Ok(json!({
+        "asked": achieved.asked,
+        "achieved": achieved.achieved,
+        "mechanisms": achieved.mechanisms,
+        "limits": limits,
+        "children": children,
+    }))
+}
+
+/// The human form of [`explain_containment`]'s answer.
+fn print_containment(held: &serde_json::Value) {
+    let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_string();
+    println!(
+        "containment: {} (asked: {})",
+        text(&held["achieved"]),
+        text(&held["asked"])
+    );
+    for mechanism in held["mechanisms"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<13} {:<9} {}",
+            text(&mechanism["name"]),
+            text(&mechanism["state"]),
+            render::line(&text(&mechanism["detail"]))
+        );
+    }
+    let limits = &held["limits"];
+    println!(
+        "  limits: {} processes, {} bytes of memory, {} open files, files up to {} bytes{}",
+        limits["max_processes"],
+        limits["memory_bytes"],
+        limits["open_files"],
+        limits["file_size_bytes"],
+        match limits["cpu_percent"].as_u64() {
+            Some(percent) => format!(", {percent}% of a CPU"),
+            None => String::new(),
+        }
+    );
+    for child in held["children"].as_array().into_iter().flatten() {
+        let count = |key: &str| child[key].as_array().map_or(0, Vec::len);
+        let network: Vec<String> = child["network"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        println!(
+            "  {}: executes {} files, reads {} directories, reaches {}",
+            render::line(&text(&child["child"])),
+            count("executes"),
+            count("reads"),
+            if network.is_empty() {
+                "nothing".to_string()
+            } else {
+                render::line(&network.join(", ")).into_owned()
+            }
+        );
+    }
 }

@@ -76,6 +76,11 @@ pub struct RunArgs {
     /// Replaying: `strict` (each request must be the recorded one) or `lenient` (by turn).
     #[arg(long, value_parser = ["strict", "lenient"], default_value = "strict")]
     replay_mode: String,
+    /// The containment class of each case's native children and of its `commands` scorers:
+    /// `advisory`, `scoped` or `sealed`. The stronger of this and the capsule's
+    /// `capabilities.containment` holds; default `scoped`.
+    #[arg(long, value_parser = crate::commands::run::parse_containment, value_name = "CLASS")]
+    containment: Option<murmur_manifest::capsule::Containment>,
     /// Print the run (its summaries and every result) as JSON.
     #[arg(long)]
     json: bool,
@@ -195,6 +200,7 @@ fn run_dataset(args: RunArgs) -> Exit {
         lenient: args.replay_mode == "lenient",
         runs_dir,
         cancel: cancel.clone(),
+        containment: args.containment,
     };
     let host = Host {
         engine: Arc::new(engine),
