@@ -233,6 +233,7 @@ fn claude_code_calls_the_capsules_tools_and_its_answer_is_the_result() {
     let events = trace(&report);
     let start = of_type(&events, "session_start")[0];
     assert_eq!(start["driver"], "claude-code");
+    assert_eq!(start["containment"]["achieved"], "scoped", "{start}");
     assert_eq!(start["credential_source"], "cli");
     let cli = start["grants"]
         .as_array()
@@ -363,7 +364,9 @@ fn codex_calls_the_capsules_tools_and_its_answer_is_the_result() {
     );
 
     let events = trace(&report);
-    assert_eq!(of_type(&events, "session_start")[0]["driver"], "codex");
+    let start = of_type(&events, "session_start")[0];
+    assert_eq!(start["driver"], "codex");
+    assert_eq!(start["containment"]["achieved"], "scoped", "{start}");
     let calls = of_type(&events, "tool_call");
     assert_eq!(
         names_and_statuses(&calls),
@@ -664,6 +667,21 @@ fn fake_claude(dir: &Path, script: &str) -> String {
     format!("{}:/usr/bin:/bin", bin.display())
 }
 
+/// Lets the capsule of `manifest` run `binaries` (`capabilities.shell.allow`): under `scoped`
+/// a CLI executes its own closure and those binaries only, so a fake CLI (a shell script)
+/// declares the tools it runs.
+fn allow_shell(manifest: &Path, binaries: &[&str]) {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    std::fs::write(
+        manifest,
+        format!(
+            "{text}capabilities:\n  shell:\n    allow: [{}]\n",
+            binaries.join(", ")
+        ),
+    )
+    .unwrap();
+}
+
 #[test]
 fn a_cli_that_fails_ends_the_task_failed_quoting_it_and_nothing_hangs() {
     let cases = [
@@ -691,7 +709,8 @@ fn a_cli_that_fails_ends_the_task_failed_quoting_it_and_nothing_hangs() {
     for (script, extra, said) in cases {
         let dir = tempfile::tempdir().unwrap();
         let path = fake_claude(dir.path(), script);
-        capsule(dir.path(), "claude", "m", "", extra);
+        let manifest = capsule(dir.path(), "claude", "m", "", extra);
+        allow_shell(&manifest, &["sleep"]);
         let started = Instant::now();
         let (output, report) = run(dir.path(), &path, None, "hi");
         assert!(
@@ -820,7 +839,8 @@ printf '{{"type":"result","subtype":"success","is_error":false,"result":"read=%s
         o = outside.display()
     );
     let path = fake_claude(dir.path(), &script);
-    capsule(dir.path(), "claude", "m", "", "");
+    let manifest = capsule(dir.path(), "claude", "m", "", "");
+    allow_shell(&manifest, &["cat", "touch", "env", "cut", "sort", "tr"]);
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
@@ -1020,5 +1040,154 @@ fn claude_code_and_codex_sessions_record_and_replay_through_the_relay_with_the_p
             "{command}: {}",
             output.stdout
         );
+    }
+}
+
+/// A fake `command` (`claude` or `codex`) whose run reports `$said` (a shell expression set by
+/// `script`) as its answer, in its dialect.
+fn fake_cli(dir: &Path, command: &str, script: &str) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let answer = if command == "codex" {
+        r#"printf '{"type":"item.completed","item":{"id":"m1","type":"agent_message","text":"%s"}}\n' "$said"
+printf '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\n'"#
+    } else {
+        r#"printf '{"type":"result","subtype":"success","is_error":false,"result":"%s"}\n' "$said""#
+    };
+    let file = bin.join(command);
+    std::fs::write(&file, format!("#!/bin/sh\n{script}\n{answer}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+/// The value of `name=` in a fake CLI's report (up to the next ` | `).
+fn reported<'a>(said: &'a str, name: &str) -> &'a str {
+    let start = said
+        .find(&format!("{name}="))
+        .unwrap_or_else(|| panic!("no {name}= in {said}"))
+        + name.len()
+        + 1;
+    let rest = &said[start..];
+    rest.split(" | ").next().unwrap().trim()
+}
+
+#[test]
+fn a_cli_writes_only_its_sessions_copy_of_its_config_never_the_users() {
+    // (command, its config directory, the file a hook or a provider is planted in, the login
+    // file copied into the session, the variable that names the directory)
+    for (command, config, planted_in, login, variable) in [
+        (
+            "claude",
+            ".claude",
+            "settings.json",
+            ".credentials.json",
+            "CLAUDE_CONFIG_DIR",
+        ),
+        ("codex", ".codex", "config.toml", "auth.json", "CODEX_HOME"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        // The user's own home, as `mur` is given it.
+        let home = dir.path().join("home");
+        let users = home.join(config);
+        std::fs::create_dir_all(users.join("projects")).unwrap();
+        let original = "# the user's own\n";
+        std::fs::write(users.join(planted_in), original).unwrap();
+        std::fs::write(users.join(login), format!("{{login-of-{command}}}")).unwrap();
+        std::fs::write(users.join("projects/history.jsonl"), "the user's history").unwrap();
+        std::fs::write(
+            home.join(".claude.json"),
+            r#"{"oauthAccount": {"emailAddress": "user@example.com"}, "projects": {"/secret/project": {}}}"#,
+        )
+        .unwrap();
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        // The CLI looks at what its home holds, then plants a hook (a provider) in its own
+        // config and tries the user's, and tries to read the user's login file.
+        let hook = r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}"#;
+        let script = format!(
+            r#"seen=$(ls -A "${variable}" | tr '\n' ' ')
+copy=$(cat "${variable}/{login}")
+state=$(cat "${variable}/.claude.json" 2>&1)
+own=$( {{ printf '%s' '{hook}' > "${variable}/{planted_in}"; }} 2>&1 && echo wrote)
+real=$( {{ printf '%s' '{hook}' > "{users}/{planted_in}"; }} 2>&1 && echo wrote)
+read=$(cat "{users}/{login}" 2>&1)
+said=$(printf 'home=%s | config=%s | seen=%s | copy=%s | state=%s | own=%s | real=%s | read=%s' "$HOME" "${variable}" "$seen" "$copy" "$state" "$own" "$real" "$read" | tr -d '"\\' | tr '\n' ' ')"#,
+            users = users.display(),
+        );
+        let path = fake_cli(dir.path(), command, &script);
+        let manifest = capsule(dir.path(), command, "m", "", "");
+        allow_shell(&manifest, &["ls", "cat", "tr"]);
+        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("TMPDIR", &tmp)
+            .arg("run")
+            .arg(dir.path())
+            .arg("--workdir")
+            .arg(dir.path().join("work"))
+            .args(["--json", "--task", "plant a hook"])
+            .run();
+        let report = output.json();
+        assert_eq!(report["exit_status"], "ok", "{command}: {output:#?}");
+        let start = of_type(&trace(&report), "session_start")[0].clone();
+        assert_eq!(start["containment"]["achieved"], "scoped", "{start}");
+        let said = std::fs::read_to_string(workdir_of(&report).join("out/result.txt")).unwrap();
+
+        // The user's config is untouched: the write was refused by the kernel (EACCES), and
+        // the user's login file could not be read either.
+        assert_eq!(
+            std::fs::read_to_string(users.join(planted_in)).unwrap(),
+            original,
+            "{command}: {said}"
+        );
+        assert!(
+            reported(&said, "real").ends_with("Permission denied"),
+            "{command}: {said}"
+        );
+        assert!(
+            reported(&said, "read").ends_with("Permission denied"),
+            "{command}: {said}"
+        );
+        // The CLI's home is a directory of the session's (under mur's TMPDIR), its config
+        // directory inside it, holding copies of the login files only; its write landed there.
+        let cli_home = PathBuf::from(reported(&said, "home"));
+        assert!(
+            cli_home.starts_with(&tmp) && !cli_home.starts_with(&home),
+            "{command}: {said}"
+        );
+        assert_eq!(
+            reported(&said, "config"),
+            cli_home.join(config).display().to_string(),
+            "{command}"
+        );
+        assert_eq!(reported(&said, "own"), "wrote", "{command}: {said}");
+        assert_eq!(
+            reported(&said, "copy"),
+            format!("{{login-of-{command}}}"),
+            "{command}: {said}"
+        );
+        if command == "claude" {
+            assert_eq!(
+                reported(&said, "seen"),
+                ".claude.json .credentials.json",
+                "{said}"
+            );
+            // Of the state file, the account only: not the user's projects.
+            let state = reported(&said, "state");
+            assert!(
+                state.contains("user@example.com") && !state.contains("/secret/project"),
+                "{said}"
+            );
+        } else {
+            assert_eq!(reported(&said, "seen"), "auth.json config.toml", "{said}");
+        }
+        // The session's home went with the session.
+        assert!(
+            !cli_home.exists(),
+            "{command}: {} is left",
+            cli_home.display()
+        );
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{command}");
     }
 }

@@ -92,6 +92,9 @@ pub(crate) struct SessionContext<'a> {
     /// Under `transport: process`: the CLI's own session id, by context, for the next task
     /// (or reopening) of the same context.
     cli_sessions: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Under `transport: process`: the CLI's home for this session (made by its first run,
+    /// removed when the session ends).
+    cli_home: std::sync::Mutex<Option<Arc<crate::inference::process::CliHome>>>,
     trace: Option<Trace>,
     session_event: String,
     /// The class every native child of the session runs under, and how.
@@ -215,6 +218,7 @@ impl<'a> SessionContext<'a> {
             hooks_read_history,
             continuation: Default::default(),
             cli_sessions: Default::default(),
+            cli_home: Default::default(),
             trace: None,
             session_event: String::new(),
             staged,

@@ -6,14 +6,13 @@
 //!   directory holding its URL and bearer token), allowed by `--allowedTools mcp__murmur`;
 //!   `--permission-mode dontAsk`, so anything not allowed is refused rather than asked about;
 //!   no user, project or local settings (`--setting-sources ""`), so no hook or plugin of the
-//!   user's runs.
+//!   user's runs. Its `HOME` and `CLAUDE_CONFIG_DIR` are the session's
+//!   [`CliHome`](super::home::CliHome), never the user's.
 //! - **Read:** a line is a JSON object with a `type`. `system`/`init` gives the CLI's session
 //!   id; `stream_event` lines carry text deltas and each message's final output usage;
 //!   `assistant` lines carry the message's content blocks (one line per block, sharing the
 //!   message id) and its usage; `result` ends the run (its `is_error`, `permission_denials`).
 //!   Other types are the CLI's own bookkeeping and are passed over.
-
-use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -54,7 +53,6 @@ pub(crate) const PASSED: &[&str] = &[
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_MODEL",
     "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CONFIG_DIR",
     "CLAUDE_CODE_USE_BEDROCK",
     "CLAUDE_CODE_USE_VERTEX",
     "HTTPS_PROXY",
@@ -62,7 +60,7 @@ pub(crate) const PASSED: &[&str] = &[
 ];
 
 pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
-    let (mut env, home) = base_env(plan, PASSED);
+    let mut env = base_env(plan, PASSED);
     for (name, value) in [
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("DISABLE_TELEMETRY", "1"),
@@ -72,10 +70,6 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
     ] {
         env.push((name.to_string(), value.to_string()));
     }
-    let config_dir = (plan.host_env)("CLAUDE_CONFIG_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".claude")));
     let mut args: Vec<String> = [
         "--print",
         "--output-format",
@@ -135,22 +129,15 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         args.push("--resume".to_string());
         args.push(session.to_string());
     }
-    let mut writable = vec![plan.private_dir.to_path_buf()];
-    if let Some(dir) = &config_dir {
-        std::fs::create_dir_all(dir)?;
-        writable.push(dir.clone());
-    }
-    // Without CLAUDE_CONFIG_DIR it keeps `~/.claude.json` beside `~/.claude`.
-    if (plan.host_env)("CLAUDE_CONFIG_DIR").is_none()
-        && let Some(home) = &home
-    {
-        writable.push(home.join(".claude.json"));
-    }
     Ok(Launch {
         args,
         env,
-        writable,
+        writable: vec![
+            plan.private_dir.to_path_buf(),
+            plan.home.home().to_path_buf(),
+        ],
         readable: Vec::new(),
+        also_executes: Vec::new(),
         tcp_ports,
     })
 }

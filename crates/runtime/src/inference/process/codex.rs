@@ -2,11 +2,16 @@
 //!
 //! - **Asked:** the prompt on stdin (`-`); the capsule's system prompt as
 //!   `developer_instructions`; every built-in tool's feature switched off (its shell and
-//!   exec tools, patching, images, web search, agents, apps, plugins, hooks); the MCP server
+//!   exec tools, patching, images, web search, agents, apps, plugins, hooks) and its bundled
+//!   skills left out (`skills.bundled.enabled = false`); the MCP server
 //!   table replaced by one server, the capsule's tools, whose bearer token Codex reads from
 //!   an environment variable; approvals never asked (`approval_policy = "never"`), so nothing
-//!   waits on a person. The user's `config.toml` in `CODEX_HOME` still gives the provider and
-//!   model (a provider entry with `base_url` and the Responses wire API, say).
+//!   waits on a person. The user's `config.toml` (copied from `CODEX_HOME` or `~/.codex` into
+//!   the session's [`CliHome`](super::home::CliHome), which is this run's `HOME` and
+//!   `CODEX_HOME`) still gives the provider and model (a provider entry with `base_url` and
+//!   the Responses wire API, say).
+//! - **Run:** the npm launcher (`codex.js`, run by `node`) executes the vendored native binary
+//!   ([`native_binary`]), which is given `Execute` beside it.
 //! - **Read:** a line is a JSON object with a `type`. `thread.started` gives the CLI's
 //!   session; items are gathered into the turn being built: agent messages (text, passed on
 //!   as it completes), reasoning and the capsule's tool calls (`mcp_tool_call`);
@@ -54,7 +59,6 @@ pub const BUILT_IN_FEATURES: &[&str] = &[
 
 /// The host's environment names Codex reads for its provider and account.
 pub(crate) const PASSED: &[&str] = &[
-    "CODEX_HOME",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "HTTPS_PROXY",
@@ -62,11 +66,7 @@ pub(crate) const PASSED: &[&str] = &[
 ];
 
 pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
-    let (mut env, home) = base_env(plan, PASSED);
-    let codex_home = (plan.host_env)("CODEX_HOME")
-        .filter(|d| !d.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let mut env = base_env(plan, PASSED);
     let mut args: Vec<String> = [
         "exec",
         "--json",
@@ -84,8 +84,12 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
     config("approval_policy", "\"never\"".to_string());
     config("web_search", "\"disabled\"".to_string());
     config("tools.view_image", "false".to_string());
+    // Its bundled skills are instructions for tools it does not have here, installed into
+    // its home and listed by path in every request: none.
+    config("skills.bundled.enabled", "false".to_string());
     config("developer_instructions", toml_string(plan.system_prompt));
-    let codex_config = codex_home.as_ref().map(|dir| dir.join("config.toml"));
+    // The session's copy of the user's `config.toml`: what this run of Codex reads.
+    let codex_config = Some(plan.home.config_dir().join("config.toml"));
     if let Some(relay) = plan.provider_relay {
         env.retain(|(name, _)| name != "OPENAI_BASE_URL");
         env.push(("OPENAI_BASE_URL".to_string(), relay.to_string()));
@@ -133,11 +137,6 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         }
         None => args.push("-".to_string()),
     }
-    let mut writable = vec![plan.private_dir.to_path_buf()];
-    if let Some(dir) = &codex_home {
-        std::fs::create_dir_all(dir)?;
-        writable.push(dir.clone());
-    }
     // Its provider may come from the config file: its port, and the variable its key is in.
     if let Some(config) = &codex_config {
         let (ports, keys) = provider_entries(config);
@@ -158,10 +157,42 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
     Ok(Launch {
         args,
         env,
-        writable,
+        writable: vec![
+            plan.private_dir.to_path_buf(),
+            plan.home.home().to_path_buf(),
+        ],
         readable: Vec::new(),
+        also_executes: Vec::new(),
         tcp_ports,
     })
+}
+
+/// The native binary the npm launcher `script` (`@openai/codex`'s `bin/codex.js`) executes,
+/// found as it finds it: the platform package `@openai/codex-<os>-<arch>` resolved the way
+/// Node resolves a package from the script's directory (each ancestor's `node_modules`), its
+/// `vendor/<target>/bin/codex`; else the package's own `vendor/`. None when `script` is not
+/// such a launcher (a native `codex`, say) or this platform has no build.
+pub fn native_binary(script: &std::path::Path) -> Option<std::path::PathBuf> {
+    let (target, package) = match std::env::consts::ARCH {
+        "x86_64" => ("x86_64-unknown-linux-musl", "codex-linux-x64"),
+        "aarch64" => ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
+        _ => return None,
+    };
+    let script = script.canonicalize().ok()?;
+    let bin_dir = script.parent()?;
+    let found = |vendor: std::path::PathBuf| {
+        let binary = vendor.join(target).join("bin").join("codex");
+        binary.is_file().then_some(binary)
+    };
+    let resolved = bin_dir
+        .ancestors()
+        .filter(|dir| dir.file_name().is_none_or(|name| name != "node_modules"))
+        .map(|dir| dir.join("node_modules/@openai").join(package))
+        .find(|candidate| candidate.join("package.json").is_file());
+    match resolved {
+        Some(package) => found(package.join("vendor")),
+        None => found(bin_dir.join("../vendor")),
+    }
 }
 
 /// `text` as a TOML basic string.

@@ -14,6 +14,13 @@
 //!   never on the command line), and every built-in tool of the CLI switched off. The CLI's
 //!   environment is built here from nothing: only what it needs to start and to reach its
 //!   provider (see [`Launch::env`]).
+//! - **The CLI's home is the session's, never the user's** ([`CliHome`]): its `HOME` and
+//!   config directory are a per-session directory seeded with copies of its login files
+//!   only, so nothing it writes there (a hook in `settings.json`, a `config.toml`) reaches
+//!   the user's own next run of it.
+//! - **It executes only what it needs** ([`Launch::also_executes`]): under `scoped` its
+//!   command's closure, what its launcher runs (Codex's vendored binary), and the capsule's
+//!   `capabilities.shell.allow` binaries.
 //! - **Its stream is read strictly** ([`StreamReader`]): every line must be a JSON object the
 //!   dialect knows the shape of; a line that is not is a [`Malformed`] error quoting it. Each
 //!   assistant message becomes one [`CliEvent::Message`] (one turn), carrying the usage the
@@ -22,7 +29,10 @@
 
 pub mod claude;
 pub mod codex;
+pub mod home;
 mod run;
+
+pub use home::CliHome;
 
 pub use run::{
     CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, ServedTools, base_env,
@@ -149,6 +159,11 @@ impl ProcessCli {
             Dialect::Codex => codex::launch(plan),
         }?;
         launch.readable.insert(0, self.install_tree());
+        if self.dialect == Dialect::Codex {
+            launch
+                .also_executes
+                .extend(codex::native_binary(&self.path));
+        }
         Ok(launch)
     }
 
@@ -162,9 +177,7 @@ impl ProcessCli {
                 set("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".to_string())
             }
             Dialect::Codex => {
-                let config = set("CODEX_HOME")
-                    .map(PathBuf::from)
-                    .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".codex")))
+                let config = home::user_config_dir(Dialect::Codex, host_env)
                     .map(|dir| dir.join("config.toml"));
                 config
                     .as_deref()
@@ -194,8 +207,8 @@ impl ProcessCli {
 }
 
 impl ProcessCli {
-    /// What the CLI holds, as `session_start.grants` lists it: the workdir (and its config
-    /// directory) to write, its install tree and the capsule's read-only paths to read, its
+    /// What the CLI holds, as `session_start.grants` lists it: the workdir (and the session's
+    /// home for it) to write, its install tree and the capsule's read-only paths to read, its
     /// provider and the run's tools server to connect to, and the environment names it is
     /// given that the host sets.
     pub fn grants(
@@ -211,10 +224,16 @@ impl ProcessCli {
             ),
             Dialect::Codex => (codex::PASSED, "OPENAI_BASE_URL", "https://api.openai.com"),
         };
-        let mut env: Vec<String> = ["PATH", "HOME", "LANG", "TERM", "NO_COLOR", "TMPDIR"]
-            .iter()
-            .map(|name| name.to_string())
-            .collect();
+        let config_dir = match self.dialect {
+            Dialect::ClaudeCode => "CLAUDE_CONFIG_DIR",
+            Dialect::Codex => "CODEX_HOME",
+        };
+        let mut env: Vec<String> = [
+            "PATH", "HOME", config_dir, "LANG", "TERM", "NO_COLOR", "TMPDIR",
+        ]
+        .iter()
+        .map(|name| name.to_string())
+        .collect();
         env.extend(
             passed
                 .iter()

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::home::CliHome;
 use crate::grants::env::HostEnv;
 use crate::inference::response::Answer;
 
@@ -32,6 +33,8 @@ pub struct RunPlan<'a> {
     /// A directory of this run only, outside the workdir, that only this user can read: what
     /// the CLI is handed in files (the MCP configuration with the token) goes here.
     pub private_dir: &'a Path,
+    /// The session's home for the CLI (its `HOME` and config directory), never the user's.
+    pub home: &'a CliHome,
     /// The host's environment, read for the few names the CLI needs.
     pub host_env: &'a HostEnv,
     /// A relay on loopback standing in for the provider (a cassette's: see
@@ -44,22 +47,26 @@ pub struct RunPlan<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     pub args: Vec<String>,
-    /// Built from nothing: `PATH`, `HOME`, `LANG`, `TERM`, `TMPDIR` (in the private
-    /// directory), the CLI's config directory and provider settings when the host sets them,
-    /// and the switches that keep it from sending telemetry.
+    /// Built from nothing: `PATH`, `LANG`, `TERM`, `TMPDIR` (in the private directory),
+    /// `HOME` and the CLI's config directory (the session's [`CliHome`]), the provider
+    /// settings the host sets, and the switches that keep it from sending telemetry.
     pub env: Vec<(String, String)>,
-    /// Where it may write beyond the workdir: its config directory and the private directory.
+    /// Where it may write beyond the workdir: the session's home for it and the private
+    /// directory.
     pub writable: Vec<PathBuf>,
     /// Where it may read beyond the system's directories.
     pub readable: Vec<PathBuf>,
+    /// What it executes beside the command itself (Codex's launcher runs its vendored native
+    /// binary).
+    pub also_executes: Vec<PathBuf>,
     /// The TCP ports it may connect to: its provider's, and the tools' server's.
     pub tcp_ports: Vec<u16>,
 }
 
-/// The environment every CLI starts from, plus the names of `pass` the host sets.
-pub fn base_env(plan: &RunPlan<'_>, pass: &[&str]) -> (Vec<(String, String)>, Option<PathBuf>) {
+/// The environment every CLI starts from (its `HOME` and config directory the session's
+/// [`CliHome`]), plus the names of `pass` the host sets.
+pub fn base_env(plan: &RunPlan<'_>, pass: &[&str]) -> Vec<(String, String)> {
     let host = plan.host_env;
-    let home = host("HOME").filter(|h| !h.is_empty());
     let tmp = plan.private_dir.join("tmp");
     let _ = std::fs::create_dir_all(&tmp);
     let mut env = vec![
@@ -71,16 +78,15 @@ pub fn base_env(plan: &RunPlan<'_>, pass: &[&str]) -> (Vec<(String, String)>, Op
         ("TERM".to_string(), "dumb".to_string()),
         ("NO_COLOR".to_string(), "1".to_string()),
         ("TMPDIR".to_string(), tmp.display().to_string()),
+        ("HOME".to_string(), plan.home.home().display().to_string()),
+        plan.home.config_env(),
     ];
-    if let Some(home) = &home {
-        env.push(("HOME".to_string(), home.clone()));
-    }
     for name in pass {
         if let Some(value) = host(name).filter(|v| !v.is_empty()) {
             env.push((name.to_string(), value));
         }
     }
-    (env, home.map(PathBuf::from))
+    env
 }
 
 /// The TCP port of `url` (its scheme's default when it names none).

@@ -25,7 +25,14 @@
 //! - **The result is the CLI's**: the final text it reported is the task's answer
 //!   (`out/result.txt`). Text streams to the observer as it comes when the session streams.
 //! - **A reopened task goes on with the CLI's own session** (its id kept per context for the
-//!   rest of the session loop), handed only the new message.
+//!   rest of the session loop), handed only the new message. Its sessions live in the
+//!   session's [`CliHome`] (made by the first run, seeded with copies of the user's login
+//!   files, removed as the `mur` session ends): the user's own config is neither written nor
+//!   read by the CLI.
+//! - **It runs under the session's containment class**, reaching only its provider (or the
+//!   relay standing in for it) and the tools server, executing only its own closure, what its
+//!   launcher runs, and the capsule's `capabilities.shell.allow` binaries; each connection it
+//!   is refused is an `egress_refused` event (`child: cli:<command>`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,7 +45,7 @@ use super::{Ending, SessionContext, TaskRun};
 use crate::grants::ChunkKind;
 use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::process::{
-    CliEvent, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, ServedTools, StreamReader,
+    CliEvent, CliHome, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, ServedTools, StreamReader,
 };
 use crate::inference::response::{Answer, StopReason};
 use crate::session::staging::SWITCH_DRIVER_TOOL;
@@ -157,13 +164,21 @@ impl SessionContext<'_> {
             Ok(server) => server,
             Err(why) => return Ok(Ending::Failed(failure(why))),
         };
-        let private = match tempfile::Builder::new().prefix("murmur-cli-").tempdir() {
+        let private = match tempfile::Builder::new()
+            .prefix("murmur-cli-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+        {
             Ok(dir) => dir,
             Err(error) => {
                 return Ok(Ending::Failed(failure(format!(
                     "the CLI's private directory cannot be made: {error}"
                 ))));
             }
+        };
+        let home = match self.cli_home(cli) {
+            Ok(home) => home,
+            Err(why) => return Ok(Ending::Failed(failure(why))),
         };
         let context = run.context_id.clone().unwrap_or_default();
         let resume = self
@@ -194,6 +209,7 @@ impl SessionContext<'_> {
             tools: server.as_ref().map(|s| &s.served),
             resume: resume.as_deref(),
             private_dir: private.path(),
+            home: &home,
             host_env: &self.config.host_env,
             provider_relay: relay.as_ref().map(|relay| relay.base_url.as_str()),
         };
@@ -228,6 +244,25 @@ impl SessionContext<'_> {
         confinement
             .interpreter_runtime
             .extend(launch.readable.iter().cloned());
+        confinement.on_refused = Some(self.refusals.sink(&format!("cli:{}", cli.command)));
+        // What it may execute beside its own closure: what its launcher runs, and the binaries
+        // the capsule trusts to run (`capabilities.shell.allow`, found on the CLI's PATH).
+        let path_var = launch
+            .env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map(|(_, value)| value.clone())
+            .unwrap_or_default();
+        let mut also_executes = launch.also_executes.clone();
+        also_executes.extend(
+            self.staged
+                .capsule
+                .capabilities
+                .shell
+                .allow
+                .iter()
+                .filter_map(|name| murmur_confine::resolve(name, &path_var)),
+        );
         let program = murmur_confine::ConfinedProgram {
             program: cli.path.clone(),
             arg0: std::path::Path::new(&cli.command)
@@ -239,7 +274,7 @@ impl SessionContext<'_> {
             env: launch.env,
             writable: launch.writable,
             readable: launch.readable,
-            also_executes: Vec::new(),
+            also_executes,
             confinement,
         };
         let (child, stderr) = match program.spawn() {
@@ -445,6 +480,18 @@ impl SessionContext<'_> {
         drop(server);
         self.close_turn(run, &mut open);
         Ok(ending)
+    }
+
+    /// The session's home for `cli`: made (and seeded) by the session's first run, the same
+    /// for every run after it.
+    fn cli_home(&self, cli: &ProcessCli) -> Result<Arc<CliHome>, String> {
+        let mut held = self.cli_home.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(home) = held.as_ref() {
+            return Ok(home.clone());
+        }
+        let home = Arc::new(CliHome::create(cli.dialect, &self.config.host_env)?);
+        *held = Some(home.clone());
+        Ok(home)
     }
 
     /// Records one assistant message as a turn; past `inference.max_turns` the run ends.
