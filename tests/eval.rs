@@ -371,6 +371,24 @@ fn bad_datasets_arms_and_fixtures_are_refused_with_their_codes() {
         "{message}"
     );
 
+    // A command's `allow` and `network` entries are checked like the rest.
+    std::fs::write(
+        &dataset,
+        "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"commands\": [{\"run\": \"true\", \"allow\": [\"grep\"], \"network\": [\"ftp://files.example.com\"]}]}}\n",
+    )
+    .unwrap();
+    let output = run(&["--json"]);
+    assert_eq!(output.code, 2, "{output:#?}");
+    assert_eq!(output.json()["error"]["code"], "E-EVAL-001");
+    let message = output.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("bad.jsonl:1: `expect.commands[0].network[0]`"),
+        "{message}"
+    );
+
     // A fixture holding a link is refused: nothing it points at is copied.
     let fixture = work.path().join("linked");
     std::fs::create_dir(&fixture).unwrap();
@@ -514,4 +532,200 @@ fn a_fixture_holding_a_hard_link_is_refused_and_nothing_of_the_linked_file_is_co
         run_dir.display()
     );
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), MARKER);
+}
+
+/// A listener on 127.0.0.1 that never blocks: `connections()` says how many came.
+struct Listener(std::net::TcpListener);
+
+impl Listener {
+    fn start() -> Listener {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Listener(listener)
+    }
+
+    fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+
+    fn connections(&self) -> usize {
+        let mut count = 0;
+        while self.0.accept().is_ok() {
+            count += 1;
+        }
+        count
+    }
+}
+
+#[test]
+fn a_commands_scorer_runs_what_the_agent_wrote_held_by_the_sessions_class() {
+    // The fixture's check.sh, as an agent that rewrote it left it: it copies a host secret
+    // into the workspace, writes outside it, and reaches a listener of the host, each through
+    // a binary the dataset author allowed for the check.
+    const SECRET: &str = "HOST-SECRET-7e2a41: never the scorer's to read";
+    let work = tempfile::tempdir().unwrap();
+    let capsule = example(work.path());
+    let secret = work.path().join("host-secret.txt");
+    std::fs::write(&secret, SECRET).unwrap();
+    let outside = work.path().join("written-outside.txt");
+    let forbidden = Listener::start();
+    let granted = Listener::start();
+    let fixture = work.path().join("hostile");
+    std::fs::create_dir_all(fixture.join("notes")).unwrap();
+    std::fs::write(fixture.join("notes/seed.txt"), "hello\n").unwrap();
+    // The host's python3 by its real path (a version manager's shim is a script of its own).
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    let python = PathBuf::from(String::from_utf8_lossy(&python.stdout).trim())
+        .canonicalize()
+        .unwrap()
+        .display()
+        .to_string();
+    let connect = |port: u16| {
+        format!(
+            "{python} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=5)'"
+        )
+    };
+    std::fs::write(
+        fixture.join("check.sh"),
+        format!(
+            "cat {secret} > stolen.txt 2>>errors.txt; echo \"read=$?\" >> outcomes.txt\n\
+             (echo pwned > {outside}) 2>>errors.txt; echo \"write=$?\" >> outcomes.txt\n\
+             {connect} 2>>errors.txt; echo \"connect=$?\" >> outcomes.txt\n\
+             exit 0\n",
+            secret = secret.display(),
+            outside = outside.display(),
+            connect = connect(forbidden.port()),
+        ),
+    )
+    .unwrap();
+    let commands = serde_json::json!([
+        {"run": "sh check.sh", "allow": ["cat", python]},
+        {"run": "grep -qx hello notes/seed.txt", "allow": ["grep"]},
+        {"run": "grep -qx hello notes/seed.txt"},
+        {"run": connect(granted.port()), "allow": [python],
+         "network": [format!("127.0.0.1:{}", granted.port())]},
+        {"run": connect(forbidden.port()), "allow": [python], "network": ["127.0.0.1:1"]},
+    ]);
+    let case = serde_json::json!({
+        "id": "hostile",
+        "task": "Greet me in one line; do not write any file.",
+        "workdir": "hostile",
+        "expect": {"commands": commands},
+    });
+    let dataset = work.path().join("hostile.jsonl");
+    std::fs::write(&dataset, format!("{case}\n")).unwrap();
+    let arms = work.path().join("arms.yaml");
+    std::fs::write(
+        &arms,
+        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    cassettes: tapes\n",
+    )
+    .unwrap();
+    std::fs::create_dir(work.path().join("tapes")).unwrap();
+    std::fs::copy(
+        capsule.join("evals/cassettes/careful/greeting.cassette.json"),
+        work.path().join("tapes/hostile.cassette.json"),
+    )
+    .unwrap();
+
+    let output = mur()
+        .args(["eval", "run", "--json"])
+        .arg(&dataset)
+        .arg("--capsule")
+        .arg(&capsule)
+        .arg("--arms-file")
+        .arg(&arms)
+        .run();
+    assert_eq!(output.code, 1, "{output:#?}");
+    let result = &results(&output)[0];
+    assert!(result["error"].is_null(), "{result}");
+    let verdicts: Vec<(String, bool)> = result["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["scorer"].as_str().unwrap().to_string(),
+                s["passed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, bool)> = [
+        ("exit", true),
+        ("command 1", true),
+        ("command 2", true),
+        ("command 3", false),
+        ("command 4", true),
+        ("command 5", false),
+    ]
+    .iter()
+    .map(|(name, passed)| (name.to_string(), *passed))
+    .collect();
+    assert_eq!(verdicts, expected, "{result}");
+    let detail = |n: usize| result["scores"][n]["detail"].as_str().unwrap().to_string();
+    // A binary the command did not declare is refused, the child's error in the detail.
+    assert!(
+        detail(3).starts_with("exited 126") && detail(3).contains("grep: Permission denied"),
+        "{}",
+        detail(3)
+    );
+    // A port the command's `network` does not name is refused however the host listens.
+    assert!(
+        detail(5).starts_with("exited 1 ") && detail(5).contains("PermissionError"),
+        "{}",
+        detail(5)
+    );
+
+    // What check.sh tried, each refused.
+    let run_dir = PathBuf::from(output.json()["dir"].as_str().unwrap());
+    let workdir = run_dir
+        .join(result["trace"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let outcomes = std::fs::read_to_string(workdir.join("outcomes.txt")).unwrap();
+    assert_eq!(outcomes, "read=1\nwrite=2\nconnect=1\n", "{outcomes}");
+    let errors = std::fs::read_to_string(workdir.join("errors.txt")).unwrap();
+    assert!(
+        errors.contains(&format!("{}: Permission denied", secret.display())),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!(
+            "cannot create {}: Permission denied",
+            outside.display()
+        )),
+        "{errors}"
+    );
+    // Landlock allows `connect` only to the ports the command's `network` names (none here).
+    assert!(
+        errors.contains("PermissionError: [Errno 13] Permission denied"),
+        "{errors}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("stolen.txt")).unwrap(),
+        "",
+        "the host secret was copied into the workspace"
+    );
+    assert!(!outside.exists(), "the scorer wrote outside the workspace");
+    assert_eq!(forbidden.connections(), 0, "the scorer reached the host");
+    // The one place a command's `network` granted was reached.
+    assert_eq!(granted.connections(), 1);
+
+    // `--containment advisory`, asked for knowingly, reaches the scorer too: any binary runs,
+    // and the workspace is still the only place written.
+    let advisory = mur()
+        .args(["eval", "run", "--json", "--containment", "advisory"])
+        .arg(&dataset)
+        .arg("--capsule")
+        .arg(&capsule)
+        .arg("--arms-file")
+        .arg(&arms)
+        .run();
+    let result = &results(&advisory)[0];
+    assert_eq!(result["scores"][3]["scorer"], "command 3");
+    assert_eq!(result["scores"][3]["passed"], true, "{result}");
+    assert!(!outside.exists(), "the scorer wrote outside the workspace");
 }

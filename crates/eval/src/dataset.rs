@@ -10,11 +10,14 @@
 //! number and the field (`E-EVAL-001`); blank lines and lines starting with `//` are passed
 //! over; an id is a plain name (it names cassette files) and appears once; every regex and
 //! JSON schema compiles; a case's `workdir` is a directory, relative paths taken from the
-//! dataset's own directory; a file's `path` stays inside the session workdir. Unknown keys are
-//! refused, so a misspelled expectation never passes silently.
+//! dataset's own directory; a file's `path` stays inside the session workdir; a command's
+//! `allow` entries are names or absolute paths and its `network` entries parse as
+//! `capabilities.network.allow` entries do. Unknown keys are refused, so a misspelled
+//! expectation never passes silently.
 
 use std::path::{Path, PathBuf};
 
+use murmur_manifest::network::NetworkRule;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -130,7 +133,8 @@ fn yes() -> bool {
     true
 }
 
-/// A command run with `sh -c` in the session workdir.
+/// A command run with `sh -c` in the session workdir, held by the class the case's session
+/// ran under (see [`crate::score`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommandExpect {
@@ -141,6 +145,31 @@ pub struct CommandExpect {
     /// Killed past this many seconds (default 30), which fails it.
     #[serde(default = "thirty")]
     pub timeout_seconds: u64,
+    /// The binaries it may execute beside `sh` (names resolved against `PATH`, or absolute
+    /// paths), as `capabilities.shell.allow` names them. Default: none.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Where it may connect, in `capabilities.network.allow`'s syntax. Default: nowhere.
+    #[serde(default)]
+    pub network: Vec<NetworkEntry>,
+}
+
+/// One `network` entry of a command: a `capabilities.network.allow` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkEntry(pub NetworkRule);
+
+impl<'de> Deserialize<'de> for NetworkEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        NetworkRule::parse(&text)
+            .map(NetworkEntry)
+            .map_err(|reason| {
+                serde::de::Error::custom(format!(
+                    "`{}` is not a network.allow entry: {reason}",
+                    text.escape_debug()
+                ))
+            })
+    }
 }
 
 fn thirty() -> u64 {
@@ -352,6 +381,14 @@ fn check_case(line: CaseLine, base: &Path, number: usize) -> Result<Case, String
                 "`expect.commands[{index}].timeout_seconds` must be 1..=3600"
             ));
         }
+        for (entry, name) in command.allow.iter().enumerate() {
+            if let Some(why) = bad_binary(name) {
+                return Err(format!(
+                    "`expect.commands[{index}].allow[{entry}]` `{}` {why}",
+                    name.escape_debug()
+                ));
+            }
+        }
     }
     if let Some(rubric) = &expect.rubric
         && rubric.criteria.trim().is_empty()
@@ -386,6 +423,22 @@ fn check_match(field: &str, regex: Option<&str>, schema: Option<&Value>) -> Resu
             .map_err(|error| format!("`{field}.schema` is not a JSON schema: {error}"))?;
     }
     Ok(())
+}
+
+/// Why `name` cannot name a binary a command may execute, if it cannot: a name resolved
+/// against `PATH`, or an absolute path.
+fn bad_binary(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("is empty")
+    } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("holds whitespace or a control character")
+    } else if name.contains('/') && !name.starts_with('/') {
+        Some("is a relative path: name a binary found on PATH, or give its absolute path")
+    } else if name.ends_with('/') || name == "." || name == ".." {
+        Some("names no file")
+    } else {
+        None
+    }
 }
 
 /// Whether `path` is relative and never climbs out (`..`) nor names the root.
@@ -431,6 +484,19 @@ mod tests {
         assert_eq!(dataset.cases[0].expect.turns.unwrap().max, Some(3));
         assert_eq!(dataset.cases[1].line, 4);
         assert_eq!(dataset.sha256.len(), 64);
+    }
+
+    #[test]
+    fn a_command_declares_what_it_may_execute_and_reach() {
+        let dataset = load(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"commands\": [{\"run\": \"grep -q x f\", \"allow\": [\"grep\", \"/usr/bin/python3\"], \"network\": [\"127.0.0.1:8080\"]}, {\"run\": \"true\"}]}}",
+        )
+        .unwrap();
+        let commands = &dataset.cases[0].expect.commands;
+        assert_eq!(commands[0].allow, ["grep", "/usr/bin/python3"]);
+        assert_eq!(commands[0].network[0].0.as_str(), "127.0.0.1:8080");
+        assert_eq!(commands[0].network[0].0.ports(), [8080]);
+        assert!(commands[1].allow.is_empty() && commands[1].network.is_empty());
     }
 
     #[test]
@@ -487,6 +553,26 @@ mod tests {
             1,
             "schema",
         );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"commands\": [{\"run\": \"true\", \"allow\": [\"grep\", \"g rep\"]}]}}",
+            1,
+            "`expect.commands[0].allow[1]` `g rep` holds whitespace",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"commands\": [{\"run\": \"true\", \"allow\": [\"bin/grep\"]}]}}",
+            1,
+            "relative path",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"commands\": [{\"run\": \"true\", \"network\": [\"127.0.0.1:8080\", \"ftp://files.example.com\"]}]}}",
+            1,
+            "`expect.commands[0].network[1]`: `ftp://files.example.com` is not a network.allow entry",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"commands\": [{\"run\": \"true\", \"network\": \"*\"}]}}",
+            1,
+            "`expect.commands[0].network`",
+        );
         refused("not json", 1, "not a case");
         let empty = load("\n// nothing\n").unwrap_err();
         assert_eq!(empty.line, None);
@@ -508,6 +594,7 @@ mod tests {
                 proptest::strategy::Just(serde_json::json!([{"path": "a", "regex": "["}])),
                 proptest::strategy::Just(serde_json::json!({"regex": "a", "schema": {"type": "object"}})),
                 proptest::strategy::Just(serde_json::json!("ok")),
+                proptest::strategy::Just(serde_json::json!([{"run": "x", "allow": ["", "a b", "/x/", "grep"], "network": ["*", "h:0", "h:1"]}])),
                 (0i64..5).prop_map(|n| serde_json::json!(n)),
             ],
         ) {

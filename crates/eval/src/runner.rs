@@ -11,6 +11,10 @@
 //!   nothing (no credential needed); with `record`, it runs against the provider and writes
 //!   that file. A request that differs from the recording fails the case (`E-RUN-029`, its
 //!   first difference in the result), the other cases go on.
+//! - A case's `commands` run after its other scorers but the rubric, under the containment
+//!   class its session ran under (the capsule's and the operator's, as
+//!   [`murmur_runtime::session::containment::achieve`] decides), with the capsule's resource
+//!   limits ([`score::run_commands`]).
 //! - A rubric is graded by a session of its own on the arm's capsule, started on the rubric's
 //!   choice, its exchanges in the case's cassette after the case's own; its tokens are reported
 //!   apart from the case's.
@@ -55,6 +59,9 @@ pub struct Plan {
     pub runs_dir: PathBuf,
     /// Stops the run: running sessions end `canceled`, no other case starts.
     pub cancel: StopSignal,
+    /// The containment class the operator asks for (`mur eval run --containment`): each
+    /// session, and its commands' scorers, run under the stronger of it and the capsule's.
+    pub containment: Option<murmur_confine::Class>,
 }
 
 /// What the runner takes from its host.
@@ -430,7 +437,7 @@ async fn run_case(
         cancel: Some(plan.cancel.clone()),
         resume: None,
         seed: case.workdir.clone(),
-        containment: None,
+        containment: plan.containment,
     };
     let report = match session::run(
         host.engine.clone(),
@@ -475,6 +482,24 @@ async fn run_case(
     .await
     .unwrap_or_default();
     result.scores = scores;
+    // The commands read (and may run) what the agent wrote: held by the session's class.
+    let hold = murmur_runtime::session::containment::achieve(&staged.capsule, plan.containment)
+        .map(|achieved| score::Hold {
+            achieved,
+            limits: murmur_runtime::session::containment::limits(&staged.capsule),
+        })
+        .map_err(|missing| {
+            use murmur_manifest::Coded;
+            format!("error[{}]: {}", missing.code(), missing.message())
+        });
+    result.scores.extend(
+        score::run_commands(
+            &case.expect,
+            &report.workdir,
+            hold.as_ref().map_err(String::as_str),
+        )
+        .await,
+    );
     if let Some(rubric) = &case.expect.rubric {
         let (score, tokens) = grade(
             plan,
@@ -563,7 +588,7 @@ async fn grade(
         cancel: Some(plan.cancel.clone()),
         resume: None,
         seed: None,
-        containment: None,
+        containment: plan.containment,
     };
     match session::run(
         host.engine.clone(),

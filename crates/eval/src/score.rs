@@ -3,9 +3,18 @@
 //! What is read: the session's report (exit status, the task's final text), its trace (turns,
 //! tool calls in the order they were written, tokens), and its workdir. Files of the workdir
 //! are read beneath it: a link the agent planted is not followed, and a file that is one fails
-//! its scorer. A command runs with `sh -c` in the workdir, its environment cleared but `PATH`,
-//! `HOME` and `LANG`, killed at its time limit; it is the dataset author's command, not the
-//! agent's, but what it reads is the agent's work.
+//! its scorer.
+//!
+//! A command ([`run_commands`]) is the dataset author's, but what it reads, and what it runs
+//! (a `check.sh` of the fixture, say), the agent may have rewritten. So it is held like every
+//! native child of the capsule: `sh -c RUN` under the containment class the case's session ran
+//! under ([`Hold`]), with the capsule's resource limits. Under `scoped` it may execute only `sh`
+//! and the binaries its `allow` names (with their loader and libraries), read and write only
+//! the session workdir (plus the read-only runtime its interpreters need), execute nothing the
+//! workdir holds, and connect only where its `network` names (nowhere by default). Its
+//! environment is `PATH`, `HOME` (the workdir) and `LANG`. At its time limit its whole tree
+//! is killed. What the class refuses it is the child's own error: the scorer fails with it in
+//! its detail, and the other scorers go on.
 //!
 //! The rubric is scored by the runner (it runs a grading session); [`rubric_prompt`] and
 //! [`rubric_verdict`] are its two ends.
@@ -16,7 +25,9 @@ use std::time::Duration;
 use murmur_trace::schema::{Event, EventBody};
 use serde_json::Value;
 
-use crate::dataset::{Expect, FileExpect};
+use murmur_confine::{Achieved, ChildLimits, ConfinedProgram, Confinement, HoldReport};
+
+use crate::dataset::{CommandExpect, Expect, FileExpect};
 use crate::results::{Score, Tokens};
 
 /// The most bytes of a workdir file a scorer reads (16 MiB).
@@ -155,13 +166,29 @@ pub fn score(expect: &Expect, session: &Session<'_>) -> Vec<Score> {
     for file in &expect.files {
         scores.push(score_file(file, session.workdir));
     }
+    scores
+}
+
+/// How a case's commands are held: the class its session ran under, and the capsule's limits.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    pub achieved: Achieved,
+    pub limits: ChildLimits,
+}
+
+/// Every command of `expect`, run in `workdir` under `hold` (or, when the class could not be
+/// had, failed with why), in order.
+pub async fn run_commands(
+    expect: &Expect,
+    workdir: &Path,
+    hold: Result<&Hold, &str>,
+) -> Vec<Score> {
+    let mut scores = Vec::new();
     for (index, command) in expect.commands.iter().enumerate() {
-        let (passed, detail) = run_command(
-            &command.run,
-            session.workdir,
-            command.exit,
-            Duration::from_secs(command.timeout_seconds),
-        );
+        let (passed, detail) = match hold {
+            Ok(hold) => run_command(command, workdir, hold).await,
+            Err(why) => (false, format!("not run: {why}")),
+        };
         scores.push(Score {
             scorer: format!("command {}", index + 1),
             passed,
@@ -272,62 +299,204 @@ fn excerpt(text: &str) -> String {
     format!("{cut:?}")
 }
 
-/// Runs `command` with `sh -c` in `workdir`; passes when it exits `expected` within `limit`.
-fn run_command(command: &str, workdir: &Path, expected: i32, limit: Duration) -> (bool, String) {
-    use std::process::{Command, Stdio};
-    let mut child = match Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(workdir)
-        .env_clear()
-        .envs(
-            ["PATH", "HOME", "LANG"]
-                .into_iter()
-                .filter_map(|name| std::env::var_os(name).map(|v| (name, v))),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(error) => return (false, format!("`sh` could not be started: {error}")),
+/// The most of a command's stderr kept for its detail (its end).
+const STDERR_KEPT: usize = 4096;
+
+/// Runs `command` with `sh -c` in `workdir`, held by `hold`; passes when it exits as expected
+/// within its time limit.
+async fn run_command(command: &CommandExpect, workdir: &Path, hold: &Hold) -> (bool, String) {
+    let path_var = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let found = |name: &str| {
+        murmur_confine::resolve(name, &path_var).and_then(|path| path.canonicalize().ok())
     };
-    let started = std::time::Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() >= limit => {
-                let _ = child.kill();
-                let _ = child.wait();
+    let Some(sh) = found("sh") else {
+        return (false, "`sh` is not found on PATH".to_string());
+    };
+    let mut also_executes = Vec::new();
+    for name in &command.allow {
+        match found(name) {
+            Some(path) => also_executes.push(path),
+            None => {
                 return (
                     false,
-                    format!("ran past {} s and was killed", limit.as_secs()),
+                    format!("`{name}` (in `allow`) is not found on PATH: nothing was run"),
                 );
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(error) => return (false, format!("could not be waited for: {error}")),
         }
-    };
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        use std::io::Read;
-        let _ = pipe.by_ref().take(4096).read_to_string(&mut stderr);
     }
+    let env: Vec<(String, String)> = [
+        Some(("PATH".to_string(), path_var.clone())),
+        Some(("HOME".to_string(), workdir.display().to_string())),
+        std::env::var("LANG")
+            .ok()
+            .map(|lang| ("LANG".to_string(), lang)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let program = ConfinedProgram {
+        program: sh,
+        arg0: "sh".to_string(),
+        args: vec!["-c".to_string(), command.run.clone()],
+        cwd: workdir.to_path_buf(),
+        env,
+        writable: Vec::new(),
+        readable: Vec::new(),
+        also_executes,
+        confinement: Confinement {
+            achieved: hold.achieved.clone(),
+            read_only: Vec::new(),
+            interpreter_runtime: Vec::new(),
+            network: command
+                .network
+                .iter()
+                .map(|entry| entry.0.clone())
+                .collect(),
+            unix_sockets: false,
+            workdir_exec: false,
+            limits: hold.limits,
+            on_refused: None,
+        },
+    };
+    let (service, stderr) = match program.spawn() {
+        Ok(started) => started,
+        Err(error) => return (false, format!("could not be started: {error}")),
+    };
+    let murmur_confine::Service {
+        stdin,
+        stdout,
+        mut guard,
+    } = service;
+    drop(stdin);
+    let stdout = tokio::spawn(drain(stdout, 0));
+    let stderr = tokio::spawn(drain(stderr, STDERR_KEPT));
+    let limit = Duration::from_secs(command.timeout_seconds);
+    let waited = tokio::time::timeout(limit, guard.wait()).await;
+    let report = guard.report();
+    // The command is over (or out of time): whatever it left running dies with its tree.
+    drop(guard);
+    let status = match waited {
+        Err(_) => {
+            stdout.abort();
+            stderr.abort();
+            return (
+                false,
+                format!(
+                    "ran past {} s and was killed{}",
+                    limit.as_secs(),
+                    refusals(&report)
+                ),
+            );
+        }
+        Ok(Err(error)) => return (false, format!("could not be waited for: {error}")),
+        Ok(Ok(status)) => status,
+    };
+    // Its tree is being killed: the pipes close as it goes (a bounded wait all the same).
+    let _ = tokio::time::timeout(Duration::from_secs(5), stdout).await;
+    let stderr = match tokio::time::timeout(Duration::from_secs(5), stderr).await {
+        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        _ => String::new(),
+    };
+    let expected = command.exit;
+    let said = if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", last_words(&stderr))
+    };
     match status.code() {
-        Some(code) if code == expected => (true, format!("exited {code}")),
+        Some(code) if code == expected => (true, format!("exited {code}{}", refusals(&report))),
         Some(code) => (
             false,
             format!(
-                "exited {code} where {expected} was expected{}",
-                if stderr.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", excerpt(&stderr))
-                }
+                "exited {code} where {expected} was expected{said}{}",
+                refusals(&report)
             ),
         ),
-        None => (false, "was killed by a signal".to_string()),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let signal = status
+                .signal()
+                .map_or(String::new(), |signal| format!(" {signal}"));
+            (
+                false,
+                format!("was killed by signal{signal}{said}{}", refusals(&report)),
+            )
+        }
+    }
+}
+
+/// The last 160 characters of `text`, quoted, on one line: where a program says why it
+/// failed (a traceback ends with its error).
+fn last_words(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let count = one_line.chars().count();
+    let kept: String = one_line.chars().skip(count.saturating_sub(160)).collect();
+    if count > 160 {
+        format!("{:?}", format!("…{kept}"))
+    } else {
+        format!("{kept:?}")
+    }
+}
+
+/// Everything `stream` gives, the last `keep` bytes kept (where an error is said).
+async fn drain<R: tokio::io::AsyncRead + Unpin>(mut stream: R, keep: usize) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Vec::new();
+    let mut buffer = [0u8; 8192];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) if keep > 0 => {
+                kept.extend_from_slice(&buffer[..n]);
+                if kept.len() > 2 * keep {
+                    kept.drain(..kept.len() - keep);
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+    if kept.len() > keep {
+        kept.drain(..kept.len() - keep);
+    }
+    kept
+}
+
+/// What the class refused the command, as a clause of its detail (empty when nothing was).
+fn refusals(report: &HoldReport) -> String {
+    let mut parts = Vec::new();
+    if !report.syscalls_refused.is_empty() {
+        let calls: Vec<String> = report
+            .syscalls_refused
+            .iter()
+            .map(|(name, count)| format!("{name} ×{count}"))
+            .collect();
+        parts.push(format!("system calls refused: {}", calls.join(", ")));
+    }
+    if !report.connections_refused.is_empty() {
+        let mut places: Vec<String> = report
+            .connections_refused
+            .iter()
+            .map(|refusal| format!("{}:{}", refusal.host, refusal.port))
+            .collect();
+        places.dedup();
+        parts.push(format!("connections refused: {}", places.join(", ")));
+    }
+    if report.process_limit_hits > 0 {
+        parts.push(format!(
+            "process limit hit {} times",
+            report.process_limit_hits
+        ));
+    }
+    if report.oom_kills > 0 {
+        parts.push(format!(
+            "killed at its memory limit {} times",
+            report.oom_kills
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
     }
 }
 
@@ -365,6 +534,7 @@ pub fn rubric_verdict(reply: &str) -> (bool, String) {
 mod tests {
     use super::*;
     use crate::dataset::{Bounds, CommandExpect, Match};
+    use murmur_confine::Class;
 
     fn session<'a>(workdir: &'a Path, result: Option<&'a str>) -> Session<'a> {
         Session {
@@ -387,8 +557,145 @@ mod tests {
         assert_eq!(first_missing(&s(&[]), &s(&[])), None);
     }
 
-    #[test]
-    fn files_results_and_commands_are_scored_against_the_workdir() {
+    fn command(run: &str, allow: &[&str], timeout_seconds: u64) -> CommandExpect {
+        CommandExpect {
+            run: run.into(),
+            exit: 0,
+            timeout_seconds,
+            allow: allow.iter().map(|name| name.to_string()).collect(),
+            network: Vec::new(),
+        }
+    }
+
+    fn hold(class: Class) -> Hold {
+        Hold {
+            achieved: murmur_confine::achieve(class, murmur_confine::host())
+                .expect("this host gives the class"),
+            limits: ChildLimits::default(),
+        }
+    }
+
+    async fn run_one(run: &str, allow: &[&str], workdir: &Path, class: Class) -> Score {
+        let expect = Expect {
+            commands: vec![command(run, allow, 10)],
+            ..Expect::default()
+        };
+        run_commands(&expect, workdir, Ok(&hold(class)))
+            .await
+            .remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_command_executes_only_sh_and_what_it_declares() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("done.txt"), "done\n").unwrap();
+        let declared = run_one(
+            "grep -qx done done.txt",
+            &["grep"],
+            dir.path(),
+            Class::Scoped,
+        )
+        .await;
+        assert!(declared.passed, "{}", declared.detail);
+        assert_eq!(declared.detail, "exited 0");
+        let undeclared = run_one("grep -qx done done.txt", &[], dir.path(), Class::Scoped).await;
+        assert!(!undeclared.passed);
+        assert!(
+            undeclared
+                .detail
+                .starts_with("exited 126 where 0 was expected")
+                && undeclared.detail.contains("grep: Permission denied"),
+            "{}",
+            undeclared.detail
+        );
+        // A copy of an allowed binary in the workdir is not it: the workdir executes nothing.
+        let grep = murmur_confine::resolve("grep", &std::env::var("PATH").unwrap()).unwrap();
+        std::fs::copy(&grep, dir.path().join("grep")).unwrap();
+        let copy = run_one(
+            "./grep -qx done done.txt",
+            &["grep"],
+            dir.path(),
+            Class::Scoped,
+        )
+        .await;
+        assert!(copy.detail.contains("Permission denied"), "{}", copy.detail);
+        let missing = run_one("true", &["no-such-binary-9c1"], dir.path(), Class::Scoped).await;
+        assert!(!missing.passed);
+        assert!(
+            missing.detail.contains("not found on PATH"),
+            "{}",
+            missing.detail
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_reads_and_writes_only_the_workdir() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "host secret").unwrap();
+        let written = outside.path().join("written.txt");
+        let read = run_one(
+            &format!("cat {} > stolen.txt", secret.display()),
+            &["cat"],
+            dir.path(),
+            Class::Scoped,
+        )
+        .await;
+        assert!(!read.passed);
+        assert!(read.detail.contains("Permission denied"), "{}", read.detail);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("stolen.txt")).unwrap(),
+            ""
+        );
+        let write = run_one(
+            &format!("echo pwned > {}", written.display()),
+            &[],
+            dir.path(),
+            Class::Scoped,
+        )
+        .await;
+        assert!(
+            write.detail.contains("Permission denied"),
+            "{}",
+            write.detail
+        );
+        assert!(!written.exists());
+        // Under advisory the workdir is still the only place written.
+        let advisory = run_one(
+            &format!("echo pwned > {}", written.display()),
+            &[],
+            dir.path(),
+            Class::Advisory,
+        )
+        .await;
+        assert!(!advisory.passed && !written.exists(), "{}", advisory.detail);
+        let inside = run_one("echo mine > mine.txt", &[], dir.path(), Class::Scoped).await;
+        assert!(inside.passed, "{}", inside.detail);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("mine.txt")).unwrap(),
+            "mine\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_class_that_could_not_be_had_fails_every_command_with_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let expect = Expect {
+            commands: vec![command("true", &[], 5), command("true", &[], 5)],
+            ..Expect::default()
+        };
+        let scores = run_commands(&expect, dir.path(), Err("sealed is not built yet")).await;
+        assert_eq!(scores.len(), 2);
+        assert!(
+            scores
+                .iter()
+                .all(|s| !s.passed && s.detail == "not run: sealed is not built yet")
+        );
+    }
+
+    #[tokio::test]
+    async fn files_results_and_commands_are_scored_against_the_workdir() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("notes")).unwrap();
         std::fs::write(dir.path().join("notes/a.md"), "hello there").unwrap();
@@ -439,25 +746,14 @@ mod tests {
                 },
             ],
             commands: vec![
-                CommandExpect {
-                    run: "test -f notes/a.md".into(),
-                    exit: 0,
-                    timeout_seconds: 5,
-                },
-                CommandExpect {
-                    run: "echo nope >&2; exit 3".into(),
-                    exit: 0,
-                    timeout_seconds: 5,
-                },
-                CommandExpect {
-                    run: "sleep 5".into(),
-                    exit: 0,
-                    timeout_seconds: 1,
-                },
+                command("test -f notes/a.md", &[], 5),
+                command("echo nope >&2; exit 3", &[], 5),
+                command("sleep 5", &["sleep"], 1),
             ],
             ..Expect::default()
         };
-        let scores = score(&expect, &session(dir.path(), Some("done: ok")));
+        let mut scores = score(&expect, &session(dir.path(), Some("done: ok")));
+        scores.extend(run_commands(&expect, dir.path(), Ok(&hold(Class::Scoped))).await);
         let verdicts: Vec<(&str, bool)> = scores
             .iter()
             .map(|s| (s.scorer.as_str(), s.passed))
