@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use murmur_beneath::{BeneathDir, BeneathError};
 use serde_json::Value;
 
-use super::Dialect;
 use crate::grants::env::HostEnv;
 
 /// The most bytes of one file copied into the session's home.
@@ -45,34 +44,45 @@ pub const CLAUDE_STATE_KEPT: &[&str] = &[
     "lastOnboardingVersion",
 ];
 
-/// The files of each CLI's config directory copied whole.
-fn seeded(dialect: Dialect) -> &'static [&'static str] {
-    match dialect {
-        Dialect::ClaudeCode => &[".credentials.json"],
-        Dialect::Codex => &["auth.json", "config.toml"],
-    }
+/// What one CLI's home holds: its config directory's name in the home, the variable naming
+/// it, the files of the user's config directory copied whole, and whether Claude Code's state
+/// file is taken (its [`CLAUDE_STATE_KEPT`] entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub dir: &'static str,
+    pub variable: &'static str,
+    pub seeded: &'static [&'static str],
+    pub claude_state: bool,
 }
 
-/// The name of the config directory inside the home, and the variable naming it.
-fn config_dir_name(dialect: Dialect) -> (&'static str, &'static str) {
-    match dialect {
-        Dialect::ClaudeCode => (".claude", "CLAUDE_CONFIG_DIR"),
-        Dialect::Codex => (".codex", "CODEX_HOME"),
-    }
-}
+/// Claude Code's: `HOME/.claude` (`CLAUDE_CONFIG_DIR`), its `.credentials.json`, and the
+/// account entries of its state file.
+pub const CLAUDE_CODE: Layout = Layout {
+    dir: ".claude",
+    variable: "CLAUDE_CONFIG_DIR",
+    seeded: &[".credentials.json"],
+    claude_state: true,
+};
+
+/// Codex's: `HOME/.codex` (`CODEX_HOME`), its `auth.json` and `config.toml`.
+pub const CODEX: Layout = Layout {
+    dir: ".codex",
+    variable: "CODEX_HOME",
+    seeded: &["auth.json", "config.toml"],
+    claude_state: false,
+};
 
 /// The user's own config directory of the CLI: the host's `CLAUDE_CONFIG_DIR` (Codex:
 /// `CODEX_HOME`), else `~/.claude` (`~/.codex`). Read by Murmur to seed the session's copy;
 /// the CLI never gets it.
-pub fn user_config_dir(dialect: Dialect, host_env: &HostEnv) -> Option<PathBuf> {
-    let (name, variable) = config_dir_name(dialect);
-    host_env(variable)
+pub fn user_config_dir(layout: &Layout, host_env: &HostEnv) -> Option<PathBuf> {
+    host_env(layout.variable)
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
             host_env("HOME")
                 .filter(|home| !home.is_empty())
-                .map(|home| PathBuf::from(home).join(name))
+                .map(|home| PathBuf::from(home).join(layout.dir))
         })
 }
 
@@ -89,20 +99,23 @@ fn claude_state_file(host_env: &HostEnv) -> Option<(PathBuf, &'static str)> {
 #[derive(Debug)]
 pub struct CliHome {
     dir: tempfile::TempDir,
-    dialect: Dialect,
+    layout: Layout,
 }
 
 impl CliHome {
-    /// Makes the home of `dialect`'s CLI for one session, seeded from the user's config
-    /// directory as the module docs say; the error says which file could not be copied.
-    pub fn create(dialect: Dialect, host_env: &HostEnv) -> Result<CliHome, String> {
+    /// Makes the home of a CLI laid out as `layout` for one session, seeded from the user's
+    /// config directory as the module docs say; the error says which file could not be copied.
+    pub fn create(layout: &Layout, host_env: &HostEnv) -> Result<CliHome, String> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix("murmur-cli-home-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|error| format!("the CLI's home for this session cannot be made: {error}"))?;
-        let home = CliHome { dir, dialect };
+        let home = CliHome {
+            dir,
+            layout: *layout,
+        };
         let config = home.config_dir();
         std::fs::create_dir(&config).map_err(|error| {
             format!(
@@ -110,14 +123,14 @@ impl CliHome {
                 config.display()
             )
         })?;
-        if let Some(user) = user_config_dir(dialect, host_env) {
-            for name in seeded(dialect) {
+        if let Some(user) = user_config_dir(layout, host_env) {
+            for name in layout.seeded {
                 if let Some(bytes) = read_seed(&user, name, SEED_MAX_BYTES)? {
                     write_private(&config.join(name), &bytes)?;
                 }
             }
         }
-        if dialect == Dialect::ClaudeCode
+        if layout.claude_state
             && let Some((dir, name)) = claude_state_file(host_env)
             && let Some(bytes) = read_seed(&dir, name, CLAUDE_STATE_MAX_BYTES)?
         {
@@ -136,14 +149,14 @@ impl CliHome {
 
     /// Its config directory: `HOME/.claude` or `HOME/.codex`.
     pub fn config_dir(&self) -> PathBuf {
-        self.home().join(config_dir_name(self.dialect).0)
+        self.home().join(self.layout.dir)
     }
 
     /// The variable naming the config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`), and its
     /// value.
     pub fn config_env(&self) -> (String, String) {
         (
-            config_dir_name(self.dialect).1.to_string(),
+            self.layout.variable.to_string(),
             self.config_dir().display().to_string(),
         )
     }
@@ -240,7 +253,7 @@ mod tests {
             r#"{"oauthAccount":{"email":"a@b"},"projects":{"/x":{}},"mcpServers":{"s":{}}}"#,
         )
         .unwrap();
-        let home = CliHome::create(Dialect::ClaudeCode, &env_of(&[("HOME", user.path())])).unwrap();
+        let home = CliHome::create(&CLAUDE_CODE, &env_of(&[("HOME", user.path())])).unwrap();
         let config = home.config_dir();
         assert_eq!(config, home.home().join(".claude"));
         let mut names: Vec<_> = std::fs::read_dir(&config)
@@ -281,7 +294,7 @@ mod tests {
         std::fs::write(codex.join("config.toml"), "model = \"m\"\n").unwrap();
         std::fs::write(codex.join("history.jsonl"), "x").unwrap();
         let env = env_of(&[("HOME", user.path()), ("CODEX_HOME", &codex)]);
-        let home = CliHome::create(Dialect::Codex, &env).unwrap();
+        let home = CliHome::create(&CODEX, &env).unwrap();
         assert_eq!(home.config_env().0, "CODEX_HOME");
         let config = home.config_dir();
         assert_eq!(
@@ -295,7 +308,7 @@ mod tests {
     #[test]
     fn nothing_to_copy_is_an_empty_home() {
         let user = tempfile::tempdir().unwrap();
-        let home = CliHome::create(Dialect::Codex, &env_of(&[("HOME", user.path())])).unwrap();
+        let home = CliHome::create(&CODEX, &env_of(&[("HOME", user.path())])).unwrap();
         assert_eq!(std::fs::read_dir(home.config_dir()).unwrap().count(), 0);
     }
 
@@ -309,7 +322,7 @@ mod tests {
         let env = env_of(&[("HOME", user.path())]);
 
         std::os::unix::fs::symlink(&secret, codex.join("auth.json")).unwrap();
-        let refused = CliHome::create(Dialect::Codex, &env).unwrap_err();
+        let refused = CliHome::create(&CODEX, &env).unwrap_err();
         assert!(
             refused.contains("auth.json") && refused.contains("link"),
             "{refused}"
@@ -317,7 +330,7 @@ mod tests {
 
         std::fs::remove_file(codex.join("auth.json")).unwrap();
         std::fs::hard_link(&secret, codex.join("auth.json")).unwrap();
-        let refused = CliHome::create(Dialect::Codex, &env).unwrap_err();
+        let refused = CliHome::create(&CODEX, &env).unwrap_err();
         assert!(refused.contains("hard links"), "{refused}");
 
         std::fs::remove_file(codex.join("auth.json")).unwrap();
@@ -326,7 +339,7 @@ mod tests {
             vec![b'#'; SEED_MAX_BYTES as usize + 1],
         )
         .unwrap();
-        let refused = CliHome::create(Dialect::Codex, &env).unwrap_err();
+        let refused = CliHome::create(&CODEX, &env).unwrap_err();
         assert!(
             refused.contains("config.toml") && refused.contains("limit"),
             "{refused}"

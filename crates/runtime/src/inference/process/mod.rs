@@ -73,6 +73,14 @@ impl Dialect {
         }
     }
 
+    /// How its home of the session is laid out and seeded.
+    pub fn home_layout(self) -> &'static home::Layout {
+        match self {
+            Dialect::ClaudeCode => &home::CLAUDE_CODE,
+            Dialect::Codex => &home::CODEX,
+        }
+    }
+
     /// What the trace names as the session's driver.
     pub fn label(self) -> &'static str {
         match self {
@@ -177,7 +185,7 @@ impl ProcessCli {
                 set("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".to_string())
             }
             Dialect::Codex => {
-                let config = home::user_config_dir(Dialect::Codex, host_env)
+                let config = home::user_config_dir(&home::CODEX, host_env)
                     .map(|dir| dir.join("config.toml"));
                 config
                     .as_deref()
@@ -224,10 +232,7 @@ impl ProcessCli {
             ),
             Dialect::Codex => (codex::PASSED, "OPENAI_BASE_URL", "https://api.openai.com"),
         };
-        let config_dir = match self.dialect {
-            Dialect::ClaudeCode => "CLAUDE_CONFIG_DIR",
-            Dialect::Codex => "CODEX_HOME",
-        };
+        let config_dir = self.dialect.home_layout().variable;
         let mut env: Vec<String> = [
             "PATH", "HOME", config_dir, "LANG", "TERM", "NO_COLOR", "TMPDIR",
         ]

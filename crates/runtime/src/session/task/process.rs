@@ -489,7 +489,10 @@ impl SessionContext<'_> {
         if let Some(home) = held.as_ref() {
             return Ok(home.clone());
         }
-        let home = Arc::new(CliHome::create(cli.dialect, &self.config.host_env)?);
+        let home = Arc::new(CliHome::create(
+            cli.dialect.home_layout(),
+            &self.config.host_env,
+        )?);
         *held = Some(home.clone());
         Ok(home)
     }
