@@ -22,6 +22,7 @@ mod hostile_peers;
 mod house;
 mod mcp;
 mod mcp_serve;
+mod native_escape;
 mod oci;
 mod otel;
 mod process_transport;

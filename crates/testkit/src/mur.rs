@@ -103,6 +103,28 @@ impl Mur {
         }
     }
 
+    /// [`Mur::new`], run as user `uid` and group `gid` with no supplementary groups, through
+    /// `setpriv` (util-linux) which then `exec`s `mur` (so the child's pid is `mur`'s). Only a
+    /// root test process can switch users; `HOME` and `MURMUR_HOME` should then be set to
+    /// directories that user can write.
+    pub fn as_user(bin: impl AsRef<Path>, uid: u32, gid: u32) -> Mur {
+        let mut mur = Mur::new("setpriv");
+        mur.command.args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".to_string(),
+            "--".to_string(),
+        ]);
+        mur.command.arg(bin.as_ref());
+        mur
+    }
+
+    /// The command as put together so far, for what this type does not offer (a `pre_exec`,
+    /// other standard streams).
+    pub fn into_command(self) -> Command {
+        self.command
+    }
+
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Mur {
         self.command.arg(arg);
         self
