@@ -17,7 +17,7 @@
 use serde_json::{Value, json};
 
 use super::run::{
-    CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, base_env, capsule_tool_name, port_of,
+    CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, base_env, capsule_tool_name,
 };
 use crate::inference::neutral::Block;
 use crate::inference::response::{Answer, StopReason, Usage};
@@ -99,17 +99,9 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         env.retain(|(name, _)| name != "ANTHROPIC_BASE_URL");
         env.push(("ANTHROPIC_BASE_URL".to_string(), relay.to_string()));
     }
-    let mut tcp_ports = vec![
-        plan.provider_relay
-            .map(str::to_string)
-            .or_else(|| (plan.host_env)("ANTHROPIC_BASE_URL"))
-            .and_then(|url| port_of(&url))
-            .unwrap_or(443),
-    ];
     let mcp_file = plan.private_dir.join("mcp.json");
     let servers = match plan.tools {
         Some(tools) => {
-            tcp_ports.extend(port_of(&tools.url));
             json!({MCP_SERVER_NAME: {
                 "type": "http",
                 "url": tools.url,
@@ -138,7 +130,6 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         ],
         readable: Vec::new(),
         also_executes: Vec::new(),
-        tcp_ports,
     })
 }
 

@@ -21,7 +21,7 @@
 
 use serde_json::{Value, json};
 
-use super::run::{CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, base_env, port_of};
+use super::run::{CliEvent, Launch, MCP_SERVER_NAME, Malformed, RunPlan, base_env};
 use crate::inference::neutral::Block;
 use crate::inference::response::{Answer, StopReason, Usage};
 
@@ -100,16 +100,8 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
             );
         }
     }
-    let mut tcp_ports = vec![
-        plan.provider_relay
-            .map(str::to_string)
-            .or_else(|| (plan.host_env)("OPENAI_BASE_URL"))
-            .and_then(|url| port_of(&url))
-            .unwrap_or(443),
-    ];
     match plan.tools {
         Some(tools) => {
-            tcp_ports.extend(port_of(&tools.url));
             env.push((TOKEN_VARIABLE.to_string(), tools.bearer.clone()));
             config(
                 "mcp_servers",
@@ -137,13 +129,9 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         }
         None => args.push("-".to_string()),
     }
-    // Its provider may come from the config file: its port, and the variable its key is in.
+    // Its provider may come from the config file: the variable its key is in.
     if let Some(config) = &codex_config {
-        let (ports, keys) = provider_entries(config);
-        if plan.provider_relay.is_none() {
-            tcp_ports.extend(ports);
-        }
-        for key in keys {
+        for key in provider_keys(config) {
             let safe = !key.is_empty()
                 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                 && !env.iter().any(|(name, _)| *name == key);
@@ -152,8 +140,6 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
             }
         }
     }
-    tcp_ports.sort_unstable();
-    tcp_ports.dedup();
     Ok(Launch {
         args,
         env,
@@ -163,7 +149,6 @@ pub(super) fn launch(plan: &RunPlan<'_>) -> std::io::Result<Launch> {
         ],
         readable: Vec::new(),
         also_executes: Vec::new(),
-        tcp_ports,
     })
 }
 
@@ -201,25 +186,17 @@ fn toml_string(text: &str) -> String {
     json!(text).to_string()
 }
 
-/// What the provider entries of a Codex `config.toml` name: the ports of their `base_url`s,
-/// and the environment variables their keys are read from (`env_key`).
-fn provider_entries(config: &std::path::Path) -> (Vec<u16>, Vec<String>) {
+/// The environment variables the provider entries of a Codex `config.toml` read their keys
+/// from (`env_key`).
+fn provider_keys(config: &std::path::Path) -> Vec<String> {
     let Ok(text) = std::fs::read_to_string(config) else {
-        return (Vec::new(), Vec::new());
+        return Vec::new();
     };
-    let (mut ports, mut keys) = (Vec::new(), Vec::new());
-    for line in text.lines() {
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let value = value.trim().trim_matches('"');
-        match key.trim() {
-            "base_url" => ports.extend(port_of(value)),
-            "env_key" => keys.push(value.to_string()),
-            _ => {}
-        }
-    }
-    (ports, keys)
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .filter(|(key, _)| key.trim() == "env_key")
+        .map(|(_, value)| value.trim().trim_matches('"').to_string())
+        .collect()
 }
 
 /// The provider a Codex `config.toml` selects (`model_provider`) among its own entries

@@ -43,7 +43,9 @@ pub struct RunPlan<'a> {
     pub provider_relay: Option<&'a str>,
 }
 
-/// How to start one run: arguments, the whole environment, and what Landlock lets it write.
+/// How to start one run: arguments, the whole environment, and what Landlock lets it write,
+/// read and execute. (What it may connect to is the session's to say: its provider, or the
+/// relay standing in for it, and the tools' server.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     pub args: Vec<String>,
@@ -59,8 +61,6 @@ pub struct Launch {
     /// What it executes beside the command itself (Codex's launcher runs its vendored native
     /// binary).
     pub also_executes: Vec<PathBuf>,
-    /// The TCP ports it may connect to: its provider's, and the tools' server's.
-    pub tcp_ports: Vec<u16>,
 }
 
 /// The environment every CLI starts from (its `HOME` and config directory the session's

@@ -46,6 +46,7 @@ use crate::grants::ChunkKind;
 use crate::inference::neutral::{Block, Message, StoredMessage};
 use crate::inference::process::{
     CliEvent, CliHome, MCP_SERVER_NAME, Malformed, ProcessCli, RunPlan, ServedTools, StreamReader,
+    port_of,
 };
 use crate::inference::response::{Answer, StopReason};
 use crate::session::staging::SWITCH_DRIVER_TOOL;
@@ -228,11 +229,16 @@ impl SessionContext<'_> {
             .as_ref()
             .map(|relay| relay.base_url.clone())
             .unwrap_or_else(|| cli.provider_url(&self.config.host_env));
-        let network: Vec<murmur_manifest::network::NetworkRule> = launch
-            .tcp_ports
-            .iter()
-            .map(|port| format!("127.0.0.1:{port}"))
-            .chain(std::iter::once(provider))
+        let tools = server
+            .as_ref()
+            .and_then(|server| port_of(&server.served.url))
+            .map(|port| format!("127.0.0.1:{port}"));
+        // A rule names an origin: the provider's URL without its path (`…/v1`).
+        let provider = url::Url::parse(&provider)
+            .map(|url| url.origin().ascii_serialization())
+            .unwrap_or(provider);
+        let network: Vec<murmur_manifest::network::NetworkRule> = std::iter::once(provider)
+            .chain(tools)
             .filter_map(|rule| murmur_manifest::network::NetworkRule::parse(&rule).ok())
             .collect();
         let mut confinement = crate::session::containment::confinement(
