@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use murmur_beneath::BeneathDir;
-use murmur_confine::{ShellGrant, TimeLimits};
+use murmur_confine::{Class, Confinement, ShellGrant, TimeLimits};
 use murmur_mcp::{McpConnection, Transport};
 use murmur_testkit::{mcp_python, repo_root};
 use rmcp::ServiceExt;
@@ -105,9 +105,11 @@ async fn connection(workdir: &Path) -> McpConnection {
         std::slice::from_ref(&python),
         "",
         Arc::new(BeneathDir::open(workdir).unwrap()),
-        venv.reads.clone(),
         vec![("PYTHONPATH".to_string(), venv.site_packages.clone())],
-        Vec::new(),
+        Confinement {
+            read_only: venv.reads.clone(),
+            ..Confinement::on_this_host(Class::Scoped).expect("this host gives `scoped`")
+        },
         TimeLimits {
             default: LIMIT,
             max: LIMIT,

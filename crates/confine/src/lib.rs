@@ -32,6 +32,7 @@ pub mod describe;
 mod egress;
 mod netns;
 mod ruleset;
+mod sealed;
 mod seccomp;
 mod start;
 
@@ -162,6 +163,23 @@ impl Coded for ShellError {
                     .to_string()
             }
         }
+    }
+}
+
+impl Confinement {
+    /// `class` as this host gives it, with no read-only paths, no network, the default limits
+    /// and no one told of refusals: the plainest confinement of a class (benchmarks, tools).
+    pub fn on_this_host(class: Class) -> Result<Confinement, Missing> {
+        Ok(Confinement {
+            achieved: achieve(class, host())?,
+            read_only: Vec::new(),
+            interpreter_runtime: Vec::new(),
+            network: Vec::new(),
+            unix_sockets: false,
+            workdir_exec: false,
+            limits: ChildLimits::default(),
+            on_refused: None,
+        })
     }
 }
 
@@ -634,16 +652,7 @@ mod tests {
 
     /// How a grant of `class` holds its children on this host.
     pub(crate) fn confinement(class: Class) -> Confinement {
-        Confinement {
-            achieved: achieve(class, host()).expect("this host gives the class"),
-            read_only: Vec::new(),
-            interpreter_runtime: Vec::new(),
-            network: Vec::new(),
-            unix_sockets: false,
-            workdir_exec: false,
-            limits: ChildLimits::default(),
-            on_refused: None,
-        }
+        Confinement::on_this_host(class).expect("this host gives the class")
     }
 
     fn grant(allow: &[&str], workdir: &Path) -> ShellGrant {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use murmur_beneath::BeneathDir;
-use murmur_confine::{ShellGrant, TimeLimits};
+use murmur_confine::{Class, Confinement, ShellGrant, TimeLimits};
 use murmur_manifest::Coded;
 use murmur_mcp::{McpConnection, ToolList, Transport};
 use murmur_testkit::{free_port, mcp_python};
@@ -29,11 +29,13 @@ async fn stdio_with(workdir: &Path, env: Vec<(String, String)>) -> McpConnection
         &[python.display().to_string()],
         "",
         Arc::new(BeneathDir::open(workdir).unwrap()),
-        venv.reads.clone(),
         std::iter::once(("PYTHONPATH".to_string(), venv.site_packages.clone()))
             .chain(env)
             .collect(),
-        Vec::new(),
+        Confinement {
+            read_only: venv.reads.clone(),
+            ..Confinement::on_this_host(Class::Scoped).expect("this host gives `scoped`")
+        },
         TimeLimits {
             default: LIMIT,
             max: LIMIT,
