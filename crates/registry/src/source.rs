@@ -357,11 +357,16 @@ fn run_command(artifact: &LocalArtifact, command: &[String]) -> Result<(), Build
     Ok(())
 }
 
-/// Copies `from` over `to` through a temporary file beside `to`, so `to` is always whole.
+/// Copies `from` over `to` through a temporary file beside `to`, so `to` is always whole, and
+/// readable by all as the sources beside it are (a temporary file is its owner's alone: a
+/// component built by one user would otherwise not load for another).
 fn replace_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = to.parent().unwrap_or(Path::new("."));
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;
     std::io::copy(&mut std::fs::File::open(from)?, temp.as_file_mut())?;
+    temp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
     temp.persist(to).map_err(|error| error.error)?;
     Ok(())
 }
