@@ -679,6 +679,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_time_limit_kills_the_whole_tree_and_so_does_the_end() {
+        for class in [Class::Scoped, Class::Advisory] {
+            let dir = tempfile::tempdir().unwrap();
+            let expect = Expect {
+                commands: vec![
+                    // Out of time: its background writer dies with it.
+                    command("(sleep 2; echo late > late.txt) & sleep 30", &["sleep"], 1),
+                    // Done in time: what it left running dies as it ends.
+                    command("(sleep 2; echo left > left.txt) & exit 0", &["sleep"], 10),
+                ],
+                ..Expect::default()
+            };
+            let started = std::time::Instant::now();
+            let scores = run_commands(&expect, dir.path(), Ok(&hold(class))).await;
+            assert!(started.elapsed() < Duration::from_secs(8), "{class:?}");
+            assert_eq!(scores[0].detail, "ran past 1 s and was killed", "{class:?}");
+            assert!(scores[1].passed, "{class:?}: {}", scores[1].detail);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            assert!(!dir.path().join("late.txt").exists(), "{class:?}");
+            assert!(!dir.path().join("left.txt").exists(), "{class:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_class_that_could_not_be_had_fails_every_command_with_why() {
         let dir = tempfile::tempdir().unwrap();
         let expect = Expect {
