@@ -457,3 +457,86 @@ fn on_shell_decision_point_goes_to_deny_policy_hooks_only_and_a_deny_refuses() {
         "{second}"
     );
 }
+
+#[test]
+fn a_sealed_session_runs_its_shell_calls_in_a_composed_root() {
+    let script = "test -e /etc/shadow; echo shadow=$?; cat /etc/passwd | cut -d: -f1,6; \
+                  ls -A /; echo ---; ls /usr/bin; echo inside > made.txt; cat made.txt; \
+                  echo x > /etc/planted";
+    let capsule = capsule(
+        &one_call(json!({"binary": "bash", "args": ["-c", script]})),
+        &["bash", "cat", "cut", "ls"],
+        "",
+    );
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("LANG", "C.UTF-8")
+        .args(["run", "--json", "--containment", "sealed", "--task", "go"])
+        .arg(capsule.dir.path())
+        .arg("--workdir")
+        .arg(capsule.dir.path().join("work"))
+        .run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report: Value = serde_json::from_str(&output.stdout).unwrap();
+    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let start: Value = serde_json::from_str(
+        std::fs::read_to_string(workdir.join("trace.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let containment = &start["containment"];
+    assert_eq!(containment["asked"], "sealed", "{containment}");
+    assert_eq!(containment["achieved"], "sealed", "{containment}");
+    let root = containment["mechanisms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "root")
+        .expect("the root is a mechanism");
+    assert_eq!(root["state"], "enforced", "{containment}");
+    let (result, is_error) = capsule.result();
+    assert!(!is_error, "{result}");
+    let stdout = result["stdout"].as_str().unwrap();
+    let (head, bin) = stdout.split_once("---\n").unwrap();
+    let mut lines = head.lines();
+    assert_eq!(lines.next(), Some("shadow=1"), "{stdout}");
+    // The synthetic passwd: root, (the user running mur,) nobody; homes in the workdir.
+    let accounts: Vec<&str> = lines.by_ref().take_while(|l| l.contains(':')).collect();
+    assert!(accounts.len() <= 3, "{accounts:?}");
+    assert!(
+        accounts.iter().any(|a| a.starts_with("nobody:")),
+        "{accounts:?}"
+    );
+    assert!(
+        accounts
+            .iter()
+            .any(|a| a.ends_with(&format!(":{}", workdir.display()))),
+        "{accounts:?} {}",
+        workdir.display()
+    );
+    let root_entries: Vec<&str> = head.lines().skip(1 + accounts.len()).collect();
+    for host_only in ["root", "home", "work", "boot", "srv", "opt", "run", "var"] {
+        assert!(!root_entries.contains(&host_only), "{root_entries:?}");
+    }
+    for composed in ["dev", "etc", "proc", "tmp", "usr"] {
+        assert!(root_entries.contains(&composed), "{root_entries:?}");
+    }
+    let bin: Vec<&str> = bin.lines().collect();
+    for name in ["bash", "ls", "cat", "cut"] {
+        assert!(bin.contains(&name), "{name} missing: {bin:?}");
+    }
+    assert!(!bin.contains(&"rm") && !bin.contains(&"python3"), "{bin:?}");
+    assert!(bin.contains(&"inside"), "the workdir is written: {bin:?}");
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("made.txt")).unwrap(),
+        "inside\n"
+    );
+    let stderr = result["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("Read-only file system") || stderr.contains("Permission denied"),
+        "{stderr}"
+    );
+}

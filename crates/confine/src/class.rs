@@ -24,7 +24,11 @@
 //!   is the egress proxy in `mur` deciding by host and port; every capability cleared and
 //!   `no_new_privs`; signals and abstract sockets only within its own; a cgroup per child
 //!   (process, memory, CPU limits, and the whole group killed when the child's call ends).
-//! - `sealed`: `scoped` in a composed root of its own. Not built yet: asked for, it is refused.
+//! - `sealed`: `scoped` in a composed root of its own ([`sealed`](crate::sealed)), its own
+//!   mount and PID namespaces: the workdir, the allowed binaries and their closure, runtimes
+//!   and system libraries read-only, a curated `/etc` with a synthetic `passwd`, a private
+//!   `/dev`, a fresh `/proc`, a tmpfs `/tmp`; nothing else of the host exists for it. Given
+//!   where `scoped` is and a probe composes such a root here.
 
 use std::sync::OnceLock;
 
@@ -79,6 +83,9 @@ pub struct HostSupport {
     pub seccomp: Result<(), String>,
     pub namespaces: Result<(), String>,
     pub cgroups: &'static crate::cgroup::CgroupSupport,
+    /// Whether a sealed root can be composed here: probed on first call (only `sealed`
+    /// asks), then kept.
+    pub sealed_root: fn() -> Result<(), String>,
 }
 
 /// The host's support, probed on first use.
@@ -91,6 +98,7 @@ pub fn host() -> &'static HostSupport {
             .ok_or_else(|| "the kernel refuses seccomp filters".to_string()),
         namespaces: crate::netns::netns_available(),
         cgroups: crate::cgroup::cgroup_support(),
+        sealed_root: crate::sealed::root_available,
     })
 }
 
@@ -167,13 +175,6 @@ pub fn achieve(asked: Class, host: &HostSupport) -> Result<Achieved, Missing> {
             mechanisms,
         });
     }
-    if asked == Class::Sealed {
-        return Err(missing(
-            "a composed root",
-            "this runtime does not build sealed roots yet".to_string(),
-            "ask for `scoped`, which this host may give",
-        ));
-    }
     match host.landlock_abi {
         Some(abi) if abi >= SCOPED_LANDLOCK_ABI => mechanisms.push(Mechanism {
             name: "landlock",
@@ -225,8 +226,12 @@ pub fn achieve(asked: Class, host: &HostSupport) -> Result<Achieved, Missing> {
     mechanisms.push(Mechanism {
         name: "namespaces",
         state: State::Enforced,
-        detail: "own user, network and PID namespaces; out only through the egress proxy"
-            .to_string(),
+        detail: if asked == Class::Sealed {
+            "own user, network, mount and PID namespaces; out only through the egress proxy"
+        } else {
+            "own user, network and PID namespaces; out only through the egress proxy"
+        }
+        .to_string(),
     });
     mechanisms.push(Mechanism {
         name: "capabilities",
@@ -249,6 +254,26 @@ pub fn achieve(asked: Class, host: &HostSupport) -> Result<Achieved, Missing> {
             ),
         }),
     }
+    if asked == Class::Sealed {
+        if let Err(why) = (host.sealed_root)() {
+            return Err(missing(
+                "a composed root",
+                why,
+                "run where a user namespace may mount (a tmpfs, bind mounts, a fresh /proc: \
+                 not inside a container that masks /proc or forbids mount), or ask for \
+                 `scoped` (`mur run --containment scoped`)",
+            ));
+        }
+        mechanisms.push(Mechanism {
+            name: "root",
+            state: State::Enforced,
+            detail: "a composed root: the workdir, the allowed binaries and their closure, \
+                     runtimes and system libraries read-only, a curated /etc with a synthetic \
+                     passwd, a private /dev (null, zero, random, urandom), a fresh /proc of its \
+                     own PID namespace, a tmpfs /tmp"
+                .to_string(),
+        });
+    }
     Ok(Achieved {
         asked,
         achieved: asked,
@@ -266,6 +291,7 @@ mod tests {
             seccomp: Ok(()),
             namespaces,
             cgroups: crate::cgroup::cgroup_support(),
+            sealed_root: || Ok(()),
         }
     }
 
@@ -289,9 +315,40 @@ mod tests {
     }
 
     #[test]
-    fn sealed_is_refused_until_it_is_built() {
-        let refused = achieve(Class::Sealed, &host(Some(7), Ok(()))).unwrap_err();
-        assert_eq!(refused.asked, Class::Sealed);
+    fn sealed_needs_what_scoped_needs_and_a_root_it_can_compose() {
+        let no_userns = achieve(Class::Sealed, &host(Some(7), Err("EPERM".into()))).unwrap_err();
+        assert_eq!(no_userns.asked, Class::Sealed);
+        assert_eq!(no_userns.mechanism, "user and network namespaces");
+        let mut masked = host(Some(7), Ok(()));
+        masked.sealed_root = || Err("mounting a fresh /proc on /mnt/proc failed: EPERM".into());
+        let refused = achieve(Class::Sealed, &masked).unwrap_err();
+        assert_eq!(refused.mechanism, "a composed root");
+        assert!(refused.why.contains("/proc"), "{refused}");
+        assert!(murmur_manifest::Coded::hint(&refused).contains("--containment scoped"));
+        let achieved = achieve(Class::Sealed, &host(Some(7), Ok(()))).unwrap();
+        assert_eq!(achieved.achieved, Class::Sealed);
+        for name in ["landlock", "seccomp", "namespaces", "capabilities", "root"] {
+            assert_eq!(
+                achieved.mechanism(name).map(|m| m.state),
+                Some(State::Enforced),
+                "{name}"
+            );
+        }
+        assert!(
+            achieve(Class::Scoped, &host(Some(7), Ok(())))
+                .unwrap()
+                .mechanism("root")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn this_host_composes_a_sealed_root() {
+        assert_eq!(crate::sealed::root_available(), Ok(()));
+        assert_eq!(
+            achieve(Class::Sealed, super::host()).map(|a| a.achieved),
+            Ok(Class::Sealed)
+        );
     }
 
     #[test]

@@ -9,14 +9,18 @@
 //!    uid/gid maps, `lo` up and the egress listeners bound inside (sent to the host over the
 //!    [`channel`](crate::channel)); the workdir bind-mounted onto itself `noexec`, `nosuid`,
 //!    `nodev` (so the loader cannot map a file the agent wrote as code), and the working
-//!    directory entered again through that mount;
-//! 5. `scoped`: every capability set cleared (bounding first, while it may, then effective,
-//!    permitted, inheritable, ambient); then, every class, `no_new_privs`;
-//! 6. `scoped`: the seccomp filter (its notification listener sent to the host);
-//! 7. Landlock, last, so nothing after it can widen anything;
-//! 8. the split: the process forked by the host stays as the command's *guardian*; the
+//!    directory entered again through that mount (`sealed`: its root does this);
+//! 5. the split: the process forked by the host stays as the command's *guardian*; the
 //!    command runs in a process of its own (PID 1 of its namespace under `scoped`) and process
-//!    group of its own, every descriptor beyond stdio closed at `exec`.
+//!    group of its own. The steps below are the command's, so they hold the command and
+//!    everything it starts (the guardian only waits and kills);
+//! 6. `sealed`: its composed root ([`sealed`](crate::sealed)): only here, as PID 1 of the new
+//!    PID namespace, can a fresh `/proc` be mounted;
+//! 7. `scoped`: every capability set cleared (bounding first, while it may, then effective,
+//!    permitted, inheritable, ambient); then, every class, `no_new_privs`;
+//! 8. `scoped`: the seccomp filter (its notification listener sent to the host);
+//! 9. Landlock, last, so nothing after it can widen anything (`sealed`: with the new root's
+//!    own entries added first); every descriptor beyond stdio closed at `exec`.
 //!
 //! Every step is a plain system call on values prepared in the parent: no allocation, no
 //! lock. A failed step stops the child before `exec`; it sends its step number and errno to
@@ -84,6 +88,7 @@ pub enum Step {
     Seccomp = 7,
     Landlock = 8,
     Split = 9,
+    Root = 10,
 }
 
 impl Step {
@@ -98,6 +103,7 @@ impl Step {
             Step::Seccomp,
             Step::Landlock,
             Step::Split,
+            Step::Root,
         ]
         .into_iter()
         .find(|step| *step as i32 == number)
@@ -115,6 +121,7 @@ impl Step {
             Step::Seccomp => "installing its seccomp filter",
             Step::Landlock => "applying its Landlock ruleset",
             Step::Split => "starting its guardian",
+            Step::Root => "composing its sealed root",
         }
     }
 }
@@ -137,6 +144,8 @@ pub(crate) struct Steps {
     pub drop_capabilities: Option<libc::c_int>,
     pub seccomp: Option<Arc<crate::seccomp::Filter>>,
     pub landlock: Option<RawFd>,
+    /// `sealed`: the root the command composes.
+    pub root: Option<crate::sealed::RootPlan>,
     pub channel: RawFd,
     pub lifeline: RawFd,
 }
@@ -217,10 +226,33 @@ pub(crate) fn confine(command: &mut tokio::process::Command, steps: Arc<Steps>) 
                     return Err(failed(Step::Mounts, errno));
                 }
             }
-            if let Some(last_cap) = steps.drop_capabilities {
-                if let Err(errno) = drop_capabilities(last_cap) {
-                    return Err(failed(Step::Privileges, errno));
+            let child = libc::fork();
+            if child == -1 {
+                return Err(failed(Step::Split, errno()));
+            }
+            if child > 0 {
+                // The guardian keeps the host's memory and none of the command's steps: not
+                // dumpable, so nothing of its user can read or trace it.
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                guard(child, steps.lifeline);
+            }
+            // The command: a process group of its own, so its guardian can kill all of it.
+            libc::setpgid(0, 0);
+            if let Some(root) = &steps.root {
+                // The step's number carries which of the root's steps failed.
+                let composed = root
+                    .compose()
+                    .and_then(|()| steps.landlock.map_or(Ok(()), |fd| root.grant(fd)));
+                if let Err((index, errno)) = composed {
+                    let step = Step::Root as i32 | ((index as i32) << 8);
+                    let _ = channel::send(steps.channel, Kind::Failed, [step, errno], &[]);
+                    return Err(std::io::Error::from_raw_os_error(errno));
                 }
+            }
+            if let Some(last_cap) = steps.drop_capabilities
+                && let Err(errno) = drop_capabilities(last_cap)
+            {
+                return Err(failed(Step::Privileges, errno));
             }
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(failed(Step::Privileges, errno()));
@@ -238,20 +270,11 @@ pub(crate) fn confine(command: &mut tokio::process::Command, steps: Arc<Steps>) 
                     Err(errno) => return Err(failed(Step::Seccomp, errno)),
                 }
             }
-            if let Some(fd) = steps.landlock {
-                if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
-                    return Err(failed(Step::Landlock, errno()));
-                }
+            if let Some(fd) = steps.landlock
+                && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0
+            {
+                return Err(failed(Step::Landlock, errno()));
             }
-            let child = libc::fork();
-            if child == -1 {
-                return Err(failed(Step::Split, errno()));
-            }
-            if child > 0 {
-                guard(child, steps.lifeline);
-            }
-            // The command: a process group of its own, so its guardian can kill all of it.
-            libc::setpgid(0, 0);
             // Every descriptor beyond stdio closes at exec, whoever opened it.
             libc::syscall(
                 libc::SYS_close_range,

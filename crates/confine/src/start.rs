@@ -176,6 +176,7 @@ impl Confinement {
             SpawnFailure::Prepare(format!("{what}: {error}"))
         };
         let scoped = self.achieved.achieved != Class::Advisory;
+        let sealed = self.achieved.achieved == Class::Sealed;
         let (lifeline, lifeline_child) =
             crate::confine::lifeline().map_err(|e| prepare("the child's lifeline", &e))?;
         let channel = Channel::new().map_err(|e| prepare("the child's channel", &e))?;
@@ -210,6 +211,7 @@ impl Confinement {
             })
             .unwrap_or_default();
         let workdir = spec.writable.first();
+        let mut root = None;
         let (landlock, namespaces, egress, seccomp) = if scoped {
             let forwarded = loopback_ports(&self.network);
             let proxy_port = PROXY_PORTS
@@ -234,15 +236,29 @@ impl Confinement {
             };
             let abi = crate::landlock_abi().unwrap_or(0);
             let ruleset = crate::ruleset::scoped(&exact, abi).map_err(SpawnFailure::Prepare)?;
+            // `sealed`: the root binds the workdir noexec itself.
             let noexec = spec
                 .writable
                 .iter()
+                .filter(|_| !sealed)
                 .map(|dir| {
                     let flags = confine::noexec_flags(dir)
                         .map_err(|e| prepare("the workdir's mount", &e))?;
                     Ok((c_path(dir)?, flags))
                 })
                 .collect::<Result<Vec<_>, SpawnFailure>>()?;
+            if sealed {
+                let plan = crate::sealed::RootPlan::new(&crate::sealed::RootSpec {
+                    writable: &spec.writable,
+                    readable: exact.readable.clone(),
+                    executables: &spec.executables,
+                    etc: crate::ruleset::ETC_FILES,
+                    tmp_bytes: limits.memory_bytes,
+                    landlock_abi: abi,
+                })
+                .map_err(|e| prepare("the sealed root", &e))?;
+                root = Some(plan);
+            }
             let cwd = c_path(workdir.map(PathBuf::as_path).unwrap_or(Path::new("/")))?;
             command.envs(crate::egress::proxy_env(proxy_port, !forwarded.is_empty()));
             let namespaces = Namespaces {
@@ -290,6 +306,7 @@ impl Confinement {
             drop_capabilities: scoped.then(confine::cap_last_cap),
             seccomp,
             landlock: landlock.as_ref().map(|fd| fd.as_raw_fd()),
+            root,
             channel: channel.child.as_raw_fd(),
             lifeline: lifeline_child.as_raw_fd(),
         });
@@ -315,26 +332,38 @@ impl Prepared {
         command: &mut tokio::process::Command,
     ) -> Result<(tokio::process::Child, Hold), SpawnFailure> {
         let spawned = command.spawn();
-        drop(self.steps);
         drop(self.until_spawned);
         let messages = channel::receive_all(&self.channel);
         let child = match spawned {
             Ok(child) => child,
             Err(error) => {
+                // The low byte names the step; the rest, for the root, which of its steps.
                 let failed_step = messages.iter().find_map(|m| {
                     (m.kind == Some(Kind::Failed))
-                        .then(|| Step::from_number(m.words[0]).map(|s| (s, m.words[1])))
+                        .then(|| {
+                            Step::from_number(m.words[0] & 0xff)
+                                .map(|s| (s, m.words[0] >> 8, m.words[1]))
+                        })
                         .flatten()
                 });
                 return Err(match failed_step {
-                    Some((step, errno)) => SpawnFailure::Step {
-                        step,
-                        error: std::io::Error::from_raw_os_error(errno).to_string(),
-                    },
+                    Some((step, detail, errno)) => {
+                        let error = std::io::Error::from_raw_os_error(errno);
+                        SpawnFailure::Step {
+                            step,
+                            error: match (&self.steps.root, step) {
+                                (Some(root), Step::Root) => {
+                                    format!("{}: {error}", root.describe(detail as usize))
+                                }
+                                _ => error.to_string(),
+                            },
+                        }
+                    }
                     None => SpawnFailure::Exec(error.to_string()),
                 });
             }
         };
+        drop(self.steps);
         let mut hold = Hold {
             lifeline: Some(self.lifeline),
             group: self.group,
