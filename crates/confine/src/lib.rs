@@ -120,6 +120,12 @@ pub enum ShellError {
     /// A containment step the kernel refused stopped the child before it ran.
     #[error("`{binary}` was not started: {reason}")]
     Contained { binary: String, reason: String },
+    /// The workdir holds `workdir_max_bytes` or more.
+    #[error(
+        "`{binary}` was not started: the workdir holds {used} bytes, at or past \
+         `capabilities.resources.workdir_max_bytes` ({max})"
+    )]
+    WorkdirFull { binary: String, used: u64, max: u64 },
 }
 
 impl ShellError {
@@ -142,6 +148,7 @@ impl Coded for ShellError {
             ShellError::NotAllowed { .. } => "E-CAP-006",
             ShellError::Spawn { .. } | ShellError::Io { .. } => "E-RUN-017",
             ShellError::Contained { .. } => "E-CAP-021",
+            ShellError::WorkdirFull { .. } => "E-CAP-022",
         }
     }
 
@@ -161,6 +168,9 @@ impl Coded for ShellError {
                 "`mur check` shows what this host gives each class; choose one it can hold \
                  (`--containment`) or give the host what the step needs"
                     .to_string()
+            }
+            ShellError::WorkdirFull { .. } => {
+                "remove files from the workdir, or raise `workdir_max_bytes`".to_string()
             }
         }
     }
@@ -195,6 +205,8 @@ pub struct ShellGrant {
     /// The read-only directories their interpreters need, derived once.
     runtimes: Vec<PathBuf>,
     limits: TimeLimits,
+    /// `capabilities.resources.workdir_max_bytes`: see [`ShellGrant::with_workdir_limit`].
+    workdir_max_bytes: Option<u64>,
     calls: std::sync::Arc<AtomicU64>,
 }
 
@@ -360,8 +372,20 @@ impl ShellGrant {
             executables: Arc::new(executables),
             runtimes,
             limits,
+            workdir_max_bytes: None,
             calls: Default::default(),
         }
+    }
+
+    /// The grant with the workdir held to `max` bytes (allocated, counted without following
+    /// links). No kernel mechanism bounds a directory's bytes, so the grant holds it this way:
+    /// before each call the workdir is counted, and a workdir at or past `max` refuses the call
+    /// (`E-CAP-022`); a call may write no single file larger than the room left (its file size
+    /// limit). A call writing many files can pass `max` by what that call wrote; the next call
+    /// is refused.
+    pub fn with_workdir_limit(mut self, max: Option<u64>) -> ShellGrant {
+        self.workdir_max_bytes = max;
+        self
     }
 
     /// How this grant's children are held.
@@ -439,6 +463,18 @@ impl ShellGrant {
         cpu_seconds: u64,
     ) -> Result<(tokio::process::Command, Prepared), ShellError> {
         let binary = entry.name.clone();
+        let confinement = match self.workdir_max_bytes {
+            None => std::borrow::Cow::Borrowed(&self.confinement),
+            Some(max) => {
+                let used = workdir_bytes(self.workdir.path(), max);
+                if used >= max {
+                    return Err(ShellError::WorkdirFull { binary, used, max });
+                }
+                let mut held = self.confinement.clone();
+                held.limits.file_size_bytes = held.limits.file_size_bytes.min(max - used);
+                std::borrow::Cow::Owned(held)
+            }
+        };
         let io = |reason: String| ShellError::Io {
             binary: binary.clone(),
             reason,
@@ -471,13 +507,13 @@ impl ShellGrant {
             executables: self.executables.clone(),
             cpu_seconds,
         };
-        let prepared = self
-            .confinement
-            .prepare(&mut command, &spec)
-            .map_err(|error| ShellError::Spawn {
-                binary: binary.clone(),
-                reason: error.to_string(),
-            })?;
+        let prepared =
+            confinement
+                .prepare(&mut command, &spec)
+                .map_err(|error| ShellError::Spawn {
+                    binary: binary.clone(),
+                    reason: error.to_string(),
+                })?;
         Ok((command, prepared))
     }
 
@@ -596,6 +632,43 @@ impl ShellGrant {
             contained,
         })
     }
+}
+
+/// The most entries [`workdir_bytes`] visits: a workdir holding more counts as full.
+const WORKDIR_MAX_ENTRIES: usize = 200_000;
+
+/// The bytes allocated beneath `root` (links not followed, each inode once), counting no
+/// further once past `stop_past`; `u64::MAX` for a workdir of more than
+/// [`WORKDIR_MAX_ENTRIES`] entries.
+fn workdir_bytes(root: &Path, stop_past: u64) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut pending = vec![root.to_path_buf()];
+    let mut total = 0u64;
+    let mut entries = 0usize;
+    while let Some(dir) = pending.pop() {
+        let Ok(listing) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            entries += 1;
+            if entries > WORKDIR_MAX_ENTRIES {
+                return u64::MAX;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.nlink() > 1 && !seen.insert((meta.dev(), meta.ino())) {
+                continue;
+            }
+            total = total.saturating_add(meta.blocks().saturating_mul(512));
+            if total > stop_past {
+                return total;
+            }
+            if meta.is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    total
 }
 
 /// The `PATH` a child of `allowed` gets: the base, then the allowed binaries' directories.

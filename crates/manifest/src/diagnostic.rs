@@ -288,6 +288,7 @@ codes! {
     E_CAP_014 = "E-CAP-014": "a `capabilities.shell.interpreter_runtime` path does not exist or is not a directory";
     E_CAP_020 = "E-CAP-020": "this host cannot give the containment class asked for (a mechanism it needs is missing), or a grant contradicts it (`workdir_exec` beside `scoped`): the session is refused before anything runs";
     E_CAP_021 = "E-CAP-021": "a native child could not be started under its containment: a step the kernel refused (named in the message) stopped it before it ran";
+    E_CAP_022 = "E-CAP-022": "a shell call was refused because the workdir holds `capabilities.resources.workdir_max_bytes` or more";
 
     E_RUN_001 = "E-RUN-001": "a component could not be loaded or compiled";
     E_RUN_002 = "E-RUN-002": "a component call exceeded its deadline";

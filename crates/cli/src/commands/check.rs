@@ -83,9 +83,9 @@ pub fn run(path: Option<PathBuf>, json: bool, containment: Option<Containment>) 
                     grants.push(listing);
                 }
             }
-            match explain_containment(capsule, capsule_dir, containment) {
+            match explain_containment(capsule, containment) {
                 Ok(explained) => held = Some(explained),
-                Err(refused) => diagnostics.push(refused),
+                Err(refused) => diagnostics.push(*refused),
             }
             Some("capsule")
         }
@@ -132,12 +132,11 @@ pub fn run(path: Option<PathBuf>, json: bool, containment: Option<Containment>) 
 /// How `capsule`'s native children would be held on this host, or why they cannot be.
 fn explain_containment(
     capsule: &CapsuleManifest,
-    capsule_dir: &std::path::Path,
     operator: Option<Containment>,
-) -> Result<serde_json::Value, Diagnostic> {
+) -> Result<serde_json::Value, Box<Diagnostic>> {
     use murmur_runtime::session::containment;
     let achieved = containment::achieve(capsule, operator).map_err(|missing| {
-        Diagnostic::new(missing.code(), missing.message()).hint(missing.hint())
+        Box::new(Diagnostic::new(missing.code(), missing.message()).hint(missing.hint()))
     })?;
     let path_var = host_env("PATH").unwrap_or_default();
     let capabilities = &capsule.capabilities;
@@ -185,7 +184,6 @@ fn explain_containment(
             &[],
         ));
     }
-    let _ = capsule_dir;
     Ok(json!({
         "asked": achieved.asked,
         "achieved": achieved.achieved,

@@ -62,17 +62,20 @@ pub(crate) fn grant(
         &workdir.root,
     );
     confinement.on_refused = Some(refusals.sink("shell"));
-    Some(ShellGrant::new(
-        &capabilities.shell.allow,
-        &lookup("PATH").unwrap_or_default(),
-        workdir.dir().clone(),
-        env,
-        confinement,
-        TimeLimits {
-            default: DEFAULT_SHELL_TIMEOUT.min(deadline),
-            max: deadline,
-        },
-    ))
+    Some(
+        ShellGrant::new(
+            &capabilities.shell.allow,
+            &lookup("PATH").unwrap_or_default(),
+            workdir.dir().clone(),
+            env,
+            confinement,
+            TimeLimits {
+                default: DEFAULT_SHELL_TIMEOUT.min(deadline),
+                max: deadline,
+            },
+        )
+        .with_workdir_limit(capabilities.resources.workdir_max_bytes),
+    )
 }
 
 /// A refusal before anything ran: its code and message.
