@@ -23,6 +23,11 @@ struct Capsule {
 }
 
 fn capsule(script: &str, allow: &[&str], extra: &str) -> Capsule {
+    capsule_with(script, allow, extra, "")
+}
+
+/// [`capsule`] with `capabilities` lines of its own (indented two spaces).
+fn capsule_with(script: &str, allow: &[&str], extra: &str, capabilities: &str) -> Capsule {
     let emulator = Emulator::builder(Script::from_yaml(script).expect("script"))
         .api_key(KEY)
         .start()
@@ -41,6 +46,7 @@ artifacts:
 capabilities:
   shell: {{ allow: [ {allow} ] }}
   env: {{ allow: [ LANG ] }}
+{capabilities}
 inference:
   model: test-model
   driver: {{ artifact: driver-anthropic }}
@@ -257,6 +263,35 @@ fn the_time_limit_ends_the_call_and_its_children() {
     let event = run.shell_events()[0];
     assert_eq!(event["timed_out"], true);
     assert!(event.get("exit_code").is_none());
+}
+
+#[test]
+fn a_workdir_at_its_byte_limit_refuses_the_next_call_and_no_file_outgrows_the_room_left() {
+    let calls = json!([
+        {"id": "w1", "name": "shell", "input": {"binary": "bash", "args": ["-c", "head -c 300000 /dev/zero > big"]}},
+        {"id": "w2", "name": "shell", "input": {"binary": "bash", "args": ["-c", "echo after"]}}
+    ]);
+    let script = format!(
+        "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: done }}\n",
+        calls[0], calls[1]
+    );
+    let capsule = capsule_with(
+        &script,
+        &["bash", "head"],
+        "",
+        "  resources: { workdir_max_bytes: 131072 }",
+    );
+    let run = capsule.run(&[]);
+    assert_eq!(run.output.code, 0, "{:#?}", run.output);
+    let events = run.shell_events();
+    assert_eq!(events.len(), 2, "{events:#?}");
+    // The first call could write no file larger than the room the workdir had left.
+    let big = std::fs::metadata(run.workdir.join("big")).unwrap().len();
+    assert!(big > 0 && big < 131072, "big is {big} bytes");
+    assert_ne!(events[0]["exit_code"], 0, "{:#}", events[0]);
+    // Its file filled the room: the next call is refused before anything runs.
+    assert_eq!(events[1]["error"]["code"], "E-CAP-022", "{:#}", events[1]);
+    assert!(events[1].get("exit_code").is_none(), "{:#}", events[1]);
 }
 
 #[test]

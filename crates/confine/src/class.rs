@@ -248,9 +248,11 @@ pub fn achieve(asked: Class, host: &HostSupport) -> Result<Achieved, Missing> {
             name: "cgroup",
             state: State::StandIn,
             detail: format!(
-                "{why}; instead: the process count by RLIMIT_NPROC in the child's own user \
-                 namespace, memory by RLIMIT_AS (address space, not resident memory), CPU by \
-                 RLIMIT_CPU (time, not rate), and the whole tree killed with its PID namespace"
+                "{why}; instead: the process count by RLIMIT_NPROC (which the kernel counts \
+                 over all of this user's processes: each child may start max_processes more \
+                 than the user runs when it starts, and a root user is not held by it), \
+                 memory by RLIMIT_AS (address space, not resident memory), CPU by RLIMIT_CPU \
+                 (time, not rate), and the whole tree killed with its PID namespace"
             ),
         }),
     }

@@ -199,7 +199,13 @@ impl Confinement {
                     .map_err(|e| prepare("the child's cgroup", &e))?,
                 );
             } else {
-                rlimits.push((libc::RLIMIT_NPROC, limits.max_processes));
+                // The kernel counts RLIMIT_NPROC over all the user's processes (threads, in
+                // fact), not the child's: the child gets `max_processes` more than that.
+                let running = threads_of_this_user();
+                rlimits.push((
+                    libc::RLIMIT_NPROC,
+                    running.saturating_add(limits.max_processes),
+                ));
                 rlimits.push((libc::RLIMIT_AS, limits.memory_bytes));
             }
         }
@@ -466,4 +472,38 @@ impl Drop for Hold {
     fn drop(&mut self) {
         self.end();
     }
+}
+
+/// How many threads processes of this process's real user run now (what the kernel counts
+/// against RLIMIT_NPROC), read from `/proc`.
+fn threads_of_this_user() -> u64 {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .as_encoded_bytes()
+                .iter()
+                .all(u8::is_ascii_digit)
+        })
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("status")).ok())
+        .filter(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next())
+                == Some(uid.as_str())
+        })
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
 }
