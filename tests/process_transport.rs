@@ -313,6 +313,35 @@ turns:
 "#;
 
 #[test]
+fn codex_runs_in_a_sealed_root_too() {
+    let emulator = emulator(CODEX_NOTES);
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path(), "codex", "gpt-5", "", "");
+    let (output, report) = run_with(
+        dir.path(),
+        &with_clis(),
+        Some(&emulator.url()),
+        "Note: buy milk",
+        &["--containment", "sealed"],
+    );
+    assert_eq!(report["exit_status"], "ok", "{output:#?}");
+    let workdir = workdir_of(&report);
+    let start: Value = serde_json::from_str(
+        std::fs::read_to_string(workdir.join("trace.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(start["containment"]["achieved"], "sealed", "{start}");
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+        "buy milk"
+    );
+}
+
+#[test]
 fn codex_calls_the_capsules_tools_and_its_answer_is_the_result() {
     let emulator = emulator(CODEX_NOTES);
     let dir = tempfile::tempdir().unwrap();
@@ -886,6 +915,17 @@ printf '{{"type":"result","subtype":"success","is_error":false,"result":"read=%s
 
 #[test]
 fn the_example_capsule_runs_claude_code_against_its_emulator_script() {
+    example_runs_claude_code_under(None);
+}
+
+#[test]
+fn the_example_capsule_runs_claude_code_in_a_sealed_root_too() {
+    example_runs_claude_code_under(Some("sealed"));
+}
+
+/// The hello-claude-code example against its emulator script, under `class` (the default
+/// when `None`): the CLI calls both tools and answers with the note.
+fn example_runs_claude_code_under(class: Option<&str>) {
     let example = repo_root().join("examples/hello-claude-code");
     let script = Script::from_file(example.join("emulator.yaml")).expect("the example's script");
     let emulator = Emulator::builder(script)
@@ -904,11 +944,25 @@ fn the_example_capsule_runs_claude_code_against_its_emulator_script() {
         .arg(&example)
         .arg("--workdir")
         .arg(dir.path().join("work"))
+        .args(class.map(|class| format!("--containment={class}")))
         .arg("--json")
         .run();
     let report = output.json();
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
     let workdir = workdir_of(&report);
+    let start: Value = serde_json::from_str(
+        std::fs::read_to_string(workdir.join("trace.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        start["containment"]["achieved"],
+        class.unwrap_or("scoped"),
+        "{start}"
+    );
     assert_eq!(
         std::fs::read_to_string(workdir.join("notes/hello.md")).unwrap(),
         "Hello from Murmur!\n"

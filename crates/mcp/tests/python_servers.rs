@@ -134,8 +134,10 @@ async fn a_stdio_server_lists_its_tools_and_answers_calls_inside_its_workdir() {
         .unwrap();
     assert_eq!(inside.text, "hello");
 
-    // No network but what its grant names (none here): a listener on loopback is not reached.
+    // No network but what its grant names (none here): a listener on loopback is not reached;
+    // the egress proxy its environment names answers 403 instead.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let fetch = connection
         .call(
@@ -146,7 +148,11 @@ async fn a_stdio_server_lists_its_tools_and_answers_calls_inside_its_workdir() {
         .await
         .unwrap();
     assert!(fetch.text.starts_with("unreachable: "), "{fetch:?}");
-    assert!(fetch.text.contains("Permission denied"), "{fetch:?}");
+    assert!(fetch.text.contains("403"), "{fetch:?}");
+    assert!(
+        listener.accept().is_err(),
+        "the server reached a listener its grant does not name"
+    );
 
     // What it wrote on stderr is in its log.
     let log = std::fs::read_to_string(workdir.join("logs/mcp-notes.log")).unwrap();
