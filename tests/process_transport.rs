@@ -326,14 +326,7 @@ fn codex_runs_in_a_sealed_root_too() {
     );
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
     let workdir = workdir_of(&report);
-    let start: Value = serde_json::from_str(
-        std::fs::read_to_string(workdir.join("trace.jsonl"))
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let start = &trace(&report)[0];
     assert_eq!(start["containment"]["achieved"], "sealed", "{start}");
     assert_eq!(
         std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
@@ -950,14 +943,7 @@ fn example_runs_claude_code_under(class: Option<&str>) {
     let report = output.json();
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
     let workdir = workdir_of(&report);
-    let start: Value = serde_json::from_str(
-        std::fs::read_to_string(workdir.join("trace.jsonl"))
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let start = &trace(&report)[0];
     assert_eq!(
         start["containment"]["achieved"],
         class.unwrap_or("scoped"),

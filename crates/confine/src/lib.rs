@@ -31,6 +31,7 @@ mod confine;
 pub mod describe;
 mod egress;
 mod netns;
+mod probe;
 mod ruleset;
 mod sealed;
 mod seccomp;

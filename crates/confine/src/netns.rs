@@ -349,24 +349,13 @@ pub(crate) fn probe(plan: &NetnsPlan) -> Result<(), Probe> {
 /// [`probe`] with `extra_flags` for `unshare`, the child made not dumpable first when
 /// `undumpable`; on success, whether the child was dumpable after `enter`.
 fn probe_as(plan: &NetnsPlan, undumpable: bool, extra_flags: c_int) -> Result<bool, Probe> {
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Probe::Unknown(format!(
-            "pipe2: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    let [read, write] = fds;
-    // SAFETY: the child makes only async-signal-safe calls (enter, write, _exit).
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: the forked child: system calls only, then _exit.
-        unsafe {
+    // SAFETY: the trial makes only async-signal-safe calls (prctl, enter, the report).
+    let report = unsafe {
+        crate::probe::in_child::<6>(|report| {
             if undumpable {
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             }
-            let report: [u8; 6] = match enter(plan, extra_flags) {
+            report(match enter(plan, extra_flags) {
                 Ok(_) => {
                     let dumpable = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
                     [0, 0, 0, 0, 0, dumpable as u8]
@@ -375,44 +364,16 @@ fn probe_as(plan: &NetnsPlan, undumpable: bool, extra_flags: c_int) -> Result<bo
                     let e = errno.to_ne_bytes();
                     [step, e[0], e[1], e[2], e[3], 0]
                 }
-            };
-            libc::write(write, report.as_ptr().cast(), report.len());
-            libc::_exit(0);
-        }
+            });
+        })
     }
-    // SAFETY: closing our copy of the write end; reading into a local buffer; reaping our child.
-    unsafe {
-        libc::close(write);
-        if pid < 0 {
-            let error = std::io::Error::last_os_error();
-            libc::close(read);
-            return Err(Probe::Unknown(format!("fork: {error}")));
-        }
-        let mut report = [0u8; 6];
-        let mut got = 0usize;
-        while got < report.len() {
-            let n = libc::read(read, report[got..].as_mut_ptr().cast(), report.len() - got);
-            if n > 0 {
-                got += n as usize;
-            } else if n == 0 || errno() != libc::EINTR {
-                break;
-            }
-        }
-        libc::close(read);
-        let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 && errno() == libc::EINTR {}
-        if got != report.len() {
-            return Err(Probe::Unknown(format!(
-                "the probing child ended without an answer (wait status {status})"
-            )));
-        }
-        match report[0] {
-            0 => Ok(report[5] == 1),
-            step => Err(Probe::Failed(
-                step,
-                i32::from_ne_bytes([report[1], report[2], report[3], report[4]]),
-            )),
-        }
+    .map_err(Probe::Unknown)?;
+    match report[0] {
+        0 => Ok(report[5] == 1),
+        step => Err(Probe::Failed(
+            step,
+            i32::from_ne_bytes([report[1], report[2], report[3], report[4]]),
+        )),
     }
 }
 

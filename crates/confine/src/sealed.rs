@@ -884,30 +884,22 @@ fn probe_in(workdir: &Path) -> Result<(), String> {
         landlock_abi: 0,
     })?;
     let net = crate::netns::NetnsPlan::new(3128, &[]);
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
-    }
-    let [read, write] = fds;
     // The answer: [0, 0] composed; [1, errno] the namespaces failed; [2 + step, errno].
-    // SAFETY: the children make only async-signal-safe calls (enter, fork, compose, write,
-    // waitpid, _exit).
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: the forked child: system calls only, then _exit.
-        unsafe {
+    // SAFETY: the children make only async-signal-safe calls (enter, fork, compose, the
+    // report, waitpid, _exit).
+    let bytes = unsafe {
+        crate::probe::in_child::<8>(|report| {
             let report = |words: [i32; 2]| {
                 let mut bytes = [0u8; 8];
                 bytes[..4].copy_from_slice(&words[0].to_ne_bytes());
                 bytes[4..].copy_from_slice(&words[1].to_ne_bytes());
-                libc::write(write, bytes.as_ptr().cast(), bytes.len());
+                report(bytes);
             };
             if let Err((_, errno)) =
                 crate::netns::enter(&net, libc::CLONE_NEWPID | libc::CLONE_NEWNS)
             {
                 report([1, errno]);
-                libc::_exit(0);
+                return;
             }
             let first = libc::fork();
             if first == 0 {
@@ -918,54 +910,26 @@ fn probe_in(workdir: &Path) -> Result<(), String> {
                 libc::_exit(0);
             }
             if first < 0 {
-                report([1, errno()]);
+                report([1, *libc::__errno_location()]);
             } else {
                 let mut status = 0;
                 libc::waitpid(first, &mut status, 0);
             }
-            libc::_exit(0);
-        }
-    }
-    // SAFETY: closing our copy of the write end; reading into a local buffer; reaping our child.
-    unsafe {
-        libc::close(write);
-        if pid < 0 {
-            let error = std::io::Error::last_os_error();
-            libc::close(read);
-            return Err(format!("fork: {error}"));
-        }
-        let mut bytes = [0u8; 8];
-        let mut got = 0usize;
-        while got < bytes.len() {
-            let n = libc::read(read, bytes[got..].as_mut_ptr().cast(), bytes.len() - got);
-            if n > 0 {
-                got += n as usize;
-            } else if n == 0 || errno() != libc::EINTR {
-                break;
-            }
-        }
-        libc::close(read);
-        let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 && errno() == libc::EINTR {}
-        if got != bytes.len() {
-            return Err(format!(
-                "the probing child ended without an answer (wait status {status})"
-            ));
-        }
-        let word = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        let error = std::io::Error::from_raw_os_error(i32::from_ne_bytes([
-            bytes[4], bytes[5], bytes[6], bytes[7],
-        ]));
-        match word {
-            0 => Ok(()),
-            1 => Err(format!(
-                "its user, mount and PID namespaces cannot be made: {error}"
-            )),
-            step => Err(format!(
-                "{} failed: {error}",
-                plan.describe((step - 2) as usize)
-            )),
-        }
+        })
+    }?;
+    let word = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let error = std::io::Error::from_raw_os_error(i32::from_ne_bytes([
+        bytes[4], bytes[5], bytes[6], bytes[7],
+    ]));
+    match word {
+        0 => Ok(()),
+        1 => Err(format!(
+            "its user, mount and PID namespaces cannot be made: {error}"
+        )),
+        step => Err(format!(
+            "{} failed: {error}",
+            plan.describe((step - 2) as usize)
+        )),
     }
 }
 

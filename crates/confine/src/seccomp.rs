@@ -1088,7 +1088,6 @@ fn serve(listener: &OwnedFd, tally: &Mutex<Tally>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::FromRawFd;
     use std::os::unix::process::CommandExt;
     use std::path::Path;
     use std::process::{Command, Output, Stdio};
@@ -1155,63 +1154,6 @@ mod tests {
             .unwrap_or_else(|| panic!("{name} is not in the table"))
     }
 
-    /// Sends `fd` over `socket` (from the child, before `exec`).
-    unsafe fn send_fd(socket: RawFd, fd: RawFd) -> Result<(), i32> {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = [0u64; 4];
-        // SAFETY: sendmsg of buffers on this stack.
-        unsafe {
-            let mut message: libc::msghdr = std::mem::zeroed();
-            message.msg_iov = &mut iov;
-            message.msg_iovlen = 1;
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = libc::CMSG_SPACE(4) as usize;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(4) as usize;
-            libc::CMSG_DATA(header).cast::<RawFd>().write_unaligned(fd);
-            if libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) < 0 {
-                return Err(*libc::__errno_location());
-            }
-        }
-        Ok(())
-    }
-
-    /// The descriptor waiting on `socket`, if any.
-    fn receive_fd(socket: &OwnedFd) -> Option<OwnedFd> {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = [0u64; 4];
-        // SAFETY: recvmsg into buffers on this stack; the descriptor is new and ours.
-        unsafe {
-            let mut message: libc::msghdr = std::mem::zeroed();
-            message.msg_iov = &mut iov;
-            message.msg_iovlen = 1;
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = size_of_val(&control);
-            let read = libc::recvmsg(
-                socket.as_raw_fd(),
-                &mut message,
-                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-            );
-            let header = libc::CMSG_FIRSTHDR(&message);
-            if read <= 0 || header.is_null() || (*header).cmsg_type != libc::SCM_RIGHTS {
-                return None;
-            }
-            Some(OwnedFd::from_raw_fd(
-                libc::CMSG_DATA(header).cast::<RawFd>().read_unaligned(),
-            ))
-        }
-    }
-
     /// Runs `program` under `filter` (`no_new_privs`, then the filter, in `pre_exec`), the
     /// host answering its refusals; returns its output and the refusals once settled.
     fn run(
@@ -1220,19 +1162,8 @@ mod tests {
         args: &[&str],
         dir: Option<&Path>,
     ) -> (Output, Option<Refusals>) {
-        let mut fds = [0; 2];
-        // SAFETY: room for the two descriptors.
-        let made = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        assert_eq!(made, 0);
-        // SAFETY: both are new and ours.
-        let (host, child) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let crate::channel::Channel { host, child } =
+            crate::channel::Channel::new().expect("a channel");
         let child_end = child.as_raw_fd();
         let filter = Arc::new(filter);
         let mut command = Command::new(program);
@@ -1253,7 +1184,12 @@ mod tests {
                 }
                 match in_child.install() {
                     Ok(Some(listener)) => {
-                        let sent = send_fd(child_end, listener);
+                        let sent = crate::channel::send(
+                            child_end,
+                            crate::channel::Kind::Seccomp,
+                            [0, 0],
+                            &[listener],
+                        );
                         libc::close(listener);
                         sent.map_err(std::io::Error::from_raw_os_error)
                     }
@@ -1264,7 +1200,11 @@ mod tests {
         }
         let spawned = command.spawn().expect("the child starts under the filter");
         drop(child);
-        let refusals = receive_fd(&host).map(Refusals::watch);
+        let refusals = crate::channel::receive_all(&host)
+            .into_iter()
+            .find(|message| message.kind == Some(crate::channel::Kind::Seccomp))
+            .and_then(|message| message.fds.into_iter().next())
+            .map(Refusals::watch);
         assert_eq!(refusals.is_some(), filter.mode() == Mode::Notify);
         let output = spawned.wait_with_output().expect("the child ends");
         if let Some(refusals) = &refusals {
