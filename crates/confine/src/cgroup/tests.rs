@@ -441,7 +441,7 @@ fn bare_v2_group() -> Option<CallGroup> {
         eprintln!("skipped: cannot create a group under {}", own.display());
         return None;
     }
-    let procs = open_procs(&dir).ok()?;
+    let procs = open_join(&dir, "cgroup.procs").ok()?;
     let group = CallGroup {
         layout: Layout::V2 { dir: dir.clone() },
         procs: vec![procs],
