@@ -58,7 +58,6 @@
 
 // The orchestration (confine.rs) wires this module in; until it does, parts are used by tests
 // only.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;

@@ -598,6 +598,7 @@ impl ShellGrant {
         };
         // The call is over: anything the command left running dies with it.
         hold.end();
+        hold.settle(Duration::from_secs(1)).await;
         let contained = hold.report();
         drop(hold);
         let (stdout, stdout_bytes) = stdout.await.map_err(|e| io(e.to_string()))?;

@@ -74,7 +74,6 @@
 //!   loaded last, which would turn `EACCES` into `EPERM`). With notifications the main
 //!   program allows `socket` only by equality rules on its family, and the host answers
 //!   `EACCES` for the rest, counted.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -616,6 +615,7 @@ impl Filter {
     }
 
     /// How this filter's refusals are answered.
+    #[cfg(test)]
     pub(crate) fn mode(&self) -> Mode {
         self.mode
     }
@@ -999,6 +999,7 @@ impl Refusals {
     }
 
     /// How many refusals so far.
+    #[cfg(test)]
     pub(crate) fn total(&self) -> u64 {
         self.shared
             .tally

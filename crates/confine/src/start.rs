@@ -450,6 +450,16 @@ impl Hold {
         }
     }
 
+    /// Waits (at most `limit`) until every process of the child is gone, so that
+    /// [`Hold::report`]'s counts of refused system calls are final; call it after
+    /// [`Hold::end`].
+    pub async fn settle(&self, limit: std::time::Duration) {
+        if let Some(refusals) = self.refusals.clone() {
+            // The wait blocks a thread: not one of the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || refusals.settle(limit)).await;
+        }
+    }
+
     /// What was refused and which limits were hit, so far.
     pub fn report(&self) -> HoldReport {
         let mut report = HoldReport::default();
