@@ -295,6 +295,58 @@ fn a_workdir_at_its_byte_limit_refuses_the_next_call_and_no_file_outgrows_the_ro
 }
 
 #[test]
+fn workdir_exec_makes_the_class_advisory_and_a_stronger_ask_beside_it_is_refused() {
+    // The agent writes a script and runs it: only `workdir_exec` lets it, and only advisory.
+    let calls = json!([
+        {"id": "x1", "name": "shell", "input": {"binary": "bash", "args": ["-c", "printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh && ./run.sh"]}}
+    ]);
+    let script =
+        format!("turns:\n  - reply: {{ tool_calls: {calls} }}\n  - reply: {{ text: done }}\n");
+    let capsule = capsule_with(
+        &script,
+        &["bash", "chmod"],
+        "",
+        "  filesystem: { workdir_exec: true }",
+    );
+    let run = capsule.run(&[]);
+    assert_eq!(run.output.code, 0, "{:#?}", run.output);
+    assert_eq!(run.trace[0]["containment"]["achieved"], "advisory");
+    let (result, _) = capsule.result();
+    assert_eq!(result["stdout"], "ran\n", "{result}");
+
+    // Asking for `scoped` beside it is a contradiction: refused before anything runs.
+    let refused = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--containment", "scoped", "--task", "go"])
+        .arg(capsule.dir.path())
+        .arg("--workdir")
+        .arg(capsule.dir.path().join("work2"))
+        .run();
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    let report: Value = serde_json::from_str(&refused.stdout).unwrap();
+    assert_eq!(report["error"]["code"], "E-CAP-020", "{report:#}");
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("workdir_exec"),
+        "{report:#}"
+    );
+
+    // Without it, the same script cannot run under the default class.
+    let scoped = capsule_with(&script, &["bash", "chmod"], "", "");
+    scoped.run(&[]);
+    let (result, _) = scoped.result();
+    assert!(
+        result["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{result}"
+    );
+}
+
+#[test]
 fn the_childs_environment_holds_no_secret() {
     let capsule = capsule(&one_call(json!({"binary": "env"})), &["env"], "");
     let run = capsule.run(&[

@@ -40,7 +40,7 @@ pub fn achieve(capsule: &CapsuleManifest, operator: Option<Class>) -> Result<Ach
         {
             return Err(Missing {
                 asked,
-                mechanism: "execution-free workdir",
+                mechanism: "an execution-free workdir (the capsule asks for `workdir_exec`)",
                 why: "`capabilities.filesystem.workdir_exec: true` lets children execute files \
                       the agent wrote, which only `advisory` allows"
                     .to_string(),
