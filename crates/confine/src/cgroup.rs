@@ -569,6 +569,8 @@ impl CallGroup {
     /// A fresh group with `limits`, on this host's cgroups. Fails when the host gives none
     /// (the reason and how to get them) or when a limit cannot be written.
     pub(crate) fn create(limits: &GroupLimits) -> Result<CallGroup, String> {
+        static SWEPT: OnceLock<()> = OnceLock::new();
+        SWEPT.get_or_init(|| sweep_stale(cgroup_support()));
         Self::create_on(cgroup_support(), limits)
     }
 
@@ -1027,6 +1029,51 @@ fn describe_io(what: &str, path: &Path, e: &io::Error) -> String {
 }
 
 /// `<pid>-<counter>-<random>`: unique among this process's groups and across processes.
+/// Removes the groups a `mur` that is gone left behind (killed before its groups' `Drop`
+/// ran): empty `murmur-<pid>-…` groups of a pid that no longer runs, a minute old or more (a
+/// group another `mur` has just made, in another PID namespace, is never that old and
+/// empty). `rmdir` removes only empty groups: nothing running is touched.
+fn sweep_stale(support: &CgroupSupport) {
+    let parents: Vec<&PathBuf> = match support {
+        CgroupSupport::V2 { base } => vec![base],
+        CgroupSupport::V1 {
+            pids,
+            memory,
+            cpu,
+            freezer,
+        } => [Some(pids), Some(memory), Some(cpu), freezer.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect(),
+        CgroupSupport::None { .. } => Vec::new(),
+    };
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    for parent in parents {
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten().take(4096) {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("murmur-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let stale = !Path::new(&format!("/proc/{pid}")).exists()
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|made| made < old);
+            if stale {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+}
+
 fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -700,3 +700,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn groups_a_gone_mur_left_behind_are_swept_and_nothing_else() {
+    let support = cgroup_support();
+    let parent = match support {
+        CgroupSupport::V2 { base } => base.clone(),
+        CgroupSupport::V1 { pids, .. } => pids.clone(),
+        CgroupSupport::None { why } => {
+            eprintln!("skipped: no cgroups here: {why}");
+            return;
+        }
+    };
+    let gone = (4_000_000u32..)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .unwrap();
+    let make = |name: String, old: bool| {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        if old {
+            let status = std::process::Command::new("touch")
+                .args(["-d", "2 hours ago"])
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        dir
+    };
+    let stale = make(format!("murmur-{gone}-0-sweep"), true);
+    let fresh = make(format!("murmur-{gone}-1-sweep"), false);
+    let alive = make(format!("murmur-{}-2-sweep", std::process::id()), true);
+    sweep_stale(support);
+    assert!(!stale.exists(), "an old group of a gone mur is removed");
+    assert!(fresh.exists(), "a group made a moment ago is kept");
+    assert!(alive.exists(), "a group of a running mur is kept");
+    std::fs::remove_dir(fresh).unwrap();
+    std::fs::remove_dir(alive).unwrap();
+}
