@@ -378,3 +378,32 @@ fn serving_beyond_loopback_without_a_token_refuses_to_start() {
     assert!(stderr.contains("E-MCP-007"), "{stderr}");
     assert!(stderr.contains("MURMUR_MCP_TOKEN"), "{stderr}");
 }
+
+#[test]
+fn a_class_the_capsule_contradicts_refuses_to_serve_before_any_session() {
+    let dir = tempfile::tempdir().unwrap();
+    capsule(dir.path());
+    let text = std::fs::read_to_string(dir.path().join("murmur.yaml")).unwrap();
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        text.replace(
+            "  limits: { deadline_seconds: 1 }",
+            "  limits: { deadline_seconds: 1 }\n  filesystem: { workdir_exec: true }",
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["mcp", "serve", "--containment", "scoped"])
+        .arg(dir.path())
+        .arg("--workdir")
+        .arg(dir.path().join("s"))
+        .env("EMU_KEY", "unused")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("E-CAP-020"), "{stderr}");
+    assert!(stderr.contains("workdir_exec"), "{stderr}");
+    assert!(!dir.path().join("s").exists(), "no session was opened");
+}

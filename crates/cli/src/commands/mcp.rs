@@ -42,6 +42,9 @@ pub struct ServeArgs {
     /// Where sessions' workdirs go. Default: `workdir/` beside the manifest.
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// The containment class of the capsule's native children, as `mur run --containment`.
+    #[arg(long, value_parser = super::run::parse_containment, value_name = "CLASS")]
+    containment: Option<murmur_manifest::capsule::Containment>,
 }
 
 pub fn run(command: McpCommand) -> Exit {
@@ -81,6 +84,12 @@ fn serve(args: ServeArgs) -> Exit {
         Err(exit) => return exit,
     };
     render::diagnostics_human(&staged.warnings);
+    // A host that cannot hold the capsule's children as asked refuses before serving anything.
+    if let Err(missing) =
+        murmur_runtime::session::containment::achieve(&staged.capsule, args.containment)
+    {
+        return render::coded(false, &missing, Exit::Failed);
+    }
     let identity = Identity {
         name: format!("murmur:{}", staged.capsule.name),
         version: staged.capsule.version.clone(),
@@ -92,6 +101,7 @@ fn serve(args: ServeArgs) -> Exit {
             .workdir
             .clone()
             .unwrap_or_else(|| capsule_dir.join("workdir")),
+        containment: args.containment,
         ends: Mutex::new(Vec::new()),
     });
     let served = runtime.block_on(async {
@@ -156,6 +166,8 @@ struct CapsuleSessions {
     engine: Arc<Engine>,
     staged: Arc<Staged>,
     workdir_root: PathBuf,
+    /// What `--containment` asked for.
+    containment: Option<murmur_manifest::capsule::Containment>,
     /// Each opened session's end, awaited before the command exits.
     ends: Mutex<Vec<ServedEnd>>,
 }
@@ -172,7 +184,7 @@ impl Sessions for CapsuleSessions {
                 cancel: None,
                 resume: None,
                 seed: None,
-                containment: None,
+                containment: self.containment,
             };
             let (served, end) = session::open_served(
                 self.engine.clone(),
