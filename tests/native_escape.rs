@@ -74,7 +74,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use murmur_testkit::emulator::{Emulator, Reply, Script, Turn};
-use murmur_testkit::{Mur, repo_root, shared_home};
+use murmur_testkit::{Mur, repo_root};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-emulator-native-escape-4e1f";
@@ -665,10 +665,51 @@ struct Session {
     _reaper: Reaper,
 }
 
+/// What the suite runs, where any user can reach it: the repository may sit beneath a
+/// directory only its owner may enter (a checkout under `/root`, say), so the `mur` binary,
+/// the MCP server and the unprivileged user's home live in a directory of their own: one per
+/// checkout (named by its path), refreshed once per test process.
+struct Reachable {
+    dir: PathBuf,
+    mur: PathBuf,
+    servers: PathBuf,
+}
+
+fn reachable() -> &'static Reachable {
+    static REACHABLE: std::sync::OnceLock<Reachable> = std::sync::OnceLock::new();
+    REACHABLE.get_or_init(|| {
+        use std::hash::{Hash, Hasher};
+        use std::os::unix::fs::PermissionsExt;
+        let mut checkout = std::collections::hash_map::DefaultHasher::new();
+        repo_root().hash(&mut checkout);
+        let dir = std::env::temp_dir().join(format!("murmur-escape-{:016x}", checkout.finish()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Copied beside, then renamed over: a binary another run still executes is replaced,
+        // never written into.
+        let mur = dir.join("mur");
+        let copy = dir.join(format!("mur.{}", std::process::id()));
+        std::fs::copy(env!("CARGO_BIN_EXE_mur"), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&copy, &mur).unwrap();
+        let servers = dir.join("servers");
+        std::fs::create_dir_all(&servers).unwrap();
+        std::fs::set_permissions(&servers, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let server = servers.join("daemon_server.py");
+        std::fs::copy(
+            repo_root().join("tests/python/mcp/daemon_server.py"),
+            &server,
+        )
+        .unwrap();
+        std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o644)).unwrap();
+        Reachable { dir, mur, servers }
+    })
+}
+
 /// The MCP entry of the capsule: `tests/python/mcp/daemon_server.py` under the host's
 /// `python3`, marked `mark`.
 fn mcp_entry(mark: &str) -> String {
-    let servers = repo_root().join("tests/python/mcp");
+    let servers = &reachable().servers;
     format!(
         "  - name: spawner\n    runtime: mcp\n    server: {{ command: python3, args: [ \"{}\", \"{mark}-mcp\" ], timeout_seconds: 60 }}\n",
         servers.join("daemon_server.py").display()
@@ -693,7 +734,7 @@ impl Session {
             .expect("the emulator on its port");
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let servers = repo_root().join("tests/python/mcp");
+        let servers = &reachable().servers;
         // The driver is copied in: the built component may be readable by its builder only.
         let driver = dir.path().join("driver-anthropic");
         std::fs::create_dir(&driver).unwrap();
@@ -748,12 +789,11 @@ inference:
 
     /// `mur run` of this capsule, `LEAK_FD` open on the leaked file.
     fn command(&self) -> std::process::Command {
-        let bin = env!("CARGO_BIN_EXE_mur");
         let mut mur = match self.owner {
-            None => Mur::new(bin),
+            None => Mur::new(env!("CARGO_BIN_EXE_mur")),
             Some((uid, gid)) => {
                 let home = user_home(uid, gid);
-                Mur::as_user(bin, uid, gid)
+                Mur::as_user(&reachable().mur, uid, gid)
                     .env("HOME", &home)
                     .env("MURMUR_HOME", home.join("murmur"))
             }
@@ -821,10 +861,7 @@ inference:
 /// A home for the unprivileged user's `mur` (its compiled-component cache kept between
 /// runs), under `target/`.
 fn user_home(uid: u32, gid: u32) -> PathBuf {
-    let home = shared_home()
-        .parent()
-        .unwrap()
-        .join(format!("test-murmur-home-uid{uid}"));
+    let home = reachable().dir.join(format!("home-uid{uid}"));
     std::fs::create_dir_all(home.join("murmur")).unwrap();
     give(&home, Some((uid, gid)));
     home
