@@ -1920,6 +1920,7 @@ mod tests {
         let path = dir.path().join("trace.jsonl");
         std::fs::write(&path, recorder.text()).unwrap();
         let loaded = load(&path).unwrap();
+                    changes: None,
         assert_eq!(loaded.cut, None);
         let events = loaded.events;
         assert_eq!(events.len(), 5);
@@ -1934,6 +1935,8 @@ mod tests {
         let whole = recorder.text();
         let cut_event = &recorder.lines[2][..40];
         for cut in [
+                    changes: None,
+                    git: None,
             cut_event.to_string(),
             "{".to_string(),
             "\u{fffd}\"x".to_string(),

@@ -1064,6 +1064,7 @@ mod tests {
                 code: "E-RUN-015".into(),
                 message: "out of turns".into(),
             }),
+            changes: None,
         }
     }
 
@@ -1072,6 +1073,8 @@ mod tests {
             exit_status: ExitStatus::Ok,
             duration_ms: 100,
             totals: Totals::default(),
+            changes: None,
+            git: None,
         }
     }
 

@@ -482,12 +482,24 @@ pub enum EventBody {
 }
 
 /// Who asked for an inference call: the agent loop (`agent`) or a hook's `run-inference`
+        /// What the task changed in the directory the agent works in; absent for a task that
+        /// ran no agent loop, and in traces written before it was recorded.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        changes: Option<WorkspaceChanges>,
 /// (`hook:<name>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Agent,
     Hook(String),
 }
+        /// What the whole session changed in the directory the agent works in (its state
+        /// before the first task against its state after the last); absent when no task ran.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        changes: Option<WorkspaceChanges>,
+        /// When that directory is a git checkout: the commit it was on when the first task
+        /// began.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        git: Option<WorkspaceGit>,
 
 impl Origin {
     /// The hook's name, for a hook's call.
@@ -710,4 +722,115 @@ mod tests {
             assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
         }
     }
+}
+
+/// What changed in a directory between two looks at it: files (and symbolic links, never
+/// followed) created, modified and deleted, by path relative to the directory, in path order.
+/// `counts` are exact for what was walked; each list holds at most
+/// [`WorkspaceChanges::LISTED`] entries. `truncated` says the walk stopped at a bound (or a
+/// list was cut), and `truncated_by` which ones: past a bound nothing is claimed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceChanges {
+    pub created: Vec<FileCreated>,
+    pub modified: Vec<FileModified>,
+    pub deleted: Vec<FileDeleted>,
+    pub counts: ChangeCounts,
+    /// Entries (files, links, directories) the later walk saw.
+    pub entries: u64,
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub truncated: bool,
+    /// Which bounds were hit: `entries`, `depth`, `unreadable`, `listed`.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub truncated_by: Vec<String>,
+}
+
+impl WorkspaceChanges {
+    /// The most entries each of `created`, `modified`, `deleted` lists.
+    pub const LISTED: usize = 1_000;
+
+    /// `3 files changed: 1 created, 2 modified` (only the kinds that occurred), or
+    /// `no files changed`; ` (truncated: entries)` when a bound was hit.
+    pub fn summary(&self) -> String {
+        let c = &self.counts;
+        let total = c.created + c.modified + c.deleted;
+        let mut line = if total == 0 {
+            "no files changed".to_string()
+        } else {
+            let parts: Vec<String> = [
+                (c.created, "created"),
+                (c.modified, "modified"),
+                (c.deleted, "deleted"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+            let noun = if total == 1 { "file" } else { "files" };
+            format!("{total} {noun} changed: {}", parts.join(", "))
+        };
+        if self.truncated {
+            line.push_str(&format!(" (truncated: {})", self.truncated_by.join(", ")));
+        }
+        line
+    }
+}
+
+/// How many paths were created, modified, deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeCounts {
+    pub created: u64,
+    pub modified: u64,
+    pub deleted: u64,
+}
+
+/// A path that is new. `sha256` (hex) is absent past the hashing bounds; for a link it is the
+/// hash of the link's target text, and `size` that text's length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileCreated {
+    pub path: String,
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub link: bool,
+}
+
+/// A path whose content (or, for a link, target) changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileModified {
+    pub path: String,
+    pub size_before: u64,
+    pub size_after: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_before: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_after: Option<String>,
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub link: bool,
+}
+
+/// A path that is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDeleted {
+    pub path: String,
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_before: Option<String>,
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub link: bool,
+}
+
+/// The git checkout a session's directory was: the commit `HEAD` named when the first task
+/// began, and the branch when `HEAD` named one. `clean` is absent: it is not computed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceGit {
+    pub commit: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub clean: Option<bool>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }

@@ -530,6 +530,10 @@ fn print_report(report: &SessionReport, json: bool) {
             render::failure_human(&error.code, &error.message, &error.hint);
         }
     }
+    // What the session changed in the directory its agent works in, in one line.
+    if let Some(changes) = &report.changes {
+        eprintln!("{}", changes.summary());
+    }
     let totals = &report.totals;
     println!("exit: {}", report.exit_status.as_str());
     if let Some(result) = report

@@ -702,6 +702,7 @@ pub async fn run(
                 reopen_count: 0,
                 result_path: None,
                 error: error.as_ref().map(Failure::to_ref),
+                changes: None,
             },
         )
         .map_err(trace_error)?;
@@ -714,6 +715,8 @@ pub async fn run(
                 exit_status,
                 duration_ms,
                 totals: totals.clone(),
+                changes: None,
+                git: None,
             },
         )
         .map_err(trace_error)?;
@@ -733,9 +736,12 @@ pub async fn run(
             reopen_count: 0,
             error,
             outputs: Vec::new(),
+            changes: None,
         }],
         totals,
         duration_ms,
         resumed: None,
+        changes: None,
+        git: None,
     })
 }

@@ -25,6 +25,7 @@
 //! of the agent loop: see [`capsule`].
 
 pub mod capsule;
+pub mod changes;
 pub mod containment;
 pub mod control;
 mod mcp;
@@ -214,6 +215,10 @@ pub struct TaskReport {
     /// finished: at most [`workdir::OUTPUTS_LISTED`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<workdir::OutputFile>,
+    /// What the task changed in the directory the agent works in (see [`changes`]); absent
+    /// for a task that ran no agent loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<murmur_trace::schema::WorkspaceChanges>,
 }
 
 /// How the session went.
@@ -232,6 +237,13 @@ pub struct SessionReport {
     /// The session whose conversation this one went on with (`mur run --resume`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed: Option<String>,
+    /// What the whole session changed in the directory the agent works in; absent when no
+    /// agent task ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<murmur_trace::schema::WorkspaceChanges>,
+    /// The git commit that directory was on at the first task, when it is a checkout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<murmur_trace::schema::WorkspaceGit>,
 }
 
 /// The most task reports a session keeps for its report: a served capsule may run any number

@@ -269,12 +269,15 @@ pub(crate) async fn in_session(
     .await;
     let totals = trace.totals();
     let duration_ms = started.elapsed().as_millis() as u64;
+    let (changes, git) = context.workspace_changes();
     let end = trace.write(
         Some(&session_event),
         EventBody::SessionEnd {
             exit_status,
             duration_ms,
             totals: totals.clone(),
+            changes: changes.clone(),
+            git: git.clone(),
         },
     );
     ending.map_err(|error| SessionError::trace(&workdir, error))?;
@@ -292,5 +295,7 @@ pub(crate) async fn in_session(
             .resume
             .as_ref()
             .map(|resume| resume.session_id.clone()),
+        changes,
+        git,
     })
 }

@@ -101,6 +101,9 @@ pub(crate) struct SessionContext<'a> {
     containment: murmur_confine::Achieved,
     /// Where the native children's refused connections are written.
     refusals: crate::session::containment::RefusalLog,
+    /// The looks at the directory the agent works in, before and after each task: what each
+    /// task (and the session) changed there.
+    watch: crate::session::changes::Watch,
 }
 
 /// How a task's turns ended.
@@ -196,6 +199,10 @@ impl<'a> SessionContext<'a> {
             specs.push(spec.clone());
         }
         SessionContext {
+            watch: crate::session::changes::Watch::new(
+                &workdir.root,
+                crate::session::changes::RUNTIME_ENTRIES,
+            ),
             containment: containment.clone(),
             refusals,
             specs,
@@ -362,6 +369,17 @@ impl<'a> SessionContext<'a> {
         self.hooks.drain(&scope).await
     }
 
+    /// What the session changed in the directory its agent works in (absent when no task
+    /// ran), and the git commit that directory was on.
+    pub(crate) fn workspace_changes(
+        &self,
+    ) -> (
+        Option<murmur_trace::schema::WorkspaceChanges>,
+        Option<murmur_trace::schema::WorkspaceGit>,
+    ) {
+        self.watch.session()
+    }
+
     /// The session's workdir.
     pub(crate) fn workdir(&self) -> &Workdir {
         self.workdir
@@ -398,6 +416,7 @@ impl<'a> SessionContext<'a> {
         };
         let (mut run, task_event) = self.open_task(input, &task_id, &context_id)?;
         let out_before = self.workdir.out_snapshot();
+        let workspace_before = self.watch.before_task();
         let (prior, mut unreadable) = match self.prior_history(&context_id) {
             Ok(prior) => (prior, None),
             Err(failure) => (Vec::new(), Some(failure)),
@@ -527,6 +546,7 @@ impl<'a> SessionContext<'a> {
                 error: error.as_ref().map(Failure::to_ref),
             },
         )?;
+        let changes = self.watch.after_task(&workspace_before);
         Ok((
             TaskReport {
                 task_id,
@@ -537,6 +557,7 @@ impl<'a> SessionContext<'a> {
                 result_text: final_text.filter(|_| exit_status == ExitStatus::Ok),
                 reopen_count,
                 error,
+                changes: Some(changes.clone()),
                 outputs: if exit_status == ExitStatus::Ok {
                     self.workdir.outputs_since(&out_before)
                 } else {
@@ -554,6 +575,7 @@ impl<'a> SessionContext<'a> {
         input: &TaskInput,
         task_id: &str,
         context_id: &str,
+                changes: Some(changes),
     ) -> std::io::Result<(TaskRun, String)> {
         if let Some(received) = &input.received {
             self.trace(

@@ -127,6 +127,7 @@ impl SessionContext<'_> {
         let input = TaskInput::new("tool calls from an MCP client", TaskSource::Mcp);
         let (task_id, context_id) = (new_id("tsk_", 24), new_id("ctx_", 24));
         let (mut run, task_event) = self.open_task(&input, &task_id, &context_id)?;
+        let workspace_before = self.watch.before_task();
         self.task_start(&mut run, &task_event, 0).await?;
         let served: Vec<ToolSpec> = self
             .specs
@@ -168,6 +169,7 @@ impl SessionContext<'_> {
         }
         self.task_end(&run, &task_event, ExitStatus::Ok, turns, 0)
             .await?;
+        let changes = self.watch.after_task(&workspace_before);
         self.trace(
             &task_event,
             EventBody::TaskEnd {
@@ -178,6 +180,7 @@ impl SessionContext<'_> {
                 reopen_count: 0,
                 result_path: None,
                 error: None,
+                changes: Some(changes.clone()),
             },
         )?;
         let mut ran = Ran::default();
@@ -191,6 +194,7 @@ impl SessionContext<'_> {
             reopen_count: 0,
             error: None,
             outputs: Vec::new(),
+            changes: Some(changes),
         });
         Ok(ran)
     }
