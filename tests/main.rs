@@ -34,3 +34,4 @@ mod sandbox;
 mod shell;
 mod tool_invoke;
 mod trace_cli;
+mod workspace_changes;
