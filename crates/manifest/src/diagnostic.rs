@@ -319,6 +319,8 @@ codes! {
     E_RUN_027 = "E-RUN-027": "the agent CLI of `transport: process` is not on PATH, or is not an executable file";
     E_RUN_028 = "E-RUN-028": "the agent CLI of `transport: process` failed: it exited non-zero, printed a line that is not its event stream, was refused a permission, or ran past `inference.timeout_seconds`";
     E_RUN_026 = "E-RUN-026": "a capsule component's capsule declares MCP servers (`runtime: mcp`), which only an agent's model can call";
+    E_RUN_031 = "E-RUN-031": "`mur run --resume`: the conversation to resume (`contexts/<context-id>/history.json`) is not the one the earlier session's trace recorded (`history_saved`): its sha256 differs, or it is gone";
+    E_RUN_032 = "E-RUN-032": "`mur run --resume`: a record file is over the bound it is read to (a trace over 256 MiB, a history over 32 MiB)";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
@@ -355,6 +357,7 @@ codes! {
     E_TRC_005 = "E-TRC-005": "an OTLP endpoint is not an http or https URL (`mur trace export --endpoint`)";
     E_TRC_006 = "E-TRC-006": "the OTLP receiver did not take every span (`mur trace export`)";
     W_TRC_007 = "W-TRC-007": "a trace ends in a cut line (the disk filled or the process died mid-write); it was read up to its last whole line";
+    E_TRC_008 = "E-TRC-008": "a trace is over the 256 MiB a trace is read to (`mur trace`); nothing of it was read";
 
     E_HOOK_001 = "E-HOOK-001": "a hook's `commit_policy` is not the arm its `binding` honors";
     E_HOOK_002 = "E-HOOK-002": "an `async` hook declares a committing `commit_policy`";

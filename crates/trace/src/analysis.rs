@@ -8,6 +8,11 @@
 //!   1-based line. A trace with no event, or none of them `session_start`, is an error. A trace
 //!   without `session_end` loads: the session died or still runs, and every view says so
 //!   ([`SessionSummary::note`]). Blank lines are skipped.
+//! - **Bounded.** [`load`] reads at most [`TRACE_MAX_BYTES`] (256 MiB): a bigger file (a sparse
+//!   16 GiB one included) is [`LoadError::TooLarge`], told from its size before anything is
+//!   read, so it costs no time; a file that grows past the bound while read is refused the
+//!   same way. [`session_start_at`] reads at most [`FIRST_LINE_MAX_BYTES`] (4 MiB) of a trace's
+//!   first line.
 //! - **Pure views.** [`show`], [`report`], [`diff`] and [`redundant_calls`] are functions of the
 //!   events alone. They return plain serializable values; their field names are what
 //!   `mur trace --json` prints and are kept stable. An optional figure is `null` when absent,
@@ -45,6 +50,7 @@
 //!   was 0).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -77,7 +83,26 @@ pub enum LoadError {
     /// No line is a `session_start`.
     #[error("{path} has no session_start event: it is not the trace of a session")]
     NoSessionStart { path: PathBuf },
+    /// The file is bigger than a trace is read to ([`TRACE_MAX_BYTES`]).
+    #[error(
+        "{path} is {bytes} bytes, over the {limit} byte bound ({} MiB) a trace is read to",
+        limit >> 20
+    )]
+    TooLarge {
+        path: PathBuf,
+        /// Its size as found (at least `limit + 1` when it grew while read).
+        bytes: u64,
+        limit: u64,
+    },
 }
+
+/// The largest trace [`load`] reads: 256 MiB. The runtime writes a line an event, each far
+/// under a MiB; a session of a million events stays under it.
+pub const TRACE_MAX_BYTES: u64 = 256 << 20;
+
+/// The longest first line [`session_start_at`] reads: 4 MiB (a `session_start` lists the
+/// capsule's components and grants: some KiB).
+pub const FIRST_LINE_MAX_BYTES: u64 = 4 << 20;
 
 /// A trace as read: its events, and the cut last line when there was one.
 #[derive(Debug, Clone)]
@@ -95,13 +120,49 @@ pub struct CutLine {
     pub bytes: usize,
 }
 
-/// Reads and parses the trace file at `path`.
+/// Reads and parses the trace file at `path`, at most [`TRACE_MAX_BYTES`] of it.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-    let bytes = std::fs::read(path).map_err(|error| LoadError::Unreadable {
+    let bytes = read_bounded(path, TRACE_MAX_BYTES)?;
+    parse(&bytes, path)
+}
+
+/// The bytes of the file at `path`, or [`LoadError::TooLarge`] when it holds more than `limit`
+/// (told from its size when it says so, else after reading `limit + 1` bytes).
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, LoadError> {
+    let unreadable = |error: std::io::Error| LoadError::Unreadable {
         path: path.to_path_buf(),
         message: error.to_string(),
-    })?;
-    parse(&bytes, path)
+    };
+    let too_large = |bytes: u64| LoadError::TooLarge {
+        path: path.to_path_buf(),
+        bytes,
+        limit,
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let size = file.metadata().map_err(unreadable)?.len();
+    if size > limit {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// The timestamp (Unix ms) of the `session_start` a trace begins with, read from `trace`'s
+/// first line (at most [`FIRST_LINE_MAX_BYTES`] of it); `None` when that line is not a whole
+/// `session_start` event.
+pub fn session_start_at(trace: impl Read) -> Option<u64> {
+    let mut line = Vec::new();
+    std::io::BufReader::new(trace.take(FIRST_LINE_MAX_BYTES))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    let event: Event = serde_json::from_slice(&line).ok()?;
+    matches!(event.body, EventBody::SessionStart { .. }).then_some(event.timestamp)
 }
 
 /// Parses the bytes of a trace file; `path` only names it in errors. Every line must be an
@@ -1859,6 +1920,7 @@ mod tests {
                     reopen_count: 0,
                     result_path: None,
                     error: None,
+                    changes: None,
                 },
             );
         }
@@ -1873,6 +1935,8 @@ mod tests {
                     exit_status,
                     duration_ms: 1234,
                     totals,
+                    changes: None,
+                    git: None,
                 },
             );
         }
@@ -1920,7 +1984,6 @@ mod tests {
         let path = dir.path().join("trace.jsonl");
         std::fs::write(&path, recorder.text()).unwrap();
         let loaded = load(&path).unwrap();
-                    changes: None,
         assert_eq!(loaded.cut, None);
         let events = loaded.events;
         assert_eq!(events.len(), 5);
@@ -1935,8 +1998,6 @@ mod tests {
         let whole = recorder.text();
         let cut_event = &recorder.lines[2][..40];
         for cut in [
-                    changes: None,
-                    git: None,
             cut_event.to_string(),
             "{".to_string(),
             "\u{fffd}\"x".to_string(),
@@ -2678,5 +2739,67 @@ mod tests {
         assert!(diff.tasks[1].a.is_none());
         assert!(diff.tasks[1].input_changed);
         assert_eq!(diff.tasks[1].turns.delta, None);
+    }
+
+    #[test]
+    fn a_sparse_16_gib_trace_is_refused_from_its_size_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let recorder = Recorder::new();
+        std::fs::write(&path, recorder.text()).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(16 << 30)
+            .unwrap();
+        let started = std::time::Instant::now();
+        let error = load(&path).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(
+            error,
+            LoadError::TooLarge {
+                path: path.clone(),
+                bytes: 16 << 30,
+                limit: TRACE_MAX_BYTES
+            }
+        );
+        assert!(error.to_string().contains("256 MiB"), "{error}");
+        // Its first line still tells when the session started, read to one line only.
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(session_start_at(file), Some(1_700_000_000_010));
+    }
+
+    #[test]
+    fn a_file_bigger_than_its_size_says_is_cut_at_the_bound() {
+        // `/dev/zero` says it holds nothing and never ends.
+        let error = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(matches!(
+            error,
+            LoadError::TooLarge { bytes, limit, .. } if bytes == (1 << 20) + 1 && limit == 1 << 20
+        ));
+    }
+
+    #[test]
+    fn a_first_line_is_read_to_its_bound_and_must_be_a_session_start() {
+        let recorder = Recorder::new();
+        let text = recorder.text();
+        assert_eq!(session_start_at(text.as_bytes()), Some(1_700_000_000_010));
+        // A first line of 5 MiB with no newline: cut at 4 MiB, so it is no event.
+        let endless = std::io::repeat(b' ').take(5 << 20);
+        assert_eq!(session_start_at(endless), None);
+        let mut other = Recorder::new();
+        let session_event = other.session_event.clone();
+        other.lines.remove(0);
+        other.event(
+            Some(&session_event),
+            EventBody::TaskReopened {
+                task_id: "t".to_string(),
+                hook: "h".to_string(),
+                reopen_count: 1,
+                feedback_chars: 0,
+            },
+        );
+        assert_eq!(session_start_at(other.text().as_bytes()), None);
     }
 }

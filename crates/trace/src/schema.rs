@@ -460,6 +460,16 @@ pub enum EventBody {
         error: Option<ErrorRef>,
         refused: bool,
     },
+    /// The runtime saved a context's conversation (`contexts/<context_id>/history.json`) as a
+    /// task ended (parent: its `task_start`): what `mur run --resume` holds the file to.
+    HistorySaved {
+        task_id: String,
+        context_id: String,
+        /// sha256 (hex) of the bytes written.
+        sha256: String,
+        bytes: u64,
+        messages: u64,
+    },
     /// A task ended (parent: its `task_start`).
     TaskEnd {
         task_id: String,
@@ -472,26 +482,16 @@ pub enum EventBody {
         result_path: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<ErrorRef>,
+        /// What the task changed in the directory the agent works in; absent for a task that
+        /// ran no agent loop, and in traces written before it was recorded.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        changes: Option<WorkspaceChanges>,
     },
     /// The session ended, with the sums of its lines. Always the last line.
     SessionEnd {
         exit_status: ExitStatus,
         duration_ms: u64,
         totals: Totals,
-    },
-}
-
-/// Who asked for an inference call: the agent loop (`agent`) or a hook's `run-inference`
-        /// What the task changed in the directory the agent works in; absent for a task that
-        /// ran no agent loop, and in traces written before it was recorded.
-        #[serde(skip_serializing_if = "Option::is_none", default)]
-        changes: Option<WorkspaceChanges>,
-/// (`hook:<name>`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    Agent,
-    Hook(String),
-}
         /// What the whole session changed in the directory the agent works in (its state
         /// before the first task against its state after the last); absent when no task ran.
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -500,6 +500,16 @@ pub enum Origin {
         /// began.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         git: Option<WorkspaceGit>,
+    },
+}
+
+/// Who asked for an inference call: the agent loop (`agent`) or a hook's `run-inference`
+/// (`hook:<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Agent,
+    Hook(String),
+}
 
 impl Origin {
     /// The hook's name, for a hook's call.
@@ -673,6 +683,7 @@ impl EventBody {
             EventBody::ArtifactPulled { .. } => "artifact_pulled",
             EventBody::McpToolsChanged { .. } => "mcp_tools_changed",
             EventBody::EgressRefused { .. } => "egress_refused",
+            EventBody::HistorySaved { .. } => "history_saved",
             EventBody::TaskEnd { .. } => "task_end",
             EventBody::SessionEnd { .. } => "session_end",
         }

@@ -4,8 +4,8 @@
 //! - Which trace (`SESSION|PATH`): a `trace.jsonl` file; a directory holding one (a session's
 //!   directory); a session id (or an unambiguous prefix of one) under ROOT (`--workdir`,
 //!   default `./workdir`); nothing: the newest session under ROOT, by its `session_start`
-//!   timestamp (a trace whose first line is not one counts by the file's mtime; ties go to the
-//!   greater directory name).
+//!   timestamp, read from the trace's first line, at most 4 MiB of it (a trace whose first line
+//!   is not one counts by the file's mtime; ties go to the greater directory name).
 //! - `show`: per task, its turns (choice, model, decision, tools, estimated and reported
 //!   tokens, cache read and write, time, stop reason) and its calls (status, state effect,
 //!   resource, time, redundant or not), hooks' calls and compactions; the totals; the redundant
@@ -22,10 +22,10 @@
 //!   control characters escaped (a table cell on one line, [`render::line`]; the whole view
 //!   through [`render::text`]), and `--json` writes them as JSON escapes ([`render::json`]).
 //! - Exit: 0 shown (or exported); 3 the receiver did not take every span (`E-TRC-006`); 2 an
-//!   endpoint that is not an http(s) URL (`E-TRC-005`), no trace found (`E-TRC-002`) or a trace
-//!   that cannot be read (`E-TRC-003`, naming the file and line).
+//!   endpoint that is not an http(s) URL (`E-TRC-005`), no trace found (`E-TRC-002`), a trace
+//!   that cannot be read (`E-TRC-003`, naming the file and line) or one over the 256 MiB a
+//!   trace is read to (`E-TRC-008`, told from its size: nothing of it is read).
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use murmur_manifest::Coded;
@@ -133,6 +133,7 @@ const NOT_FOUND: &str = "E-TRC-002";
 const UNREADABLE: &str = "E-TRC-003";
 const CUT: &str = "W-TRC-007";
 const BAD_ENDPOINT: &str = "E-TRC-005";
+const TOO_LARGE: &str = "E-TRC-008";
 const NOT_EXPORTED: &str = "E-TRC-006";
 
 pub fn run(command: TraceCommand) -> Exit {
@@ -320,9 +321,16 @@ fn load_failure(error: &LoadError) -> Failure {
         LoadError::Empty { .. } | LoadError::NoSessionStart { .. } => {
             "give the trace.jsonl of a session (`<workdir>/ses_…/trace.jsonl`)"
         }
+        LoadError::TooLarge { .. } => {
+            "the runtime writes no trace that large: the file was grown or replaced after the \
+             session; nothing of it was read"
+        }
     };
     Failure {
-        code: UNREADABLE,
+        code: match error {
+            LoadError::TooLarge { .. } => TOO_LARGE,
+            _ => UNREADABLE,
+        },
         message: error.to_string(),
         hint: hint.to_string(),
     }
@@ -417,16 +425,11 @@ fn sessions(root: &Path) -> Vec<PathBuf> {
 
 /// When a session started: its `session_start` timestamp, else its trace's mtime (Unix ms).
 fn started_at(trace: &Path) -> u64 {
-    let first_line = std::fs::File::open(trace).ok().and_then(|file| {
-        let mut line = String::new();
-        std::io::BufReader::new(file).read_line(&mut line).ok()?;
-        Some(line)
-    });
-    if let Some(line) = first_line
-        && let Ok(event) = serde_json::from_str::<Event>(&line)
-        && matches!(event.body, EventBody::SessionStart { .. })
+    if let Some(at) = std::fs::File::open(trace)
+        .ok()
+        .and_then(analysis::session_start_at)
     {
-        return event.timestamp;
+        return at;
     }
     std::fs::metadata(trace)
         .and_then(|meta| meta.modified())

@@ -28,7 +28,8 @@
 //!   provider, and takes their requests through the same recording and replaying.
 //! - A cassette file is JSON (`{"format": 1, "exchanges": [...]}`); bodies are text, or
 //!   base64 under `body_base64` when not UTF-8. A file that is not one is refused on load,
-//!   naming why.
+//!   naming why; so is one over [`CASSETTE_MAX_BYTES`] (256 MiB), told from its size before it
+//!   is read.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -269,8 +270,7 @@ impl Cassette {
 
     /// The cassette at `path`, to replay (`lenient`: a turn for a turn).
     pub fn replaying(path: &Path, lenient: bool) -> Result<Cassette, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+        let text = read_bounded(path)?;
         let file: File = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not a cassette: {e}", path.display()))?;
         if file.format != FORMAT {
@@ -908,9 +908,60 @@ fn full(bytes: impl Into<Bytes>) -> WasiBody {
         .boxed_unsync()
 }
 
+/// The largest cassette [`Cassette::replaying`] reads: 256 MiB.
+pub const CASSETTE_MAX_BYTES: u64 = 256 << 20;
+
+/// The text of the cassette at `path`, at most [`CASSETTE_MAX_BYTES`] of it.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let unreadable = |e: std::io::Error| format!("{} cannot be read: {e}", path.display());
+    let over = || {
+        format!(
+            "{} is over the {} MiB bound a cassette is read to",
+            path.display(),
+            CASSETTE_MAX_BYTES >> 20
+        )
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    if file.metadata().map_err(unreadable)?.len() > CASSETTE_MAX_BYTES {
+        return Err(over());
+    }
+    let mut bytes = Vec::new();
+    file.take(CASSETTE_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > CASSETTE_MAX_BYTES {
+        return Err(over());
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{} cannot be read: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cassette_over_its_bound_is_refused_from_its_size_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cassette.json");
+        std::fs::write(&path, r#"{"format": 1, "exchanges": []}"#).unwrap();
+        assert!(Cassette::replaying(&path, false).is_ok());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(16 << 30)
+            .unwrap();
+        let started = std::time::Instant::now();
+        let Err(error) = Cassette::replaying(&path, false) else {
+            panic!("a 16 GiB cassette was read");
+        };
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(
+            error.ends_with("is over the 256 MiB bound a cassette is read to"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn credentials_are_scrubbed_in_every_form_longest_first_and_headers_never_kept() {

@@ -4,14 +4,26 @@
 //! What a caller can rely on:
 //!
 //! - **Which session** ([`find`]): `SESSION` is the id of a session directory under the
-//!   workdir root; none names the one whose trace was written last. An id that is not a
-//!   session id (`ses_…`, see [`is_safe_id`]), a session that is not there, a trace that cannot
-//!   be read or a session that saved no conversation is `E-RUN-024`, and nothing starts. The
-//!   earlier session's directory is only read, through the workdir handle: nothing planted in
-//!   it is followed.
-//! - **Which conversation**: the context of that session's last task whose conversation was
-//!   saved. The new session copies it into its own workdir, and every task it runs goes on with
-//!   it under the same context id, whatever `lifecycle.conversation` says.
+//!   workdir root; none names the session that started last, by the `session_start` timestamp
+//!   its trace begins with (the record's own word: no file time counts, so touching an older
+//!   session's trace does not make it the one resumed; a trace whose first line is not a
+//!   `session_start` is no session's). An id that is not a session id (`ses_…`, see
+//!   [`is_safe_id`]), a session that is not there, a trace that cannot be read or a session
+//!   that saved no conversation is `E-RUN-024`, and nothing starts. The earlier session's
+//!   directory is only read, through the workdir handle: nothing planted in it is followed.
+//! - **Which conversation**: the context of the last `history_saved` event of that session's
+//!   trace (the runtime writes one as each task saves its conversation). The new session copies
+//!   it into its own workdir, and every task it runs goes on with it under the same context id,
+//!   whatever `lifecycle.conversation` says.
+//! - **The one recorded, or none**: the context's `history.json` must be, byte for byte, what
+//!   that event recorded (its sha256). A file that differs, or is gone, is `E-RUN-031` naming
+//!   the context and both hashes, and nothing starts: nothing is sent to a model. A session
+//!   whose trace records no `history_saved` (written before it was recorded) cannot be
+//!   resumed (`E-RUN-024`).
+//! - **Bounded reads**: the trace is read to 256 MiB
+//!   ([`murmur_trace::analysis::TRACE_MAX_BYTES`]), the history to 32 MiB
+//!   ([`crate::session::workdir::HISTORY_MAX_BYTES`]), each trace's first line to 4 MiB when choosing the last session;
+//!   a trace or history past its bound is `E-RUN-032`, told from its size before it is read.
 //! - **As it was**: the messages as saved, `produced_by` marks included, so thinking still
 //!   reaches only the model that wrote it. The new session starts on the primary choice, like
 //!   every launch, and holds no continuation from the earlier one: its first call resends the
@@ -22,14 +34,20 @@
 
 use std::path::Path;
 
+use murmur_beneath::{BeneathDir, BeneathError};
 use murmur_manifest::Diagnostic;
+use murmur_trace::analysis::{TRACE_MAX_BYTES, session_start_at};
 use murmur_trace::schema::{ComponentRef, EventBody, Resumed};
 
 use crate::inference::neutral::StoredMessage;
-use crate::session::workdir::{HISTORY_MAX_BYTES, Workdir, is_safe_id};
+use crate::session::workdir::{Workdir, is_safe_id};
 
-/// The largest trace a resume reads (the runtime wrote it; anything bigger was not).
-const TRACE_MAX_BYTES: u64 = HISTORY_MAX_BYTES;
+/// No session, or none to resume.
+const NOT_RESUMABLE: &str = "E-RUN-024";
+/// The conversation file is not the one the trace recorded.
+const NOT_RECORDED: &str = "E-RUN-031";
+/// A record file over the bound it is read to.
+const OVER_BOUND: &str = "E-RUN-032";
 
 /// The conversation a new session goes on with.
 #[derive(Debug, Clone)]
@@ -74,17 +92,20 @@ impl Resume {
     }
 }
 
-/// Why no session could be resumed (`E-RUN-024`).
+/// Why no session could be resumed: `E-RUN-024` (no such session, or nothing to resume),
+/// `E-RUN-031` (a conversation that is not the one recorded), `E-RUN-032` (a record file over
+/// its bound).
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ResumeError {
+    pub code: &'static str,
     pub message: String,
     pub hint: String,
 }
 
 impl murmur_manifest::Coded for ResumeError {
     fn code(&self) -> &'static str {
-        "E-RUN-024"
+        self.code
     }
 
     fn message(&self) -> String {
@@ -97,7 +118,12 @@ impl murmur_manifest::Coded for ResumeError {
 }
 
 fn refused(message: String, hint: &str) -> ResumeError {
+    coded(NOT_RESUMABLE, message, hint)
+}
+
+fn coded(code: &'static str, message: String, hint: &str) -> ResumeError {
     ResumeError {
+        code,
         message,
         hint: hint.to_string(),
     }
@@ -145,14 +171,24 @@ pub fn find(
             "resume another session; `mur trace` shows what this one holds",
         )
     };
-    let bytes = workdir
-        .dir()
-        .read("trace.jsonl", TRACE_MAX_BYTES)
-        .map_err(|error| unreadable(error.to_string()))?;
+    let bytes = workdir.dir().read("trace.jsonl", TRACE_MAX_BYTES).map_err(
+        |error| match error {
+            BeneathError::TooLarge { limit, .. } => coded(
+                OVER_BOUND,
+                format!(
+                    "the trace of session {session_id} is over the {} MiB bound a trace is read to",
+                    limit >> 20
+                ),
+                "the runtime writes no trace that large: resume another session",
+            ),
+            error => unreadable(error.to_string()),
+        },
+    )?;
     let loaded = murmur_trace::analysis::parse(&bytes, &workdir.trace())
         .map_err(|error| unreadable(error.to_string()))?;
     let mut then: Option<Then<'_>> = None;
-    let mut contexts: Vec<&str> = Vec::new();
+    // The last conversation the runtime saved: its context and the sha256 of its bytes.
+    let mut saved: Option<(&str, &str)> = None;
     for event in &loaded.events {
         match &event.body {
             EventBody::SessionStart {
@@ -167,39 +203,69 @@ pub fn find(
                     components,
                 })
             }
-            EventBody::TaskStart {
-                context_id: Some(context_id),
-                ..
-            } => contexts.push(context_id),
+            EventBody::HistorySaved {
+                context_id, sha256, ..
+            } => saved = Some((context_id, sha256)),
             _ => {}
         }
     }
     let Some(then) = then else {
         return Err(unreadable("it has no session_start".to_string()));
     };
-    for context_id in contexts.iter().rev() {
-        let history = workdir.load_history(context_id).map_err(|reason| {
-            refused(
-                format!("the conversation of context {context_id} of session {session_id} cannot be read: {reason}"),
-                "the runtime writes `contexts/<context-id>/history.json` itself; a session whose file was replaced cannot be resumed",
-            )
-        })?;
-        if let Some(history) = history {
-            return Ok(Resume {
-                session_id: session_id.clone(),
-                context_id: context_id.to_string(),
-                history,
-                changed: changes(&then, now),
-            });
-        }
+    let Some((context_id, recorded)) = saved else {
+        return Err(refused(
+            format!("session {session_id} recorded no saved conversation to resume"),
+            "a session saves its conversation as each task ends (its trace's `history_saved`); \
+             resume one whose tasks ran (a session written before `history_saved` was recorded \
+             cannot be resumed)",
+        ));
+    };
+    let history = workdir.history_file(context_id).map_err(|error| match error {
+        BeneathError::TooLarge { limit, .. } => coded(
+            OVER_BOUND,
+            format!(
+                "the conversation of context {context_id} of session {session_id} is over the {} MiB bound a history is read to",
+                limit >> 20
+            ),
+            "the runtime writes no history that large: the file was replaced; resume another session",
+        ),
+        error => refused(
+            format!("the conversation of context {context_id} of session {session_id} cannot be read: {error}"),
+            "the runtime writes `contexts/<context-id>/history.json` itself; a session whose file was replaced cannot be resumed",
+        ),
+    })?;
+    let not_recorded = |found: &str| {
+        coded(
+            NOT_RECORDED,
+            format!(
+                "the conversation of context {context_id} of session {session_id} is not the one its trace recorded: sha256 {recorded} was saved, {found} is there"
+            ),
+            "`contexts/<context-id>/history.json` was changed after the runtime saved it; nothing was sent to a model. Resume another session, or start afresh",
+        )
+    };
+    let Some(bytes) = history else {
+        return Err(not_recorded("no file"));
+    };
+    let found = murmur_registry::sha256_hex(&bytes);
+    if found != recorded {
+        return Err(not_recorded(&format!("sha256 {found}")));
     }
-    Err(refused(
-        format!("session {session_id} saved no conversation to resume"),
-        "a session saves its conversation as each task ends; resume one whose tasks ran",
-    ))
+    let history: Vec<StoredMessage> = serde_json::from_slice(&bytes).map_err(|error| {
+        refused(
+            format!("the conversation of context {context_id} of session {session_id} cannot be read: {error}"),
+            "resume another session",
+        )
+    })?;
+    Ok(Resume {
+        session_id: session_id.clone(),
+        context_id: context_id.to_string(),
+        history,
+        changed: changes(&then, now),
+    })
 }
 
-/// The session under `workdir_root` whose trace was written last.
+/// The session under `workdir_root` that started last: the greatest `session_start` timestamp
+/// its trace begins with (ties: the greater id). No file time is looked at.
 fn latest(workdir_root: &Path) -> Result<String, ResumeError> {
     let none = || {
         refused(
@@ -210,8 +276,9 @@ fn latest(workdir_root: &Path) -> Result<String, ResumeError> {
             "run the capsule first, or pass --workdir where its sessions are",
         )
     };
+    let root = BeneathDir::open(workdir_root).map_err(|_| none())?;
     let entries = std::fs::read_dir(workdir_root).map_err(|_| none())?;
-    let mut newest: Option<(std::time::SystemTime, String)> = None;
+    let mut newest: Option<(u64, String)> = None;
     for entry in entries.flatten() {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
@@ -219,20 +286,36 @@ fn latest(workdir_root: &Path) -> Result<String, ResumeError> {
         if !(is_safe_id(&name) && name.starts_with("ses_")) {
             continue;
         }
-        // A trace that is not a plain file is no session's (`find` reads it beneath the
-        // workdir handle in any case).
-        let Ok(meta) = std::fs::symlink_metadata(entry.path().join("trace.jsonl")) else {
+        let Some(started) = started_at(&root, &name) else {
             continue;
         };
-        if !meta.is_file() {
-            continue;
-        }
-        let written = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
-        if newest.as_ref().is_none_or(|(at, _)| written > *at) {
-            newest = Some((written, name));
+        if newest
+            .as_ref()
+            .is_none_or(|(at, id)| (started, &name) > (*at, id))
+        {
+            newest = Some((started, name));
         }
     }
     newest.map(|(_, name)| name).ok_or_else(none)
+}
+
+/// The `session_start` timestamp of session `name`'s trace, read beneath `root` (no link
+/// followed, a trace that is not a regular file is none) from its first line only.
+fn started_at(root: &BeneathDir, name: &str) -> Option<u64> {
+    use rustix::fs::{Mode, OFlags};
+    let dir = root.subdir(name, false).ok()?;
+    let fd = rustix::fs::openat(
+        &dir,
+        "trace.jsonl",
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let file = std::fs::File::from(fd);
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    session_start_at(file)
 }
 
 /// What a session's `session_start` says it ran.

@@ -41,7 +41,7 @@ use crate::session::control::{ControlState, Principal};
 use crate::session::shell;
 use crate::session::staging::{SHELL_TOOL, SWITCH_DRIVER_TOOL, StagedDriver, StagedSkill};
 use crate::session::tools::{SessionTool, ToolCallSite, fence, skill_answer};
-use crate::session::workdir::Workdir;
+use crate::session::workdir::{SavedHistory, Workdir};
 use crate::session::{
     ExitStatus, Failure, Observer, SessionConfig, Staged, StopRequest, StopSignal, TaskInput,
     TaskReport, new_id,
@@ -528,12 +528,25 @@ impl<'a> SessionContext<'a> {
             .continuation
             .lock()
             .unwrap_or_else(|poison| poison.into_inner()) = run.continuation.for_next_task();
-        let (result_path, unsaved) =
+        let (result_path, unsaved, saved) =
             self.save_task(&context_id, &run, exit_status, final_text.as_deref());
+        if let Some(saved) = saved {
+            self.trace(
+                &task_event,
+                EventBody::HistorySaved {
+                    task_id: task_id.clone(),
+                    context_id: context_id.clone(),
+                    sha256: saved.sha256,
+                    bytes: saved.bytes,
+                    messages: saved.messages,
+                },
+            )?;
+        }
         let (exit_status, error) = match unsaved {
             Some(failure) => (ExitStatus::Failed, error.or(Some(failure))),
             None => (exit_status, error),
         };
+        let changes = self.watch.after_task(&workspace_before);
         self.trace(
             &task_event,
             EventBody::TaskEnd {
@@ -544,9 +557,9 @@ impl<'a> SessionContext<'a> {
                 reopen_count,
                 result_path: result_path.as_ref().map(|p| p.display().to_string()),
                 error: error.as_ref().map(Failure::to_ref),
+                changes: Some(changes.clone()),
             },
         )?;
-        let changes = self.watch.after_task(&workspace_before);
         Ok((
             TaskReport {
                 task_id,
@@ -557,12 +570,12 @@ impl<'a> SessionContext<'a> {
                 result_text: final_text.filter(|_| exit_status == ExitStatus::Ok),
                 reopen_count,
                 error,
-                changes: Some(changes.clone()),
                 outputs: if exit_status == ExitStatus::Ok {
                     self.workdir.outputs_since(&out_before)
                 } else {
                     Vec::new()
                 },
+                changes: Some(changes),
             },
             stop,
         ))
@@ -575,7 +588,6 @@ impl<'a> SessionContext<'a> {
         input: &TaskInput,
         task_id: &str,
         context_id: &str,
-                changes: Some(changes),
     ) -> std::io::Result<(TaskRun, String)> {
         if let Some(received) = &input.received {
             self.trace(
@@ -637,14 +649,14 @@ impl<'a> SessionContext<'a> {
 
     /// Saves what a task that ended `exit_status` leaves: its answer (when it finished) in
     /// `out/result.txt`, and its conversation in `contexts/<context_id>/history.json`. Gives the result's
-    /// path, and what could not be saved (the first failure).
+    /// path, what could not be saved (the first failure), and the conversation as saved.
     fn save_task(
         &self,
         context_id: &str,
         run: &TaskRun,
         exit_status: ExitStatus,
         final_text: Option<&str>,
-    ) -> (Option<PathBuf>, Option<Failure>) {
+    ) -> (Option<PathBuf>, Option<Failure>, Option<SavedHistory>) {
         let mut unsaved: Option<Failure> = None;
         let result_path = match final_text {
             Some(text) if exit_status == ExitStatus::Ok => match self.workdir.save_result(text) {
@@ -656,10 +668,14 @@ impl<'a> SessionContext<'a> {
             },
             _ => None,
         };
-        if let Err(reason) = self.workdir.save_history(context_id, &run.history) {
-            unsaved.get_or_insert(workdir_failure("the task's conversation", &reason));
-        }
-        (result_path, unsaved)
+        let saved = match self.workdir.save_history(context_id, &run.history) {
+            Ok(saved) => Some(saved),
+            Err(reason) => {
+                unsaved.get_or_insert(workdir_failure("the task's conversation", &reason));
+                None
+            }
+        };
+        (result_path, unsaved, saved)
     }
 
     /// Whether `hook`'s `reopen-task` is granted: an ending that is final (`final_because`

@@ -10,9 +10,18 @@ use crate::session::staging::Staged;
 use murmur_beneath::{BeneathDir, BeneathError};
 use murmur_trace::TraceWriter;
 
-/// The largest `history.json` a threaded context loads back (the runtime wrote it; anything
-/// bigger was not).
-pub const HISTORY_MAX_BYTES: u64 = 256 << 20;
+/// The largest `history.json` the runtime writes and loads back: 32 MiB (a conversation far
+/// past any model's context window). A bigger file was not written by the runtime.
+pub const HISTORY_MAX_BYTES: u64 = 32 << 20;
+
+/// What [`Workdir::save_history`] wrote: the record `history_saved` carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedHistory {
+    /// sha256 (hex) of the bytes written.
+    pub sha256: String,
+    pub bytes: u64,
+    pub messages: u64,
+}
 
 /// The most files under `contexts/<context-id>/` [`Workdir::history_bytes`] counts.
 const HISTORY_FILES_SEEN: usize = 64;
@@ -84,18 +93,41 @@ impl Workdir {
         Ok(self.root.join(history_path(context_id)?))
     }
 
-    /// Writes a context's history (envelope keys included), replacing the file whole.
+    /// Writes a context's history (envelope keys included), replacing the file whole; a history
+    /// over [`HISTORY_MAX_BYTES`] is not written (it could not be loaded back).
     pub fn save_history(
         &self,
         context_id: &str,
         history: &[StoredMessage],
-    ) -> Result<(), BeneathError> {
+    ) -> Result<SavedHistory, BeneathError> {
         let path = history_path(context_id)?;
         let json = serde_json::to_vec_pretty(history).map_err(|error| BeneathError::Io {
             path: path.display().to_string(),
             source: std::io::Error::other(error),
         })?;
-        self.dir.write_whole(&path, &json)
+        if json.len() as u64 > HISTORY_MAX_BYTES {
+            return Err(BeneathError::TooLarge {
+                path: path.display().to_string(),
+                limit: HISTORY_MAX_BYTES,
+            });
+        }
+        self.dir.write_whole(&path, &json)?;
+        Ok(SavedHistory {
+            sha256: murmur_registry::sha256_hex(&json),
+            bytes: json.len() as u64,
+            messages: history.len() as u64,
+        })
+    }
+
+    /// The bytes of a context's saved `history.json` (at most [`HISTORY_MAX_BYTES`]), read
+    /// beneath the workdir handle: `Ok(None)` when the context has none.
+    pub fn history_file(&self, context_id: &str) -> Result<Option<Vec<u8>>, BeneathError> {
+        let path = history_path(context_id)?;
+        match self.dir.read(&path, HISTORY_MAX_BYTES) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(BeneathError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     /// The saved history of `context_id`: `Ok(None)` when the context has none yet.
