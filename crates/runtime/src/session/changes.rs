@@ -27,7 +27,9 @@
 //!
 //! [`Watch`] keeps the looks of one session: one before and one after each task, and the
 //! session's total (the look before its first task against the one after its last). It also
-//! reads, once, the git commit the directory was on ([`git_state`]), from `.git` directly.
+//! reads, once, the git commit the directory was on ([`git_state`]), from `.git` directly, and
+//! never compares `.git` itself. Tasks that run at once (a served capsule) share the
+//! directory: each task's list holds whatever changed there while it ran.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -92,17 +94,21 @@ impl Entry {
     }
 }
 
+/// A path relative to the directory looked at, its names joined by NUL (a byte no name holds):
+/// byte order of keys is the walk's order, names compared one by one.
+type Key = Vec<u8>;
+
 /// One look at a directory (see the module doc).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    entries: BTreeMap<PathBuf, Entry>,
+    entries: BTreeMap<Key, Entry>,
     /// Every entry seen, directories included.
     seen: u64,
     /// The first path not looked at when the entry bound stopped the walk: it and every path
     /// after it (in path order) are unknown.
-    stopped_at: Option<PathBuf>,
+    stopped_at: Option<Key>,
     /// Directories whose contents were not seen (too deep, or could not be opened).
-    unseen: Vec<PathBuf>,
+    unseen: Vec<Key>,
     truncated_by: Vec<&'static str>,
     /// When the look began (wall clock, ns since the epoch).
     taken_ns: i128,
@@ -110,7 +116,7 @@ pub struct Snapshot {
 }
 
 struct Walk<'a> {
-    skip: &'a [&'a str],
+    skip: Vec<Key>,
     previous: Option<&'a Snapshot>,
     snap: Snapshot,
 }
@@ -140,7 +146,7 @@ impl Snapshot {
     fn look(dir: &Path, skip: &[&str], previous: Option<&Snapshot>) -> Snapshot {
         let taken_ns = now_ns();
         let mut walk = Walk {
-            skip,
+            skip: skip.iter().map(|path| key_of(path)).collect(),
             previous,
             snap: Snapshot {
                 taken_ns,
@@ -152,9 +158,9 @@ impl Snapshot {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => walk.dir(&fd, Path::new(""), 0),
+            Ok(fd) => walk.dir(&fd, &[], 0),
             Err(_) => {
-                walk.snap.unseen.push(PathBuf::new());
+                walk.snap.unseen.push(Key::new());
                 walk.snap.mark("unreadable");
             }
         }
@@ -168,11 +174,14 @@ impl Snapshot {
     }
 
     /// Whether this look saw `path` (or saw it is absent).
-    fn knows(&self, path: &Path) -> bool {
+    fn knows(&self, path: &[u8]) -> bool {
         if self.stopped_at.as_deref().is_some_and(|stop| path >= stop) {
             return false;
         }
-        !self.unseen.iter().any(|dir| path.starts_with(dir))
+        !self
+            .unseen
+            .iter()
+            .any(|dir| dir.is_empty() || (path.starts_with(dir) && path.get(dir.len()) == Some(&0)))
     }
 
     /// What changed from this look to `after` (see the module doc).
@@ -183,8 +192,8 @@ impl Snapshot {
         };
         let mut counts = ChangeCounts::default();
         let mut listed_all = true;
-        let known = |path: &Path| self.knows(path) && after.knows(path);
-        let mut created = |path: &Path, entry: &Entry, changes: &mut WorkspaceChanges| {
+        let known = |path: &[u8]| self.knows(path) && after.knows(path);
+        let mut created = |path: &[u8], entry: &Entry, changes: &mut WorkspaceChanges| {
             counts.created += 1;
             if changes.created.len() < WorkspaceChanges::LISTED {
                 changes.created.push(FileCreated {
@@ -232,7 +241,7 @@ impl Snapshot {
         // `created` pushed in two passes: put the list back in path order.
         changes
             .created
-            .sort_by(|a, b| Path::new(&a.path).cmp(Path::new(&b.path)));
+            .sort_by(|a, b| key_of(&a.path).cmp(&key_of(&b.path)));
         counts.modified = modified_list.len() as u64;
         counts.deleted = deleted_list.len() as u64;
         listed_all &= modified_list.len() <= WorkspaceChanges::LISTED
@@ -276,11 +285,11 @@ impl Snapshot {
 }
 
 impl Walk<'_> {
-    fn skipped(&self, rel: &Path) -> bool {
-        self.skip.iter().any(|skip| rel == Path::new(skip))
+    fn skipped(&self, rel: &[u8]) -> bool {
+        self.skip.iter().any(|skip| rel == skip.as_slice())
     }
 
-    fn dir(&mut self, fd: &OwnedFd, rel: &Path, depth: usize) {
+    fn dir(&mut self, fd: &OwnedFd, rel: &[u8], depth: usize) {
         let mut names: Vec<Vec<u8>> = Vec::new();
         let read = rustix::fs::Dir::read_from(fd).map(|dir| {
             for entry in dir {
@@ -295,15 +304,20 @@ impl Walk<'_> {
             true
         });
         if read != Ok(true) {
-            self.snap.unseen.push(rel.to_path_buf());
+            self.snap.unseen.push(rel.to_vec());
             self.snap.mark("unreadable");
             return;
         }
         // Byte order of names, one directory at a time: the walk goes in path order.
         names.sort();
         for name in names {
+            let mut path = Key::with_capacity(rel.len() + 1 + name.len());
+            if !rel.is_empty() {
+                path.extend_from_slice(rel);
+                path.push(0);
+            }
+            path.extend_from_slice(&name);
             let name = OsStr::from_bytes(&name);
-            let path = rel.join(name);
             if self.snap.stopped_at.is_some() {
                 return;
             }
@@ -379,7 +393,7 @@ impl Walk<'_> {
         &mut self,
         fd: &OwnedFd,
         name: &OsStr,
-        path: &Path,
+        path: &[u8],
         entry: &Entry,
     ) -> Option<[u8; 32]> {
         let limit = match self.previous {
@@ -433,8 +447,20 @@ impl Walk<'_> {
     }
 }
 
-fn display(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
+/// `a/b` as a key.
+fn key_of(path: &str) -> Key {
+    path.bytes()
+        .map(|b| if b == b'/' { 0 } else { b })
+        .collect()
+}
+
+/// A key as the path it is, `/` between its names.
+fn display(path: &[u8]) -> String {
+    let bytes: Vec<u8> = path
+        .iter()
+        .map(|&b| if b == 0 { b'/' } else { b })
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn now_ns() -> i128 {
@@ -448,7 +474,9 @@ fn now_ns() -> i128 {
 #[derive(Debug)]
 pub(crate) struct Watch {
     dir: PathBuf,
-    skip: &'static [&'static str],
+    /// The paths of `new`'s `skip`, and `.git`: a checkout's own store is git's to tell (an
+    /// agent's commit shows as the files it changed, not as thousands of objects).
+    skip: Vec<&'static str>,
     state: Mutex<WatchState>,
 }
 
@@ -463,7 +491,7 @@ impl Watch {
     pub(crate) fn new(dir: &Path, skip: &'static [&'static str]) -> Watch {
         Watch {
             dir: dir.to_path_buf(),
-            skip,
+            skip: skip.iter().copied().chain([".git"]).collect(),
             state: Mutex::default(),
         }
     }
@@ -478,8 +506,8 @@ impl Watch {
     pub(crate) fn before_task(&self) -> Arc<Snapshot> {
         let last = self.state().last.clone();
         let snapshot = Arc::new(match &last {
-            Some(last) => last.retake(&self.dir, self.skip),
-            None => Snapshot::take(&self.dir, self.skip),
+            Some(last) => last.retake(&self.dir, &self.skip),
+            None => Snapshot::take(&self.dir, &self.skip),
         });
         let mut state = self.state();
         if state.first.is_none() {
@@ -492,7 +520,7 @@ impl Watch {
 
     /// A look after a task, and what the task changed since `before`.
     pub(crate) fn after_task(&self, before: &Snapshot) -> WorkspaceChanges {
-        let after = Arc::new(before.retake(&self.dir, self.skip));
+        let after = Arc::new(before.retake(&self.dir, &self.skip));
         let changes = before.changes_to(&after);
         self.state().last = Some(after);
         changes
