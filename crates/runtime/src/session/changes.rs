@@ -239,9 +239,7 @@ impl Snapshot {
             }
         }
         // `created` pushed in two passes: put the list back in path order.
-        changes
-            .created
-            .sort_by(|a, b| key_of(&a.path).cmp(&key_of(&b.path)));
+        changes.created.sort_by_key(|created| key_of(&created.path));
         counts.modified = modified_list.len() as u64;
         counts.deleted = deleted_list.len() as u64;
         listed_all &= modified_list.len() <= WorkspaceChanges::LISTED
