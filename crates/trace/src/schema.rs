@@ -832,7 +832,9 @@ pub struct FileDeleted {
 }
 
 /// The git checkout a session's directory was: the commit `HEAD` named when the first task
-/// began, and the branch when `HEAD` named one. `clean` is absent: it is not computed.
+/// began, the branch when `HEAD` named one, and whether no tracked file then differed from
+/// that commit, staged or not (untracked files do not count); `clean` is absent when it could
+/// not be told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceGit {
     pub commit: String,

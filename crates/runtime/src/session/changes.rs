@@ -543,10 +543,21 @@ const GIT_REF_HOPS: usize = 5;
 /// When `dir` is a git checkout (`.git` a directory, or a file `gitdir: <path>`): the commit
 /// `HEAD` names, read from `HEAD`, the loose ref it points to or `packed-refs` (a linked
 /// worktree's refs in its `commondir`), and the branch. `None` when `dir` is not a checkout,
-/// or `HEAD` names no commit yet (an unborn branch) or cannot be read. `clean` is not
-/// computed: telling it honestly needs the index and the object store, which this does not
-/// read.
+/// or `HEAD` names no commit yet (an unborn branch) or cannot be read. `clean`: whether no
+/// tracked file differs from `HEAD`, staged or not (untracked files do not count), as `gix`
+/// computes it from the index and the object store; absent when `gix` cannot tell (a
+/// repository it cannot open or read).
 pub fn git_state(dir: &Path) -> Option<WorkspaceGit> {
+    let mut state = git_head(dir)?;
+    state.clean = gix::open(dir)
+        .ok()
+        .and_then(|repo| repo.is_dirty().ok())
+        .map(|dirty| !dirty);
+    Some(state)
+}
+
+/// [`git_state`] without `clean`: `HEAD` read from `.git` directly.
+fn git_head(dir: &Path) -> Option<WorkspaceGit> {
     let dot_git = dir.join(".git");
     let meta = std::fs::symlink_metadata(&dot_git).ok()?;
     let git_dir = if meta.is_dir() {
@@ -793,6 +804,44 @@ mod tests {
         fs::write(dir.path().join("f"), b"bbbb").unwrap();
         let changes = before.changes_to(&before.retake(dir.path(), &[]));
         assert_eq!(changes.counts.modified, 1);
+    }
+
+    #[test]
+    fn a_real_checkout_is_clean_until_a_tracked_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=trunk",
+                ])
+                .args(args)
+                .current_dir(dir.path())
+                .status()
+                .expect("git on PATH");
+            assert!(status.success());
+        };
+        git(&["init", "-q"]);
+        fs::write(dir.path().join("a.txt"), b"one").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-qm", "first"]);
+        let head = fs::read_to_string(dir.path().join(".git/refs/heads/trunk")).unwrap();
+        let state = git_state(dir.path()).unwrap();
+        assert_eq!(state.commit, head.trim());
+        assert_eq!(state.branch.as_deref(), Some("trunk"));
+        assert_eq!(state.clean, Some(true));
+        // An untracked file leaves it clean; a changed tracked file does not.
+        fs::write(dir.path().join("new.txt"), b"x").unwrap();
+        assert_eq!(git_state(dir.path()).unwrap().clean, Some(true));
+        fs::write(dir.path().join("a.txt"), b"two").unwrap();
+        assert_eq!(git_state(dir.path()).unwrap().clean, Some(false));
+        // Staged counts too.
+        git(&["add", "a.txt"]);
+        assert_eq!(git_state(dir.path()).unwrap().clean, Some(false));
     }
 
     #[test]
