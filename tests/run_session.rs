@@ -210,6 +210,7 @@ fn the_trace_tells_the_whole_session_and_its_totals_are_the_sums() {
             "inference",
             "tool_call",
             "inference",
+            "history_saved",
             "task_end",
             "session_end"
         ]
@@ -221,14 +222,16 @@ fn the_trace_tells_the_whole_session_and_its_totals_are_the_sums() {
         assert!(event["timestamp"].as_u64().unwrap() > 1_700_000_000_000);
         assert!(event["event_id"].as_str().unwrap().starts_with("evt_"));
     }
-    // The tree: session → task → turn → tool call.
+    // The tree: session → task → turn → tool call; the saved history and the task's end
+    // under the task.
     let id = |i: usize| events[i]["event_id"].clone();
     assert_eq!(events[0]["parent_id"], Value::Null);
     assert_eq!(events[1]["parent_id"], id(0));
     assert_eq!(events[2]["parent_id"], id(1));
     assert_eq!(events[3]["parent_id"], id(2));
     assert_eq!(events[5]["parent_id"], id(1));
-    assert_eq!(events[6]["parent_id"], id(0));
+    assert_eq!(events[6]["parent_id"], id(1));
+    assert_eq!(events[7]["parent_id"], id(0));
 
     let first = &events[2];
     assert_eq!(first["turn"], 1);
@@ -251,7 +254,7 @@ fn the_trace_tells_the_whole_session_and_its_totals_are_the_sums() {
     assert_eq!(tool["resource_id"], "file:notes/today.md");
     assert_eq!(tool["status"], "passed");
 
-    let end = &events[6];
+    let end = &events[7];
     assert_eq!(end["exit_status"], "ok");
     let totals = &end["totals"];
     let sum = |field: &str| -> u64 {
