@@ -66,6 +66,37 @@ fn eval(capsule: &Path, extra: &[&str]) -> MurOutput {
 }
 
 /// `(case, arm) → result` of a `mur eval run --json` answer.
+/// An arms file in `work` whose one arm, `careful`, replays the example's greeting cassette as
+/// the cassette of the case `case`.
+fn careful_arm_replaying_the_greeting(work: &Path, capsule: &Path, case: &str) -> PathBuf {
+    let arms = work.join("arms.yaml");
+    std::fs::write(
+        &arms,
+        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    cassettes: tapes\n",
+    )
+    .unwrap();
+    std::fs::create_dir(work.join("tapes")).unwrap();
+    std::fs::copy(
+        capsule.join("evals/cassettes/careful/greeting.cassette.json"),
+        work.join(format!("tapes/{case}.cassette.json")),
+    )
+    .unwrap();
+    arms
+}
+
+/// `mur eval run --json DATASET --capsule CAPSULE --arms-file ARMS`, then `extra`.
+fn eval_run(dataset: &Path, capsule: &Path, arms: &Path, extra: &[&str]) -> MurOutput {
+    mur()
+        .args(["eval", "run", "--json"])
+        .arg(dataset)
+        .arg("--capsule")
+        .arg(capsule)
+        .arg("--arms-file")
+        .arg(arms)
+        .args(extra)
+        .run()
+}
+
 fn results(output: &MurOutput) -> Vec<Value> {
     output.json()["results"].as_array().unwrap().clone()
 }
@@ -469,27 +500,9 @@ fn a_fixture_holding_a_hard_link_is_refused_and_nothing_of_the_linked_file_is_co
         "{\"id\": \"hardlinked\", \"task\": \"Greet me in one line; do not write any file.\", \"workdir\": \"hardlinked\"}\n",
     )
     .unwrap();
-    let arms = work.path().join("arms.yaml");
-    std::fs::write(
-        &arms,
-        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    cassettes: tapes\n",
-    )
-    .unwrap();
-    std::fs::create_dir(work.path().join("tapes")).unwrap();
-    std::fs::copy(
-        capsule.join("evals/cassettes/careful/greeting.cassette.json"),
-        work.path().join("tapes/hardlinked.cassette.json"),
-    )
-    .unwrap();
+    let arms = careful_arm_replaying_the_greeting(work.path(), &capsule, "hardlinked");
 
-    let output = mur()
-        .args(["eval", "run", "--json"])
-        .arg(&dataset)
-        .arg("--capsule")
-        .arg(&capsule)
-        .arg("--arms-file")
-        .arg(&arms)
-        .run();
+    let output = eval_run(&dataset, &capsule, &arms, &[]);
     assert_eq!(output.code, 1, "{output:#?}");
     let result = &results(&output)[0];
     assert_eq!(result["error"]["code"], "E-RUN-001", "{result}");
@@ -617,27 +630,9 @@ fn a_commands_scorer_runs_what_the_agent_wrote_held_by_the_sessions_class() {
     });
     let dataset = work.path().join("hostile.jsonl");
     std::fs::write(&dataset, format!("{case}\n")).unwrap();
-    let arms = work.path().join("arms.yaml");
-    std::fs::write(
-        &arms,
-        "arms:\n  careful:\n    env: { HELLO_MODEL: scripted-careful }\n    cassettes: tapes\n",
-    )
-    .unwrap();
-    std::fs::create_dir(work.path().join("tapes")).unwrap();
-    std::fs::copy(
-        capsule.join("evals/cassettes/careful/greeting.cassette.json"),
-        work.path().join("tapes/hostile.cassette.json"),
-    )
-    .unwrap();
+    let arms = careful_arm_replaying_the_greeting(work.path(), &capsule, "hostile");
 
-    let output = mur()
-        .args(["eval", "run", "--json"])
-        .arg(&dataset)
-        .arg("--capsule")
-        .arg(&capsule)
-        .arg("--arms-file")
-        .arg(&arms)
-        .run();
+    let output = eval_run(&dataset, &capsule, &arms, &[]);
     assert_eq!(output.code, 1, "{output:#?}");
     let result = &results(&output)[0];
     assert!(result["error"].is_null(), "{result}");
@@ -716,14 +711,7 @@ fn a_commands_scorer_runs_what_the_agent_wrote_held_by_the_sessions_class() {
 
     // `--containment advisory`, asked for knowingly, reaches the scorer too: any binary runs,
     // and the workspace is still the only place written.
-    let advisory = mur()
-        .args(["eval", "run", "--json", "--containment", "advisory"])
-        .arg(&dataset)
-        .arg("--capsule")
-        .arg(&capsule)
-        .arg("--arms-file")
-        .arg(&arms)
-        .run();
+    let advisory = eval_run(&dataset, &capsule, &arms, &["--containment", "advisory"]);
     let result = &results(&advisory)[0];
     assert_eq!(result["scores"][3]["scorer"], "command 3");
     assert_eq!(result["scores"][3]["passed"], true, "{result}");

@@ -2,8 +2,8 @@
 //! `session_end.changes` and the summary line of `mur run`, with the emulator scripting
 //! `shell` calls that create, modify and delete files.
 
+use murmur_testkit::Mur;
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, repo_root};
 use serde_json::Value;
 
 const KEY: &str = "sk-emulator-changes-41";
@@ -36,23 +36,10 @@ fn task_end_lists_the_files_a_shell_call_created_modified_and_deleted() {
         .start()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let manifest = format!(
-        r#"name: changer
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-capabilities:
-  shell: {{ allow: [ bash, mkdir, rm, ln ] }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        endpoint = emulator.url(),
+    let manifest = emulator.capsule_manifest(
+        "changer",
+        "",
+        "capabilities:\n  shell: { allow: [ bash, mkdir, rm, ln ] }",
     );
     std::fs::write(dir.path().join("murmur.yaml"), manifest).unwrap();
     let work = dir.path().join("work");

@@ -240,7 +240,7 @@ impl Confinement {
                 readable,
                 tcp_ports: &tcp_ports,
             };
-            let abi = crate::landlock_abi().unwrap_or(0);
+            let abi = crate::class::host().landlock_abi.unwrap_or(0);
             let ruleset = crate::ruleset::scoped(&exact, abi).map_err(SpawnFailure::Prepare)?;
             // `sealed`: the root binds the workdir noexec itself.
             let noexec = spec

@@ -752,12 +752,11 @@ pub(crate) fn runtime_and_engine(json: bool) -> Result<(tokio::runtime::Runtime,
 pub(crate) fn parse_containment(
     value: &str,
 ) -> Result<murmur_manifest::capsule::Containment, String> {
-    match value {
-        "advisory" => Ok(murmur_manifest::capsule::Containment::Advisory),
-        "scoped" => Ok(murmur_manifest::capsule::Containment::Scoped),
-        "sealed" => Ok(murmur_manifest::capsule::Containment::Sealed),
-        other => Err(format!(
-            "`{other}` is not a containment class (advisory, scoped, sealed)"
-        )),
-    }
+    use murmur_manifest::capsule::Containment;
+    Containment::parse(value).ok_or_else(|| {
+        format!(
+            "`{value}` is not a containment class ({})",
+            Containment::NAMES.join(", ")
+        )
+    })
 }
