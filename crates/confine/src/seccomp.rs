@@ -1168,7 +1168,10 @@ mod tests {
         let child_end = child.as_raw_fd();
         let filter = Arc::new(filter);
         let mut command = Command::new(program);
+        // Without HOME, Python's start asks the user database, whose lookups try Unix sockets
+        // (nscd, systemd's userdb) that the filter refuses: counted refusals the tests did not make.
         command
+            .env("HOME", std::env::temp_dir())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1218,7 +1221,12 @@ mod tests {
     }
 
     fn python(filter: Filter, script: &str) -> (String, Option<Refusals>) {
-        let (output, refusals) = run(filter, "python3", &["-c", script], None);
+        let (output, refusals) = run(
+            filter,
+            crate::netns::testkit::python(),
+            &["-c", script],
+            None,
+        );
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "python3 failed: {stderr}");
         (
@@ -1492,7 +1500,7 @@ mod tests {
                 "sub hi",
             ),
             (
-                "python3",
+                crate::netns::testkit::python(),
                 vec![
                     "-c",
                     "import threading, subprocess, tempfile, os, json, hashlib, asyncio, concurrent.futures as cf\n\

@@ -44,16 +44,6 @@ fn command_in(group: &CallGroup, program: &str, args: &[&str]) -> Command {
     command
 }
 
-/// A real Python (not a shell shim that forks on its way).
-fn python() -> String {
-    for candidate in ["/usr/bin/python3", "/usr/local/bin/python3"] {
-        if Path::new(candidate).exists() {
-            return candidate.to_string();
-        }
-    }
-    "python3".to_string()
-}
-
 /// Dead: gone from /proc, or a zombie waiting for its new parent to reap it.
 fn is_dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -99,7 +89,7 @@ fn forks_past_the_process_limit_fail_with_eagain() {
                   \x20       n += 1\n\
                   except OSError as e:\n\
                   \x20   print(n, e.errno, flush=True)\n";
-    let out = command_in(&group, &python(), &["-c", script])
+    let out = command_in(&group, crate::netns::testkit::python(), &["-c", script])
         .output()
         .expect("python runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -133,7 +123,7 @@ fn fork_bomb_is_held_and_killed(freeze: bool) {
         return;
     };
     let script = "import os\nos.closerange(0, 3)\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
-    let mut bomb = command_in(&group, &python(), &["-c", script])
+    let mut bomb = command_in(&group, crate::netns::testkit::python(), &["-c", script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -183,7 +173,7 @@ fn a_memory_hog_is_oom_killed_at_the_memory_limit() {
     };
     let out = command_in(
         &group,
-        &python(),
+        crate::netns::testkit::python(),
         &["-c", "x = b'a' * (1 << 30)\nprint('survived', len(x))"],
     )
     .output()
@@ -218,7 +208,7 @@ fn start_daemon(group: &CallGroup, pidfile: &Path) -> i32 {
          \x20   time.sleep(0.01)\n",
         p = pidfile.display()
     );
-    let status = command_in(group, &python(), &["-c", &script])
+    let status = command_in(group, crate::netns::testkit::python(), &["-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
