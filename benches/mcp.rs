@@ -119,7 +119,11 @@ async fn connection(workdir: &Path) -> McpConnection {
         .spawn_service(
             &python,
             &[venv.notes_server.display().to_string(), "stdio".to_string()],
-            "logs/mcp-notes.log",
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(workdir.join("logs/mcp-notes.log"))
+                .unwrap(),
         )
         .unwrap();
     McpConnection::connect("notes", Transport::Stdio(Box::new(service)), LIMIT)

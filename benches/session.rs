@@ -106,6 +106,7 @@ fn fifty_turns(c: &mut Criterion, group: &str, name: &str, file: &Path) {
         resume: None,
         seed: None,
         containment: None,
+        workspace: None,
     };
     let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(50));
@@ -145,6 +146,7 @@ fn staged_session(
         resume: None,
         seed: None,
         containment: None,
+        workspace: None,
     };
     (staged, config)
 }

@@ -12,9 +12,9 @@
 //!   runs a script only when it is itself allowed (`bash -c …`).
 //! - **A non-zero exit is data.** Only a refusal, a failed spawn or an I/O failure is an error.
 //! - **Output is cut at 16 KiB per stream**, `truncated` set, and the whole of both streams
-//!   kept at `full-output-path` (under the workdir's `logs/`).
+//!   kept at `full-output-path` (beneath the workdir's [`SCRATCH`]).
 //! - **The child is confined** ([`confine`]): the workdir as cwd and `HOME`, a minimal
-//!   environment (a fixed `PATH`, `LANG`, `TMPDIR` in the workdir, and the names
+//!   environment (a fixed `PATH`, `LANG`, `TMPDIR` at `SCRATCH/tmp`, and the names
 //!   `capabilities.env.allow` lets through: never a credential), a time limit that kills its
 //!   whole process group, resource limits, no inherited descriptors, and Landlock where the
 //!   kernel has it.
@@ -59,6 +59,10 @@ pub use start::{
 
 /// Output kept per stream in the result.
 pub const OUTPUT_LIMIT: usize = 16 * 1024;
+
+/// Where the grant keeps its own files in the workdir (full outputs, `tmp/`): one hidden
+/// directory, so a workdir that is a user's checkout gains one name, never files among its own.
+pub const SCRATCH: &str = ".murmur";
 /// Output kept per stream in the full-output file.
 const FULL_OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
 /// The `PATH` a child gets, before the allowed binaries' own directories.
@@ -389,6 +393,15 @@ impl ShellGrant {
         self
     }
 
+    /// The same grant for children that work in `workdir` instead (a door principal's
+    /// directory of the session's workspace, say).
+    pub fn in_workdir(&self, workdir: Arc<BeneathDir>) -> ShellGrant {
+        ShellGrant {
+            workdir,
+            ..self.clone()
+        }
+    }
+
     /// How this grant's children are held.
     pub fn confinement(&self) -> &Confinement {
         &self.confinement
@@ -480,11 +493,15 @@ impl ShellGrant {
             binary: binary.clone(),
             reason,
         };
-        self.workdir
-            .create_dir_all(".tmp")
-            .map_err(|e| io(format!("creating the workdir's .tmp: {e}")))?;
+        let scratch_tmp = Path::new(SCRATCH).join("tmp");
+        self.workdir.create_dir_all(&scratch_tmp).map_err(|e| {
+            io(format!(
+                "creating the workdir's {}: {e}",
+                scratch_tmp.display()
+            ))
+        })?;
         let workdir = self.workdir.path();
-        let tmp = workdir.join(".tmp");
+        let tmp = workdir.join(&scratch_tmp);
         let mut command = tokio::process::Command::new(canonical);
         command
             .arg0(Path::new(&entry.name).file_name().unwrap_or_default())
@@ -520,23 +537,19 @@ impl ShellGrant {
 
     /// Starts an allowed binary with `args` as a [`Service`], confined as a shell call is (the
     /// workdir as cwd, the minimal environment, Landlock, its own process group), its stderr
-    /// appended to `log` (a path in the workdir, opened through the workdir handle: a link
-    /// planted there is refused, never followed).
+    /// appended to `log` (a file the caller opened where the child cannot reach it).
     pub fn spawn_service(
         &self,
         binary: &str,
         args: &[String],
-        log: &str,
+        log: std::fs::File,
     ) -> Result<Service, ShellError> {
         let (entry, canonical) = self.check(binary)?;
         let failed = |reason: String| ShellError::Spawn {
             binary: entry.name.clone(),
             reason,
         };
-        let stderr = self
-            .workdir
-            .open_append(log)
-            .map_err(|error| failed(format!("its log {log} cannot be opened: {error}")))?;
+        let stderr = log;
         let (mut command, prepared) = self.command(
             entry,
             &canonical,
@@ -606,7 +619,7 @@ impl ShellGrant {
         let truncated = stdout_bytes > OUTPUT_LIMIT as u64 || stderr_bytes > OUTPUT_LIMIT as u64;
         let full_output_path = if truncated {
             let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-            let relative = format!("logs/shell-{n:04}.log");
+            let relative = format!("{SCRATCH}/shell-{n:04}.log");
             let mut text = Vec::with_capacity(stdout.len() + stderr.len() + 64);
             text.extend_from_slice(format!("--- stdout ({stdout_bytes} bytes) ---\n").as_bytes());
             text.extend_from_slice(&stdout);
@@ -783,16 +796,24 @@ mod tests {
         assert!(cut.chars().all(|c| c == 'é'));
     }
 
-    /// `sh -c script` as a service of a grant of `sh` in `dir` (given a `logs/`), its stderr
-    /// in `logs/service.log`.
+    /// `sh -c script` as a service of a grant of `sh` in `dir`, its stderr in
+    /// `logs/service.log`.
     fn sh_service(dir: &Path, script: &str) -> Service {
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         grant(&["sh", "cat", "sleep"], dir)
             .spawn_service(
                 "sh",
                 &["-c".to_string(), script.to_string()],
-                "logs/service.log",
+                log_file(&dir.join("logs/service.log")),
             )
+            .unwrap()
+    }
+
+    fn log_file(path: &Path) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
             .unwrap()
     }
 
@@ -857,7 +878,10 @@ mod tests {
     fn a_service_of_a_binary_not_allowed_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let grant = grant(&["sh"], dir.path());
-        let refused = grant.spawn_service("cat", &[], "logs/s.log").err().unwrap();
+        let refused = grant
+            .spawn_service("cat", &[], log_file(&dir.path().join("s.log")))
+            .err()
+            .unwrap();
         assert_eq!(refused.code(), "E-CAP-006");
     }
 }

@@ -210,6 +210,7 @@ pub async fn serve(
         resume: None,
         seed: None,
         containment: config.containment,
+        workspace: config.workspace.clone(),
     };
     session_config.stream = true;
     let report = session::run_fed(engine, staged, &session_config, observer, &mut feed).await;

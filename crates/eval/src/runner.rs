@@ -438,6 +438,7 @@ async fn run_case(
         resume: None,
         seed: case.workdir.clone(),
         containment: plan.containment,
+        workspace: None,
     };
     let report = match session::run(
         host.engine.clone(),
@@ -465,7 +466,7 @@ async fn run_case(
         .rev()
         .find_map(|task| task.result_text.clone());
     let expect = case.expect.clone();
-    let workdir = report.workdir.clone();
+    let workspace = report.workspace.clone();
     let text = result_text.clone();
     let exit_status = result.exit_status.clone();
     let scores = tokio::task::spawn_blocking(move || {
@@ -474,7 +475,7 @@ async fn run_case(
             &score::Session {
                 exit_status: &exit_status,
                 result_text: text.as_deref(),
-                workdir: &workdir,
+                workspace: &workspace,
                 events: &events,
             },
         )
@@ -495,7 +496,7 @@ async fn run_case(
     result.scores.extend(
         score::run_commands(
             &case.expect,
-            &report.workdir,
+            &report.workspace,
             hold.as_ref().map_err(String::as_str),
         )
         .await,
@@ -589,6 +590,7 @@ async fn grade(
         resume: None,
         seed: None,
         containment: plan.containment,
+        workspace: None,
     };
     match session::run(
         host.engine.clone(),

@@ -1,7 +1,7 @@
 //! Scorers: each expectation of a case, checked against its session.
 //!
 //! What is read: the session's report (exit status, the task's final text), its trace (turns,
-//! tool calls in the order they were written, tokens), and its workdir. Files of the workdir
+//! tool calls in the order they were written, tokens), and its workspace. Files of the workspace
 //! are read beneath it: a link the agent planted is not followed, and a file that is one fails
 //! its scorer.
 //!
@@ -10,9 +10,9 @@
 //! native child of the capsule: `sh -c RUN` under the containment class the case's session ran
 //! under ([`Hold`]), with the capsule's resource limits. Under `scoped` it may execute only `sh`
 //! and the binaries its `allow` names (with their loader and libraries), read and write only
-//! the session workdir (plus the read-only runtime its interpreters need), execute nothing the
-//! workdir holds, and connect only where its `network` names (nowhere by default). Its
-//! environment is `PATH`, `HOME` (the workdir) and `LANG`. At its time limit its whole tree
+//! the session workspace (plus the read-only runtime its interpreters need), execute nothing the
+//! workspace holds, and connect only where its `network` names (nowhere by default). Its
+//! environment is `PATH`, `HOME` (the workspace) and `LANG`. At its time limit its whole tree
 //! is killed. What the class refuses it is the child's own error: the scorer fails with it in
 //! its detail, and the other scorers go on.
 //!
@@ -30,14 +30,14 @@ use murmur_confine::{Achieved, ChildLimits, ConfinedProgram, Confinement, HoldRe
 use crate::dataset::{CommandExpect, Expect, FileExpect};
 use crate::results::{Score, Tokens};
 
-/// The most bytes of a workdir file a scorer reads (16 MiB).
+/// The most bytes of a workspace file a scorer reads (16 MiB).
 const FILE_MAX_BYTES: u64 = 16 << 20;
 
 /// What a finished session gives the scorers.
 pub struct Session<'a> {
     pub exit_status: &'a str,
     pub result_text: Option<&'a str>,
-    pub workdir: &'a Path,
+    pub workspace: &'a Path,
     pub events: &'a [Event],
 }
 
@@ -164,7 +164,7 @@ pub fn score(expect: &Expect, session: &Session<'_>) -> Vec<Score> {
         });
     }
     for file in &expect.files {
-        scores.push(score_file(file, session.workdir));
+        scores.push(score_file(file, session.workspace));
     }
     scores
 }
@@ -176,17 +176,17 @@ pub struct Hold {
     pub limits: ChildLimits,
 }
 
-/// Every command of `expect`, run in `workdir` under `hold` (or, when the class could not be
+/// Every command of `expect`, run in `workspace` under `hold` (or, when the class could not be
 /// had, failed with why), in order.
 pub async fn run_commands(
     expect: &Expect,
-    workdir: &Path,
+    workspace: &Path,
     hold: Result<&Hold, &str>,
 ) -> Vec<Score> {
     let mut scores = Vec::new();
     for (index, command) in expect.commands.iter().enumerate() {
         let (passed, detail) = match hold {
-            Ok(hold) => run_command(command, workdir, hold).await,
+            Ok(hold) => run_command(command, workspace, hold).await,
             Err(why) => (false, format!("not run: {why}")),
         };
         scores.push(Score {
@@ -218,9 +218,9 @@ pub fn first_missing(wanted: &[String], called: &[String]) -> Option<usize> {
     None
 }
 
-fn score_file(file: &FileExpect, workdir: &Path) -> Score {
+fn score_file(file: &FileExpect, workspace: &Path) -> Score {
     let scorer = format!("file {}", file.path);
-    let read = murmur_beneath::BeneathDir::open(workdir)
+    let read = murmur_beneath::BeneathDir::open(workspace)
         .map_err(|error| error.to_string())
         .and_then(|dir| {
             dir.read(Path::new(&file.path), FILE_MAX_BYTES)
@@ -302,9 +302,9 @@ fn excerpt(text: &str) -> String {
 /// The most of a command's stderr kept for its detail (its end).
 const STDERR_KEPT: usize = 4096;
 
-/// Runs `command` with `sh -c` in `workdir`, held by `hold`; passes when it exits as expected
+/// Runs `command` with `sh -c` in `workspace`, held by `hold`; passes when it exits as expected
 /// within its time limit.
-async fn run_command(command: &CommandExpect, workdir: &Path, hold: &Hold) -> (bool, String) {
+async fn run_command(command: &CommandExpect, workspace: &Path, hold: &Hold) -> (bool, String) {
     let path_var = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let found = |name: &str| {
         murmur_confine::resolve(name, &path_var).and_then(|path| path.canonicalize().ok())
@@ -326,7 +326,7 @@ async fn run_command(command: &CommandExpect, workdir: &Path, hold: &Hold) -> (b
     }
     let env: Vec<(String, String)> = [
         Some(("PATH".to_string(), path_var.clone())),
-        Some(("HOME".to_string(), workdir.display().to_string())),
+        Some(("HOME".to_string(), workspace.display().to_string())),
         std::env::var("LANG")
             .ok()
             .map(|lang| ("LANG".to_string(), lang)),
@@ -338,7 +338,7 @@ async fn run_command(command: &CommandExpect, workdir: &Path, hold: &Hold) -> (b
         program: sh,
         arg0: "sh".to_string(),
         args: vec!["-c".to_string(), command.run.clone()],
-        cwd: workdir.to_path_buf(),
+        cwd: workspace.to_path_buf(),
         env,
         writable: Vec::new(),
         readable: Vec::new(),
@@ -536,11 +536,11 @@ mod tests {
     use crate::dataset::{Bounds, CommandExpect, Match};
     use murmur_confine::Class;
 
-    fn session<'a>(workdir: &'a Path, result: Option<&'a str>) -> Session<'a> {
+    fn session<'a>(workspace: &'a Path, result: Option<&'a str>) -> Session<'a> {
         Session {
             exit_status: "ok",
             result_text: result,
-            workdir,
+            workspace,
             events: &[],
         }
     }
@@ -575,12 +575,12 @@ mod tests {
         }
     }
 
-    async fn run_one(run: &str, allow: &[&str], workdir: &Path, class: Class) -> Score {
+    async fn run_one(run: &str, allow: &[&str], workspace: &Path, class: Class) -> Score {
         let expect = Expect {
             commands: vec![command(run, allow, 10)],
             ..Expect::default()
         };
-        run_commands(&expect, workdir, Ok(&hold(class)))
+        run_commands(&expect, workspace, Ok(&hold(class)))
             .await
             .remove(0)
     }
@@ -608,7 +608,7 @@ mod tests {
             "{}",
             undeclared.detail
         );
-        // A copy of an allowed binary in the workdir is not it: the workdir executes nothing.
+        // A copy of an allowed binary in the workspace is not it: the workspace executes nothing.
         let grep = murmur_confine::resolve("grep", &std::env::var("PATH").unwrap()).unwrap();
         std::fs::copy(&grep, dir.path().join("grep")).unwrap();
         let copy = run_one(
@@ -629,7 +629,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_command_reads_and_writes_only_the_workdir() {
+    async fn a_command_reads_and_writes_only_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let secret = outside.path().join("secret.txt");
@@ -661,7 +661,7 @@ mod tests {
             write.detail
         );
         assert!(!written.exists());
-        // Under advisory the workdir is still the only place written.
+        // Under advisory the workspace is still the only place written.
         let advisory = run_one(
             &format!("echo pwned > {}", written.display()),
             &[],
@@ -719,7 +719,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn files_results_and_commands_are_scored_against_the_workdir() {
+    async fn files_results_and_commands_are_scored_against_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("notes")).unwrap();
         std::fs::write(dir.path().join("notes/a.md"), "hello there").unwrap();

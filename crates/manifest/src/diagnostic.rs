@@ -321,6 +321,8 @@ codes! {
     E_RUN_026 = "E-RUN-026": "a capsule component's capsule declares MCP servers (`runtime: mcp`), which only an agent's model can call";
     E_RUN_031 = "E-RUN-031": "`mur run --resume`: the conversation to resume (`contexts/<context-id>/history.json`) is not the one the earlier session's trace recorded (`history_saved`): its sha256 differs, or it is gone";
     E_RUN_032 = "E-RUN-032": "`mur run --resume`: a record file is over the bound it is read to (a trace over 256 MiB, a history over 32 MiB)";
+    E_RUN_033 = "E-RUN-033": "`--workspace`: the directory cannot be a workspace (missing, not a directory, or overlapping the workdir root where the records go)";
+    E_RUN_034 = "E-RUN-034": "`--workspace`: another session holds the workspace (the error names its process)";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";

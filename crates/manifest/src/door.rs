@@ -15,7 +15,7 @@
 //! What this module promises:
 //!
 //! - **A principal is one credential.** Each `door.auth` entry names a principal (1 to 64
-//!   letters, digits, `-`, `_`, `.` or `@`, unique) and exactly one credential: `bearer` (sent
+//!   letters, digits, `-`, `_`, `.` or `@`, not starting with `.`, unique) and exactly one credential: `bearer` (sent
 //!   as `Authorization: Bearer …`) or `api_key` (sent in `header`, default `X-API-Key`; never
 //!   `Authorization`, `Host`, `Cookie` or another header HTTP itself gives meaning). `trust` is
 //!   `external` (the default: what the client claims of its trust is recorded, never honoured)
@@ -311,10 +311,12 @@ fn is_header_token(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// A principal's name: 1 to 64 letters, digits, `-`, `_`, `.` or `@`.
-fn is_principal_name(name: &str) -> bool {
+/// A principal's name: 1 to 64 letters, digits, `-`, `_`, `.` or `@`, not starting with `.`
+/// (it names the principal's directory of a served session's workspace).
+pub fn is_principal_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
+        && !name.starts_with('.')
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
@@ -343,7 +345,7 @@ impl Door {
             if !is_principal_name(&principal.principal) {
                 found.push(malformed(
                     format!("`{at}.principal` is `{}`, which is not a principal's name", principal.principal),
-                    "name who holds the credential, such as `principal: ops`: 1 to 64 letters, digits, `-`, `_`, `.` or `@`",
+                    "name who holds the credential, such as `principal: ops`: 1 to 64 letters, digits, `-`, `_`, `.` or `@`, not starting with `.`",
                     format!("{at}.principal"),
                 ));
             } else if !names.insert(principal.principal.as_str()) {

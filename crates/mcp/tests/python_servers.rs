@@ -45,7 +45,11 @@ async fn stdio_with(workdir: &Path, env: Vec<(String, String)>) -> McpConnection
         .spawn_service(
             &python.display().to_string(),
             &[venv.notes_server.display().to_string(), "stdio".to_string()],
-            "logs/mcp-notes.log",
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(workdir.join("logs/mcp-notes.log"))
+                .unwrap(),
         )
         .unwrap();
     match McpConnection::connect("notes", Transport::Stdio(Box::new(service)), LIMIT).await {

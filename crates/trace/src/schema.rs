@@ -140,7 +140,19 @@ pub enum EventBody {
     SessionStart {
         capsule: CapsuleRef,
         murmur_version: String,
+        /// The session's record: the directory this trace is in.
         workdir: String,
+        /// The directory the agent worked in; absent in traces of layout 1, whose agent worked
+        /// in `workdir` itself.
+        #[serde(skip_serializing_if = "String::is_empty", default)]
+        workspace: String,
+        /// Whether `workspace` was an existing directory worked on in place (`--workspace`).
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        in_place: bool,
+        /// How the session's files are laid out: 2 keeps the workspace apart from the record;
+        /// absent (1) in traces written before.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        record_layout: Option<u32>,
         /// The primary model, driver and credential source of an agent capsule; absent for a
         /// capsule component, which runs no agent loop.
         #[serde(skip_serializing_if = "String::is_empty", default)]

@@ -1,4 +1,4 @@
-//! `mur mcp serve [DIR] [--http ADDR:PORT] [--workdir ROOT]`: the capsule's tools served to MCP
+//! `mur mcp serve [DIR] [--http ADDR:PORT] [--workdir ROOT] [--workspace PATH]`: the capsule's tools served to MCP
 //! clients, each client a session of its own (see the runtime's served sessions). Over stdio
 //! (the default) stdout carries the protocol only; notes and warnings go to stderr. Over HTTP
 //! the endpoint is `http://ADDR:PORT/mcp`; with `MURMUR_MCP_TOKEN` set every request must carry
@@ -39,9 +39,13 @@ pub struct ServeArgs {
     /// Serve streamable HTTP at ADDR:PORT (path `/mcp`) instead of stdio.
     #[arg(long, value_name = "ADDR:PORT")]
     http: Option<SocketAddr>,
-    /// Where sessions' workdirs go. Default: `workdir/` beside the manifest.
+    /// Where sessions keep their records. Default: `workdir/` beside the manifest.
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// Work on this existing directory in place, as `mur run --workspace`: one client's
+    /// session holds it at a time, and another client's is refused while it does.
+    #[arg(long, value_name = "PATH")]
+    workspace: Option<PathBuf>,
     /// The containment class of the capsule's native children, as `mur run --containment`.
     #[arg(long, value_parser = super::run::parse_containment, value_name = "CLASS")]
     containment: Option<murmur_manifest::capsule::Containment>,
@@ -101,6 +105,7 @@ fn serve(args: ServeArgs) -> Exit {
             .workdir
             .clone()
             .unwrap_or_else(|| capsule_dir.join("workdir")),
+        workspace: args.workspace.clone(),
         containment: args.containment,
         ends: Mutex::new(Vec::new()),
     });
@@ -166,6 +171,8 @@ struct CapsuleSessions {
     engine: Arc<Engine>,
     staged: Arc<Staged>,
     workdir_root: PathBuf,
+    /// What `--workspace` named.
+    workspace: Option<PathBuf>,
     /// What `--containment` asked for.
     containment: Option<murmur_manifest::capsule::Containment>,
     /// Each opened session's end, awaited before the command exits.
@@ -185,6 +192,7 @@ impl Sessions for CapsuleSessions {
                 resume: None,
                 seed: None,
                 containment: self.containment,
+                workspace: self.workspace.clone(),
             };
             let (served, end) = session::open_served(
                 self.engine.clone(),

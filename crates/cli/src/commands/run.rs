@@ -1,5 +1,6 @@
-//! `mur run [DIR] [--task TEXT]… [--stream] [--json] [--workdir ROOT]`: stage the capsule at DIR
-//! and run its tasks as one session.
+//! `mur run [DIR] [--task TEXT]… [--stream] [--json] [--workdir ROOT] [--workspace PATH]`:
+//! stage the capsule at DIR and run its tasks as one session, in a fresh workspace or on PATH
+//! in place.
 //!
 //! Tasks come from `--task` (several run in order, each in its own context) or, without any,
 //! from `task.md` beside the manifest. `--stream` prints the model's text as it arrives (its
@@ -48,9 +49,15 @@ pub struct RunArgs {
     /// Print the session report as JSON.
     #[arg(long)]
     json: bool,
-    /// Where sessions get their directories. Default: `workdir/` beside the manifest.
+    /// Where sessions keep their records (trace, results, conversations). Default: `workdir/`
+    /// beside the manifest.
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// Work on this existing directory in place (tools, shell, MCP servers and the agent CLI
+    /// see it as `.`), held for this session alone; it must lie apart from the workdir root.
+    /// Default: a fresh `workspace/` in each session's record.
+    #[arg(long, value_name = "PATH")]
+    workspace: Option<PathBuf>,
     /// Serve the capsule over A2A (JSON-RPC + SSE) until its tasks are done or it is stopped.
     #[arg(long)]
     serve: bool,
@@ -232,6 +239,7 @@ pub fn run(args: RunArgs) -> Exit {
         resume,
         seed: None,
         containment: args.containment,
+        workspace: args.workspace.clone(),
     };
     let observer = Arc::new(Terminal {
         stream: args.stream,
@@ -265,6 +273,19 @@ pub fn run(args: RunArgs) -> Exit {
         });
     }
     let outcome = if args.serve {
+        // Each principal gets a workspace of its own; one directory worked on in place is one.
+        if args.workspace.is_some() && staged.capsule.door.auth.len() > 1 {
+            return render::failure(
+                args.json,
+                "E-RUN-033",
+                &format!(
+                    "--workspace names one directory, and the door has {} principals (`door.auth`): each principal's tasks work in a workspace of their own",
+                    staged.capsule.door.auth.len()
+                ),
+                "serve without --workspace (each principal gets its own fresh workspace), or serve one principal per directory",
+                Exit::BadInput,
+            );
+        }
         let control_dir = murmur_home().join("control");
         let auth = match door_auth(&staged, args.json) {
             Ok(auth) => auth,
@@ -409,6 +430,7 @@ fn run_component(
         user_store: murmur_home().join("artifacts"),
         host_env: Arc::new(host_env),
         containment: args.containment,
+        workspace: args.workspace.clone(),
     };
     let observer = Arc::new(Terminal {
         stream: false,

@@ -441,11 +441,15 @@ impl HookSet {
         self.append_log(hook, &format!("{} {line}\n", unix_ms()))
     }
 
-    /// Appends to `logs/hook-<hook>.log` through the workdir handle: a link or FIFO planted at
-    /// that name is replaced, never written through.
+    /// Appends to the record's `logs/hook-<hook>.log` (out of every grant's reach) through its
+    /// handle: a link or FIFO at that name is replaced, never written through.
     fn append_log(&self, hook: &str, text: &str) -> std::io::Result<()> {
         let path = std::path::Path::new("logs").join(format!("hook-{hook}.log"));
-        Ok(self.services.workdir.dir().append(&path, text.as_bytes())?)
+        Ok(self
+            .services
+            .workdir
+            .record_dir()
+            .append(&path, text.as_bytes())?)
     }
 }
 

@@ -11,7 +11,7 @@
 //!   without errors; the component and the declared tools are built from source when stale,
 //!   compiled (or taken from the cache) and pre-linked; registry tools only as `murmur.lock`
 //!   pins them, unchanged since they were installed.
-//! - **Grants as tools get them.** The component sees the session workdir (preopened as `.`),
+//! - **Grants as tools get them.** The component sees the session's workspace (preopened as `.`),
 //!   the declared read-only paths, the `MURMUR_*` identity and `capabilities.env.allow`,
 //!   outgoing HTTP under `capabilities.network.allow`, and runs under the capsule's limits (one
 //!   deadline for the whole run, the tools it calls included). It imports
@@ -24,11 +24,11 @@
 //!   `on-shell` decision point and observation of the capsule's hooks, the run, a `shell`
 //!   event. Hooks are staged as an agent's are, but only `on-shell` is dispatched (any other
 //!   binding is `W-HOOK-008` at staging); a hook's `run-inference` errs, as there is no model.
-//! - **A session like an agent's.** `workdir/<session-id>/` with `trace.jsonl`: `session_start`,
+//! - **A session like an agent's.** Its record `workdir/<session-id>/` with `trace.jsonl`: `session_start`,
 //!   `task_start` (source `capsule`), one `tool_call` per `invoke`, one `shell` per `execute`
 //!   (a `call_denied` instead for one a hook denied) and one `artifact_pulled` per pull as they happen, an `a2a_send` per send, `task_end`,
 //!   `session_end`. What the component wrote to stdout and stderr is kept in
-//!   `logs/capsule.log`. The report is a
+//!   the record's `logs/capsule.log`. The report is a
 //!   [`SessionReport`] with one task: `ok` when `run` returned, `failed` (with the code of the
 //!   deadline, memory limit or trap) when it did not.
 
@@ -73,8 +73,11 @@ use murmur_trace::{EventBody, Trace};
 
 /// How a capsule component's session is run.
 pub struct CapsuleConfig {
-    /// Sessions get `<workdir_root>/<session-id>/`.
+    /// Sessions get their record at `<workdir_root>/<session-id>/`.
     pub workdir_root: PathBuf,
+    /// An existing directory the component works on in place (`--workspace`); a fresh
+    /// `<record>/workspace/` when `None`.
+    pub workspace: Option<PathBuf>,
     /// Where `murmur:artifact-manager/manage.pull` resolves; `None` makes every pull an error.
     pub registry: Option<Registry>,
     /// The user's store of verified archives (`$MURMUR_HOME/artifacts`).
@@ -324,7 +327,7 @@ pub fn stage_source(
     })
 }
 
-/// The grants of the capsule's components: the workdir, read-only paths, identity and
+/// The grants of the capsule's components: the workspace, read-only paths, identity and
 /// `capabilities.env.allow`, the network allowlist, the limits.
 fn component_grants(
     capsule: &CapsuleManifest,
@@ -557,7 +560,7 @@ fn record_run(run: &CapsuleRun, workdir: &Workdir, site: &RunSite<'_>) -> Result
             run.stdout, run.stderr
         );
         workdir
-            .dir()
+            .record_dir()
             .write_whole("logs/capsule.log", log.as_bytes())
             .map_err(|error| trace_error(error.into()))?;
     }
@@ -582,7 +585,8 @@ pub async fn run(
     let started = Instant::now();
     let achieved =
         crate::session::containment::achieve_for_session(&staged.capsule, config.containment)?;
-    let (session_id, workdir) = crate::session::run::open_workdir(&config.workdir_root)?;
+    let (session_id, workdir) =
+        crate::session::run::open_workdir(&config.workdir_root, config.workspace.as_deref())?;
     let trace_error = |error: std::io::Error| SessionError::trace(&workdir, error);
     let trace = crate::session::run::open_trace(&workdir, &session_id, &staged.capsule)?;
     let capsule = &staged.capsule;
@@ -595,7 +599,10 @@ pub async fn run(
                     version: capsule.version.clone(),
                 },
                 murmur_version: env!("CARGO_PKG_VERSION").to_string(),
-                workdir: workdir.root.display().to_string(),
+                workdir: workdir.record.display().to_string(),
+                workspace: workdir.workspace.display().to_string(),
+                in_place: workdir.in_place,
+                record_layout: Some(crate::session::workdir::RECORD_LAYOUT),
                 model: String::new(),
                 driver: String::new(),
                 credential_source: String::new(),
@@ -630,7 +637,7 @@ pub async fn run(
 
     let site = RunSite {
         session_id: &session_id,
-        workdir: &workdir.root,
+        workdir: &workdir.workspace,
         trace: &trace,
         session_event: &session_event,
         task_event: &task_event,
@@ -723,7 +730,8 @@ pub async fn run(
     Ok(SessionReport {
         session_id,
         trace_path: workdir.trace(),
-        workdir: workdir.root.clone(),
+        workdir: workdir.record.clone(),
+        workspace: workdir.workspace.clone(),
         exit_status,
         task_count: 1,
         tasks: vec![TaskReport {

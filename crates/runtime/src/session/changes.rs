@@ -58,16 +58,6 @@ pub const HASH_BUDGET: u64 = 256 << 20;
 /// How close to a look a file's times may be before its stat is not trusted at the next look.
 pub const RACY_NS: i128 = 100_000_000;
 
-/// What the runtime writes itself in today's session workdir (see `Workdir`): never counted
-/// as the agent's changes. Other files of `out/` are the agent's.
-pub(crate) const RUNTIME_ENTRIES: &[&str] = &[
-    "trace.jsonl",
-    "contexts",
-    "logs",
-    "out/result.txt",
-    "MURMUR.md",
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     File,
@@ -123,7 +113,8 @@ struct Walk<'a> {
 
 impl Snapshot {
     /// Looks at `dir` (not followed past `dir` itself), leaving out the paths of `skip`
-    /// (relative paths; a directory's whole subtree), hashing as the first look of a session.
+    /// (relative paths, or `*/name` for `name` in any directory of the top one; a directory's
+    /// whole subtree), hashing as the first look of a session.
     pub fn take(dir: &Path, skip: &[&str]) -> Snapshot {
         Snapshot::look(dir, skip, None)
     }
@@ -283,8 +274,18 @@ impl Snapshot {
 }
 
 impl Walk<'_> {
+    /// Whether `rel` is one of the paths left out: a path of `skip`, or, for one written
+    /// `*/name`, `name` in any directory of the top one.
     fn skipped(&self, rel: &[u8]) -> bool {
-        self.skip.iter().any(|skip| rel == skip.as_slice())
+        self.skip
+            .iter()
+            .any(|skip| match skip.strip_prefix(b"*\0") {
+                Some(name) => rel
+                    .iter()
+                    .position(|b| *b == 0)
+                    .is_some_and(|at| &rel[at + 1..] == name),
+                None => rel == skip.as_slice(),
+            })
     }
 
     fn dir(&mut self, fd: &OwnedFd, rel: &[u8], depth: usize) {
@@ -697,6 +698,31 @@ mod tests {
         let skip = ["trace.jsonl", "logs"];
         let again = after.retake(root, &skip);
         assert_eq!(after.changes_to(&again).summary(), "no files changed");
+    }
+
+    #[test]
+    fn a_starred_skip_leaves_out_a_name_one_directory_down_and_no_deeper() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let skip = [".murmur", "*/.murmur"];
+        let before = Snapshot::take(root, &skip);
+        for path in [
+            "alice/.murmur",
+            "bob/.murmur",
+            "bob/deep/.murmur",
+            ".murmur",
+        ] {
+            fs::create_dir_all(root.join(path)).unwrap();
+            fs::write(root.join(path).join("shell-0001.log"), b"log").unwrap();
+        }
+        fs::write(root.join("alice/notes.md"), b"mine").unwrap();
+        let changes = before.changes_to(&before.retake(root, &skip));
+        let paths: Vec<&str> = changes.created.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["alice/notes.md", "bob/deep/.murmur/shell-0001.log"],
+            "{changes:?}"
+        );
     }
 
     #[test]

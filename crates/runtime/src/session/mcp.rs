@@ -6,10 +6,11 @@
 //!   credentials resolved as a driver's are (environment, `.env`, the user's credentials file;
 //!   a reference set nowhere is `E-RUN-012`).
 //! - **Started with the session** ([`start`]), since its working directory is the session's
-//!   workdir: a stdio server runs confined as a shell child is (its command resolved against
+//!   workspace: a stdio server runs confined as a shell child is (its command resolved against
 //!   the host's `PATH` and canonicalized, the minimal environment plus the host variables its
-//!   `server.env` names, Landlock to the workdir and the capsule's read-only paths, TCP only to
-//!   the ports its entry's network allow names, stderr in `logs/mcp-<name>.log`, its whole
+//!   `server.env` names, Landlock to the workspace and the capsule's read-only paths, TCP only
+//!   to the ports its entry's network allow names, stderr in the record's
+//!   `logs/mcp-<name>.log`, out of its reach, its whole
 //!   process group killed when the session ends); an HTTP server is reached at its allowed URL
 //!   with its headers attached by the host. Each is initialized and its tools listed within
 //!   the entry's `timeout_seconds`; a server that fails is a coded error naming it
@@ -58,7 +59,7 @@ use crate::session::staging::{Lookups, StagedMcpServer, stage_mcp_servers};
 use crate::session::tools::{Dispatched, fence};
 use crate::session::workdir::Workdir;
 
-/// The most text of one result the model gets; the rest is kept in the workdir.
+/// The most text of one result the model gets; the rest is kept in the workspace.
 const RESULT_LIMIT: usize = murmur_confine::OUTPUT_LIMIT;
 
 /// A server's tool as the model is offered it.
@@ -107,7 +108,7 @@ fn coded(workdir: &Workdir, error: &dyn Coded) -> SessionError {
         code: error.code(),
         message: error.message(),
         hint: error.hint(),
-        workdir: Some(workdir.root.clone()),
+        workdir: Some(workdir.record.clone()),
     }
 }
 
@@ -146,7 +147,7 @@ pub(crate) async fn start(
                     hint: "review the change (a server that changes its tools after being trusted \
                            can steer the model); if you trust it, run `mur install` to pin it again"
                         .to_string(),
-                    workdir: Some(workdir.root.clone()),
+                    workdir: Some(workdir.record.clone()),
                 });
             }
         }
@@ -172,7 +173,7 @@ pub(crate) async fn start(
                 code: "E-MCP-003",
                 message: format!("MCP server `{name}` offers tool `{}`: {why}", tool.name()),
                 hint: "fix the server's tool, or leave the server out of the capsule".to_string(),
-                workdir: Some(workdir.root.clone()),
+                workdir: Some(workdir.record.clone()),
             };
             let Some(offered_as) = offered_name(name, tool.name()) else {
                 return Err(refuse(format!(
@@ -249,7 +250,7 @@ pub async fn pin_servers(
     let containment = crate::session::containment::achieve_for_session(capsule, None)?;
     let mut pins = Vec::new();
     for staged in &servers {
-        let workdir = Workdir::create(scratch.path(), &format!("pin-{}", staged.entry.name))
+        let workdir = Workdir::create(scratch.path(), &format!("pin-{}", staged.entry.name), None)
             .map_err(|error| SessionError {
                 code: code::E_MCP_001,
                 message: format!(
@@ -415,14 +416,14 @@ async fn connect(
                 capsule,
                 containment,
                 grants.network.allow.clone(),
-                &workdir.root,
+                &workdir.workspace,
             );
             confinement.read_only = grants.filesystem.read_only;
             confinement.on_refused = Some(refusals.sink(&format!("mcp:{name}")));
             let grant = ShellGrant::new(
                 std::slice::from_ref(command),
                 &host_env("PATH").unwrap_or_default(),
-                workdir.dir().clone(),
+                workdir.workspace_dir().clone(),
                 env,
                 confinement,
                 TimeLimits {
@@ -439,8 +440,14 @@ async fn connect(
                     "`{command}` is not an executable file (looked up in PATH when it has no `/`)"
                 )));
             }
+            // Its stderr goes to the record, where the server cannot reach it.
+            let log = format!("logs/mcp-{name}.log");
+            let log_file = workdir
+                .record_dir()
+                .open_append(&log)
+                .map_err(|error| not_started(format!("its log {log} cannot be opened: {error}")))?;
             let service = grant
-                .spawn_service(command, &server.args, &format!("logs/mcp-{name}.log"))
+                .spawn_service(command, &server.args, log_file)
                 .map_err(|error| not_started(error.to_string()))?;
             Transport::Stdio(Box::new(service))
         }
@@ -533,15 +540,23 @@ impl McpTool {
         }
     }
 
-    /// `text`, cut at [`RESULT_LIMIT`] with the whole kept in the workdir when longer.
+    /// `text`, cut at [`RESULT_LIMIT`] with the whole kept in the workspace (beneath
+    /// [`SCRATCH`](crate::session::workdir::SCRATCH), for the model to read) when longer.
     fn cut(&self, text: String) -> String {
         if text.len() <= RESULT_LIMIT {
             return text;
         }
         let server = &self.server;
         let n = server.cuts.fetch_add(1, Ordering::Relaxed) + 1;
-        let path = format!("logs/mcp-{}-{n:04}.log", server.name);
-        let kept = server.workdir.dir().write_whole(&path, text.as_bytes());
+        let path = format!(
+            "{}/mcp-{}-{n:04}.log",
+            crate::session::workdir::SCRATCH,
+            server.name
+        );
+        let kept = server
+            .workdir
+            .workspace_dir()
+            .write_whole(&path, text.as_bytes());
         let mut end = RESULT_LIMIT;
         while !text.is_char_boundary(end) {
             end -= 1;

@@ -225,7 +225,10 @@ pub struct TaskReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionReport {
     pub session_id: String,
+    /// The session's record: trace, result, conversations, the runtime's logs.
     pub workdir: PathBuf,
+    /// The directory the agent worked in.
+    pub workspace: PathBuf,
     pub trace_path: PathBuf,
     pub exit_status: ExitStatus,
     /// How many tasks ran.
@@ -270,8 +273,11 @@ impl Observer for Silent {}
 
 /// How a session is run.
 pub struct SessionConfig {
-    /// Sessions get `<workdir_root>/<session-id>/`.
+    /// Sessions get their record at `<workdir_root>/<session-id>/`.
     pub workdir_root: PathBuf,
+    /// An existing directory the agent works on in place (`--workspace`), held for the
+    /// session ([`workdir::WorkspaceLock`]); a fresh `<record>/workspace/` when `None`.
+    pub workspace: Option<PathBuf>,
     pub tasks: Vec<TaskInput>,
     /// Ask drivers to stream and forward their deltas to the observer.
     pub stream: bool,
@@ -330,13 +336,14 @@ impl SessionError {
             return SessionError {
                 code: "E-RUN-022",
                 message: format!(
-                    "the session workdir {} could not be written: {reason}",
-                    workdir.root.display()
+                    "the session's files (record {}, workspace {}) could not be written: {reason}",
+                    workdir.record.display(),
+                    workdir.workspace.display()
                 ),
-                hint: "the runtime never follows a link a component planted in the workdir; \
+                hint: "the runtime never follows a link a component planted in the workspace; \
                        free disk space, or keep components from replacing its own files"
                     .to_string(),
-                workdir: Some(workdir.root.clone()),
+                workdir: Some(workdir.record.clone()),
             };
         }
         SessionError {
@@ -346,7 +353,7 @@ impl SessionError {
                 workdir.trace().display()
             ),
             hint: "check the free space and permissions of the workdir".to_string(),
-            workdir: Some(workdir.root.clone()),
+            workdir: Some(workdir.record.clone()),
         }
     }
 }

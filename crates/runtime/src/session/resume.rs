@@ -171,8 +171,10 @@ pub fn find(
             "resume another session; `mur trace` shows what this one holds",
         )
     };
-    let bytes = workdir.dir().read("trace.jsonl", TRACE_MAX_BYTES).map_err(
-        |error| match error {
+    let bytes = workdir
+        .record_dir()
+        .read("trace.jsonl", TRACE_MAX_BYTES)
+        .map_err(|error| match error {
             BeneathError::TooLarge { limit, .. } => coded(
                 OVER_BOUND,
                 format!(
@@ -182,8 +184,7 @@ pub fn find(
                 "the runtime writes no trace that large: resume another session",
             ),
             error => unreadable(error.to_string()),
-        },
-    )?;
+        })?;
     let loaded = murmur_trace::analysis::parse(&bytes, &workdir.trace())
         .map_err(|error| unreadable(error.to_string()))?;
     let mut then: Option<Then<'_>> = None;

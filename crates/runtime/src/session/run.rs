@@ -14,18 +14,48 @@ use crate::session::{
 use murmur_trace::schema::{CapsuleRef, EventBody};
 use murmur_trace::{Trace, TraceWriter};
 
-/// A new session's id and its workdir under `root` (`E-RUN-001` when it cannot be made): how
-/// every session begins, an agent's or a capsule component's.
-pub(crate) fn open_workdir(root: &Path) -> Result<(String, Workdir), SessionError> {
+/// A new session's id and its two places under `root`, the workspace `in_place` when named
+/// (`E-RUN-001` when they cannot be made, `E-RUN-033` for a directory that cannot be a
+/// workspace, `E-RUN-034` when another session holds it): how every session begins, an agent's
+/// or a capsule component's.
+pub(crate) fn open_workdir(
+    root: &Path,
+    in_place: Option<&Path>,
+) -> Result<(String, Workdir), SessionError> {
+    use crate::session::workdir::WorkdirError;
     let session_id = new_id("ses_", 32);
-    let workdir = Workdir::create(root, &session_id).map_err(|error| SessionError {
-        code: "E-RUN-001",
-        message: format!(
-            "the session workdir under {} could not be created: {error}",
-            root.display()
-        ),
-        hint: "check that the workdir root is writable".to_string(),
-        workdir: None,
+    let workdir = Workdir::create(root, &session_id, in_place).map_err(|error| match error {
+        WorkdirError::Io(error) => SessionError {
+            code: "E-RUN-001",
+            message: format!(
+                "the session's record under {} could not be created: {error}",
+                root.display()
+            ),
+            hint: "check that the workdir root is writable".to_string(),
+            workdir: None,
+        },
+        WorkdirError::Workspace { path, reason } => SessionError {
+            code: "E-RUN-033",
+            message: format!(
+                "{} cannot be the session's workspace: {reason}",
+                path.display()
+            ),
+            hint: "name an existing directory with --workspace, apart from the workdir root \
+                   (--workdir) where the sessions' records go"
+                .to_string(),
+            workdir: None,
+        },
+        WorkdirError::Held { path, holder } => SessionError {
+            code: "E-RUN-034",
+            message: format!(
+                "the workspace {} is in use by another session: {holder}",
+                path.display()
+            ),
+            hint: "two sessions never write one workspace at once: wait for that session to end, \
+                   or work on another directory"
+                .to_string(),
+            workdir: None,
+        },
     })?;
     Ok((session_id, workdir))
 }
@@ -56,7 +86,7 @@ fn exported(
         capsule_name: capsule.name.clone(),
         capsule_version: capsule.version.clone(),
     };
-    match murmur_trace::otel::OtelExport::start(endpoint, &service, workdir.dir().clone()) {
+    match murmur_trace::otel::OtelExport::start(endpoint, &service, workdir.record_dir().clone()) {
         Ok(export) => writer.with_export(export),
         Err(reason) => {
             eprintln!(
@@ -172,17 +202,17 @@ pub(crate) async fn in_session(
     // Before anything runs: a host that cannot hold the children as asked refuses here.
     let achieved =
         crate::session::containment::achieve_for_session(&staged.capsule, config.containment)?;
-    let (session_id, workdir) = open_workdir(&config.workdir_root)?;
+    let (session_id, workdir) = open_workdir(&config.workdir_root, config.workspace.as_deref())?;
     if let Some(seed) = &config.seed {
         workdir.seed_from(seed).map_err(|error| SessionError {
             code: "E-RUN-001",
             message: format!(
-                "the session workdir {} could not be seeded from {}: {error}",
-                workdir.root.display(),
+                "the session's workspace {} could not be seeded from {}: {error}",
+                workdir.workspace.display(),
                 seed.display()
             ),
             hint: "a seed is a directory of regular files and directories".to_string(),
-            workdir: Some(workdir.root.clone()),
+            workdir: Some(workdir.record.clone()),
         })?;
     }
     let context = crate::session::task::SessionContext::new(
@@ -218,7 +248,10 @@ pub(crate) async fn in_session(
                     version: staged.capsule.version.clone(),
                 },
                 murmur_version: env!("CARGO_PKG_VERSION").to_string(),
-                workdir: workdir.root.display().to_string(),
+                workdir: workdir.record.display().to_string(),
+                workspace: workdir.workspace.display().to_string(),
+                in_place: workdir.in_place,
+                record_layout: Some(crate::session::workdir::RECORD_LAYOUT),
                 model: staged.model.clone(),
                 driver: staged.choices.primary().driver.clone(),
                 credential_source: staged
@@ -285,7 +318,8 @@ pub(crate) async fn in_session(
     Ok(SessionReport {
         session_id,
         trace_path: workdir.trace(),
-        workdir: workdir.root.clone(),
+        workdir: workdir.record.clone(),
+        workspace: workdir.workspace.clone(),
         exit_status,
         task_count: ran.count,
         tasks: ran.reports.into(),

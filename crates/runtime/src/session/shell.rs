@@ -59,14 +59,14 @@ pub(crate) fn grant(
         capsule,
         containment,
         capabilities.network.allow.clone(),
-        &workdir.root,
+        &workdir.workspace,
     );
     confinement.on_refused = Some(refusals.sink("shell"));
     Some(
         ShellGrant::new(
             &capabilities.shell.allow,
             &lookup("PATH").unwrap_or_default(),
-            workdir.dir().clone(),
+            workdir.workspace_dir().clone(),
             env,
             confinement,
             TimeLimits {
@@ -95,7 +95,12 @@ pub(crate) fn admit<'g>(
     workdir: &Workdir,
 ) -> (Result<Admitted<'g>, Refused>, Described) {
     let refused = |request: &ShellRequest, refusal: Refused| {
-        let described = describe(&request.binary, None, &request.args, workdir.dir());
+        let described = describe(
+            &request.binary,
+            None,
+            &request.args,
+            workdir.workspace_dir(),
+        );
         (Err(refusal), described)
     };
     let Some(grant) = grant else {

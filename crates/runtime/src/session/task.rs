@@ -200,8 +200,8 @@ impl<'a> SessionContext<'a> {
         }
         SessionContext {
             watch: crate::session::changes::Watch::new(
-                &workdir.root,
-                crate::session::changes::RUNTIME_ENTRIES,
+                &workdir.workspace,
+                workdir.runtime_entries(),
             ),
             containment: containment.clone(),
             refusals,
@@ -339,7 +339,7 @@ impl<'a> SessionContext<'a> {
                     .join(binary)
                     .join("murmur.yaml");
                 self.workdir
-                    .dir()
+                    .workspace_dir()
                     .write_whole(&path, file.manifest.as_bytes())?;
             }
         }
@@ -415,7 +415,7 @@ impl<'a> SessionContext<'a> {
             (None, None) => (new_id("tsk_", 24), new_id("ctx_", 24)),
         };
         let (mut run, task_event) = self.open_task(input, &task_id, &context_id)?;
-        let out_before = self.workdir.out_snapshot();
+        let out_before = run.workdir.out_snapshot();
         let workspace_before = self.watch.before_task();
         let (prior, mut unreadable) = match self.prior_history(&context_id) {
             Ok(prior) => (prior, None),
@@ -571,7 +571,7 @@ impl<'a> SessionContext<'a> {
                 reopen_count,
                 error,
                 outputs: if exit_status == ExitStatus::Ok {
-                    self.workdir.outputs_since(&out_before)
+                    run.workdir.outputs_since(&out_before)
                 } else {
                     Vec::new()
                 },
@@ -616,7 +616,13 @@ impl<'a> SessionContext<'a> {
             },
         )?;
         self.observer.note(&format!("task {task_id}"));
+        let principal = input.received.as_ref().and_then(|r| r.principal.as_deref());
+        let workdir = self
+            .workdir
+            .for_principal(principal, &self.staged)
+            .map_err(murmur_beneath::BeneathError::into_io)?;
         let run = TaskRun {
+            workdir,
             task_id: task_id.to_string(),
             context_id: Some(context_id.to_string()),
             cache_key: prompt_cache_key(&self.staged.capsule.name, Some(context_id), task_id),
@@ -1137,8 +1143,8 @@ impl<'a> SessionContext<'a> {
                 continue;
             }
             let path = std::path::Path::new("out").join("artifacts").join(name);
-            self.workdir
-                .dir()
+            run.workdir
+                .workspace_dir()
                 .write_whole(&path, artifact.content.as_bytes())?;
         }
         Ok(())
@@ -1304,6 +1310,8 @@ impl ShellTool {
 /// The state of one task's conversation.
 struct TaskRun {
     task_id: String,
+    /// The session's record, and the workspace this task works in (a door principal's own).
+    workdir: Workdir,
     context_id: Option<String>,
     cache_key: String,
     input: String,

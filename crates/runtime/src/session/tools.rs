@@ -128,6 +128,9 @@ pub(crate) struct ToolCallSite<'a> {
     pub broker: Option<crate::grants::task::SharedBroker>,
     /// What the tool's sends to peers are stamped with.
     pub sender: &'a SendingTask,
+    /// The session's workspace and the task's (a door principal's directory of it): a tool's
+    /// grants are moved from the one to the other.
+    pub workspace: (&'a std::path::Path, &'a std::path::Path),
 }
 
 impl ToolCallSite<'_> {
@@ -201,6 +204,12 @@ impl ToolCallSite<'_> {
         let mut grants = tool.grants.clone();
         grants.input = self.broker.clone();
         grants.sender = Some(self.sender.clone());
+        let (session, task) = self.workspace;
+        if session != task
+            && let Ok(beneath) = grants.workdir.strip_prefix(session)
+        {
+            grants.workdir = task.join(beneath);
+        }
         let report = self
             .engine
             .call_tool(

@@ -1,6 +1,19 @@
-//! The session workdir: `<root>/<session-id>/` holding `trace.jsonl`,
-//! `out/result.txt`, `logs/`, `contexts/<context-id>/history.json`, `MURMUR.md`, and whatever
-//! the capsule's components write there.
+//! A session's two places, never overlapping:
+//!
+//! - **The record**, `<root>/<session-id>/`: `trace.jsonl`, `out/result.txt`, `logs/` (the
+//!   runtime's own logs), `contexts/<context-id>/history.json`. Only the runtime writes it, and
+//!   every reader of a session (`mur trace`, `--resume`, the door's task store, hooks'
+//!   `conversation/read`) reads it. No grant reaches it: it is not beneath the workspace, and
+//!   the workspace is never the record or above it.
+//! - **The workspace**: the directory components and native children see as `.`, the only
+//!   one they may write. A fresh one per session at `<root>/<session-id>/workspace/` (holding
+//!   `MURMUR.md` and `out/`, the files given back to a door client), or an existing directory
+//!   the agent works on in place (`--workspace PATH`), held by one session at a time
+//!   ([`WorkspaceLock`]). Murmur's own files in a workspace (the shell's full outputs, its
+//!   temporary files) go beneath [`SCRATCH`].
+//!
+//! Every host-side access to either goes through a [`BeneathDir`] handle: nothing planted in
+//! them is ever followed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +27,18 @@ use murmur_trace::TraceWriter;
 /// past any model's context window). A bigger file was not written by the runtime.
 pub const HISTORY_MAX_BYTES: u64 = 32 << 20;
 
+/// The record layout this runtime writes (`session_start.record_layout`): 2 keeps the
+/// workspace apart from the record; sessions written before (no field, layout 1) had one
+/// directory for both, and are read as such.
+pub const RECORD_LAYOUT: u32 = 2;
+
+/// The directory a fresh workspace takes beneath the record.
+pub const FRESH_WORKSPACE: &str = "workspace";
+
+/// Murmur's own files in a workspace: a component or child may read them (the shell's full
+/// output is the model's to read), and they are never counted as the agent's changes.
+pub const SCRATCH: &str = murmur_confine::SCRATCH;
+
 /// What [`Workdir::save_history`] wrote: the record `history_saved` carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavedHistory {
@@ -26,33 +51,67 @@ pub struct SavedHistory {
 /// The most files under `contexts/<context-id>/` [`Workdir::history_bytes`] counts.
 const HISTORY_FILES_SEEN: usize = 64;
 
-/// One session's workdir: its path, and the handle every host-side access to it goes through
-/// (see [`murmur_beneath`]: nothing planted in it is ever followed).
+/// One session's record and workspace (see the module doc).
 #[derive(Debug, Clone)]
 pub struct Workdir {
-    pub root: PathBuf,
+    /// `<root>/<session-id>/`.
+    pub record: PathBuf,
     dir: Arc<BeneathDir>,
+    /// The directory the agent works in.
+    pub workspace: PathBuf,
+    workspace_dir: Arc<BeneathDir>,
+    /// The workspace is a directory the operator named, not the session's own.
+    pub in_place: bool,
+    _lock: Option<Arc<WorkspaceLock>>,
 }
 
 impl Workdir {
-    /// Creates `<root>/<session_id>/` with its `out/`, `logs/` and `contexts/`.
-    pub fn create(parent: &Path, session_id: &str) -> std::io::Result<Workdir> {
-        let root = parent.join(session_id);
-        std::fs::create_dir_all(&root)?;
-        let root = root.canonicalize()?;
-        let dir = BeneathDir::open(&root)?;
+    /// Creates the record `<parent>/<session_id>/` (with its `out/`, `logs/` and `contexts/`)
+    /// and the workspace: `in_place` (an existing directory, locked for this session: see
+    /// [`WorkspaceLock`]), else a fresh `<record>/workspace/` with its `out/`.
+    pub fn create(
+        parent: &Path,
+        session_id: &str,
+        in_place: Option<&Path>,
+    ) -> Result<Workdir, WorkdirError> {
+        let io = |error: std::io::Error| WorkdirError::Io(error.to_string());
+        let held = match in_place {
+            Some(path) => Some(WorkspaceLock::take(path, parent)?),
+            None => None,
+        };
+        let record = parent.join(session_id);
+        std::fs::create_dir_all(&record).map_err(io)?;
+        let record = record.canonicalize().map_err(io)?;
+        let dir = BeneathDir::open(&record).map_err(io)?;
         for sub in ["out", "logs", "contexts"] {
-            dir.create_dir_all(sub)?;
+            dir.create_dir_all(sub).map_err(|e| io(e.into_io()))?;
         }
+        let (workspace, workspace_dir) = match &held {
+            Some(lock) => (lock.path.clone(), BeneathDir::open(&lock.path).map_err(io)?),
+            None => {
+                let workspace = dir
+                    .subdir(FRESH_WORKSPACE, true)
+                    .map_err(|e| io(e.into_io()))?;
+                workspace
+                    .create_dir_all("out")
+                    .map_err(|e| io(e.into_io()))?;
+                (record.join(FRESH_WORKSPACE), workspace)
+            }
+        };
         Ok(Workdir {
-            root,
+            record,
             dir: Arc::new(dir),
+            workspace,
+            workspace_dir: Arc::new(workspace_dir),
+            in_place: held.is_some(),
+            _lock: held.map(Arc::new),
         })
     }
 
-    /// The existing session directory `<parent>/<session_id>/`, opened beneath `parent` to be
-    /// read: `session_id` must be a plain name ([`is_safe_id`]), and a link in its place is not
-    /// followed.
+    /// The existing session `<parent>/<session_id>/`, opened beneath `parent` to be read:
+    /// `session_id` must be a plain name ([`is_safe_id`]), and a link in its place is not
+    /// followed. Its workspace is its fresh `workspace/` when it has one, else (a session of
+    /// layout 1, or one that worked in place) the record itself.
     pub fn open(parent: &Path, session_id: &str) -> std::io::Result<Workdir> {
         if !is_safe_id(session_id) {
             return Err(std::io::Error::other(SAFE_ID_RULE));
@@ -61,19 +120,76 @@ impl Workdir {
         let dir = BeneathDir::open(&parent)?
             .subdir(session_id, false)
             .map_err(BeneathError::into_io)?;
+        let record = parent.join(session_id);
+        let (workspace, workspace_dir) = match dir.subdir(FRESH_WORKSPACE, false) {
+            Ok(workspace) => (record.join(FRESH_WORKSPACE), workspace),
+            Err(_) => (record.clone(), BeneathDir::open(&record)?),
+        };
         Ok(Workdir {
-            root: parent.join(session_id),
+            record,
             dir: Arc::new(dir),
+            workspace,
+            workspace_dir: Arc::new(workspace_dir),
+            in_place: false,
+            _lock: None,
         })
     }
 
-    /// The handle every host-side read and write of the workdir goes through.
-    pub fn dir(&self) -> &Arc<BeneathDir> {
+    /// What the runtime writes itself in the workspace, never counted as the agent's changes:
+    /// [`SCRATCH`], and a fresh workspace's `MURMUR.md` (the same in each door principal's
+    /// directory of it: see [`Workdir::for_principal`]).
+    pub fn runtime_entries(&self) -> &'static [&'static str] {
+        if self.in_place {
+            &[SCRATCH]
+        } else {
+            &[SCRATCH, "MURMUR.md", "*/.murmur", "*/MURMUR.md"]
+        }
+    }
+
+    /// The view of a task of door principal `principal`: the same record, and a workspace of
+    /// the principal's own, `<workspace>/<principal>/` (made on first use, with its `out/` and
+    /// `MURMUR.md`), so one principal's task never reads the files another's left. A task of
+    /// no principal (a door that asks for none) and a workspace worked on in place (the door
+    /// refuses one shared by several principals) keep the session's.
+    pub fn for_principal(
+        &self,
+        principal: Option<&str>,
+        staged: &Staged,
+    ) -> Result<Workdir, BeneathError> {
+        let Some(principal) = principal.filter(|_| !self.in_place) else {
+            return Ok(self.clone());
+        };
+        if !murmur_manifest::door::is_principal_name(principal) {
+            return Err(BeneathError::BadPath {
+                path: principal.escape_debug().to_string(),
+                reason: "a door principal's name is 1 to 64 letters, digits, `-`, `_`, `.` or `@`, not starting with `.`",
+            });
+        }
+        let fresh = self.workspace_dir.subdir(principal, false).is_err();
+        let dir = self.workspace_dir.subdir(principal, true)?;
+        if fresh {
+            dir.create_dir_all("out")?;
+            dir.write_whole("MURMUR.md", murmur_md(staged).as_bytes())?;
+        }
+        Ok(Workdir {
+            workspace: self.workspace.join(principal),
+            workspace_dir: Arc::new(dir),
+            ..self.clone()
+        })
+    }
+
+    /// The handle the workspace is reached through (no link planted there is followed).
+    pub fn workspace_dir(&self) -> &Arc<BeneathDir> {
+        &self.workspace_dir
+    }
+
+    /// The handle every host-side read and write of the record goes through.
+    pub fn record_dir(&self) -> &Arc<BeneathDir> {
         &self.dir
     }
 
     pub fn trace(&self) -> PathBuf {
-        self.root.join(TRACE)
+        self.record.join(TRACE)
     }
 
     /// The session's trace writer, appending to `trace.jsonl` through the workdir handle
@@ -84,13 +200,13 @@ impl Workdir {
     }
 
     pub fn result(&self) -> PathBuf {
-        self.root.join(RESULT)
+        self.record.join(RESULT)
     }
 
     /// `contexts/<context_id>/history.json`, or why `context_id` cannot name a context
     /// directory (it must be one plain name: see [`is_safe_id`]).
     pub fn history(&self, context_id: &str) -> Result<PathBuf, BeneathError> {
-        Ok(self.root.join(history_path(context_id)?))
+        Ok(self.record.join(history_path(context_id)?))
     }
 
     /// Writes a context's history (envelope keys included), replacing the file whole; a history
@@ -186,7 +302,7 @@ impl Workdir {
     /// made or changed ([`Workdir::outputs_since`]).
     pub fn out_snapshot(&self) -> OutSnapshot {
         OutSnapshot(
-            self.dir
+            self.workspace_dir
                 .files("out", OUT_FILES_SEEN)
                 .unwrap_or_default()
                 .into_iter()
@@ -195,32 +311,30 @@ impl Workdir {
         )
     }
 
-    /// The files under `out/` other than `result.txt` that are new since `before`, or changed
-    /// (size, time or inode), in name order, at most [`OUTPUTS_LISTED`].
+    /// The files under the workspace's `out/` that are new since `before`, or changed (size,
+    /// time or inode), in name order, at most [`OUTPUTS_LISTED`].
     pub fn outputs_since(&self, before: &OutSnapshot) -> Vec<OutputFile> {
-        self.dir
+        self.workspace_dir
             .files("out", OUT_FILES_SEEN)
             .unwrap_or_default()
             .into_iter()
-            .filter(|stamp| stamp.path != Path::new(RESULT))
             .filter(|stamp| before.0.get(&stamp.path) != Some(stamp))
             .take(OUTPUTS_LISTED)
             .map(|stamp| OutputFile {
                 path: stamp.path,
                 size: stamp.len,
-                dir: self.dir.clone(),
+                dir: self.workspace_dir.clone(),
             })
             .collect()
     }
 
-    /// Copies the directory `fixture` into the workdir, as the files a session starts with:
+    /// Copies the directory `fixture` into the workspace, as the files a session starts with:
     /// its directories and regular files, at most [`SEED_MAX_FILES`] files and
     /// [`SEED_MAX_BYTES`] in all. The whole fixture is looked over before anything is copied,
     /// and nothing is copied when any of it is refused: a symbolic link or a special file
     /// (nothing is followed), a regular file with more than one link (a hard link: the same
     /// file may lie outside the fixture, so its bytes are not the fixture's to give), and a
-    /// name the runtime writes itself (`out/`, `logs/`, `contexts/`, `MURMUR.md`,
-    /// `trace.jsonl`): a seed is what the agent finds, never what the runtime keeps. The
+    /// name the runtime writes itself in a workspace (`MURMUR.md`, [`SCRATCH`]). The
     /// copy itself reads beneath the fixture ([`BeneathDir::read`]), so a file swapped for a
     /// link or a hard link after the look is refused then.
     pub fn seed_from(&self, fixture: &Path) -> std::io::Result<()> {
@@ -228,7 +342,7 @@ impl Workdir {
         plan_seed(fixture, Path::new(""), 0, &mut plan)?;
         let source = BeneathDir::open(fixture)?;
         for dir in &plan.dirs {
-            self.dir
+            self.workspace_dir
                 .create_dir_all(dir)
                 .map_err(BeneathError::into_io)?;
         }
@@ -238,18 +352,134 @@ impl Workdir {
                 std::io::Error::other(format!("{}: {error}", fixture.display()))
             })?;
             bytes_left -= bytes.len() as u64;
-            self.dir
+            self.workspace_dir
                 .write_whole(file, &bytes)
                 .map_err(BeneathError::into_io)?;
         }
         Ok(())
     }
 
-    /// Writes `MURMUR.md`: who the agent is, its tools, its limits.
+    /// Writes `MURMUR.md` into a fresh workspace: who the agent is, its tools, its limits. A
+    /// workspace worked on in place is the operator's: nothing is written there.
     pub fn write_murmur_md(&self, staged: &Staged) -> Result<(), BeneathError> {
-        self.dir
+        if self.in_place {
+            return Ok(());
+        }
+        self.workspace_dir
             .write_whole("MURMUR.md", murmur_md(staged).as_bytes())
     }
+}
+
+/// Why a session's two places could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkdirError {
+    /// The record or a fresh workspace could not be made.
+    #[error("{0}")]
+    Io(String),
+    /// The directory named to work on in place cannot be one (`E-RUN-033`).
+    #[error("{} cannot be a workspace: {reason}", path.display())]
+    Workspace { path: PathBuf, reason: String },
+    /// Another session holds the workspace (`E-RUN-034`).
+    #[error("the workspace {} is in use by another session: {holder}", path.display())]
+    Held { path: PathBuf, holder: String },
+}
+
+/// An existing directory held for one session's work in place: an exclusive `flock` on the
+/// directory itself, released when the session's last handle on it is dropped (or its process
+/// dies). A second session that asks for it is refused at once, naming the holder (its process
+/// id and command line, read from `/proc/locks`), never left waiting behind a session that may
+/// run for hours. Nothing is written into the directory.
+#[derive(Debug)]
+pub struct WorkspaceLock {
+    pub path: PathBuf,
+    _held: std::os::fd::OwnedFd,
+}
+
+impl WorkspaceLock {
+    /// Takes `path` for a session whose records go under `records`: it must be an existing
+    /// directory, neither the records' root nor above or beneath it (a workspace over the
+    /// records would let the agent write them).
+    pub fn take(path: &Path, records: &Path) -> Result<WorkspaceLock, WorkdirError> {
+        use rustix::fs::{FlockOperation, Mode, OFlags};
+        let refused = |reason: String| WorkdirError::Workspace {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let canonical = path
+            .canonicalize()
+            .map_err(|error| refused(format!("it cannot be opened: {error}")))?;
+        if !canonical.is_dir() {
+            return Err(refused("it is not a directory".to_string()));
+        }
+        std::fs::create_dir_all(records).map_err(|error| {
+            refused(format!(
+                "the records' root {} cannot be made: {error}",
+                records.display()
+            ))
+        })?;
+        let records = records.canonicalize().map_err(|error| {
+            refused(format!(
+                "the records' root {} cannot be opened: {error}",
+                records.display()
+            ))
+        })?;
+        if records.starts_with(&canonical) || canonical.starts_with(&records) {
+            return Err(refused(format!(
+                "it overlaps the records' root {} (the agent could write the session's record)",
+                records.display()
+            )));
+        }
+        let fd = rustix::fs::open(
+            &canonical,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|errno| refused(format!("it cannot be opened: {errno}")))?;
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(WorkspaceLock {
+                path: canonical,
+                _held: fd,
+            }),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(WorkdirError::Held {
+                holder: lock_holder(&fd).unwrap_or_else(|| "another process".to_string()),
+                path: canonical,
+            }),
+            Err(errno) => Err(refused(format!("it cannot be locked: {errno}"))),
+        }
+    }
+}
+
+/// Who holds the `flock` on `fd`'s file: `pid N (command line)`, from `/proc/locks`.
+fn lock_holder(fd: &std::os::fd::OwnedFd) -> Option<String> {
+    let stat = rustix::fs::fstat(fd).ok()?;
+    let (major, minor) = (
+        rustix::fs::major(stat.st_dev),
+        rustix::fs::minor(stat.st_dev),
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // `1: FLOCK  ADVISORY  WRITE 4242 00:2a:1234 0 EOF`
+        let (kind, pid, id) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        let mut parts = id.split(':');
+        let dev_major = u32::from_str_radix(parts.next()?, 16).ok()?;
+        let dev_minor = u32::from_str_radix(parts.next()?, 16).ok()?;
+        let inode: u64 = parts.next()?.parse().ok()?;
+        (*kind == "FLOCK" && dev_major == major && dev_minor == minor && inode == stat.st_ino)
+            .then(|| pid.to_string())
+    })?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let command: Vec<String> = cmdline
+        .split(|byte| *byte == 0)
+        .filter(|arg| !arg.is_empty())
+        .take(8)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    Some(if command.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("pid {pid} (`{}`)", command.join(" "))
+    })
 }
 
 /// What a seed copies, in order: its directories, then its regular files (relative paths).
@@ -276,13 +506,9 @@ fn plan_seed(from: &Path, rel: &Path, depth: usize, plan: &mut SeedPlan) -> std:
     for entry in entries {
         let name = entry.file_name();
         let target = rel.join(&name);
-        if depth == 0
-            && ["out", "logs", "contexts", "MURMUR.md", TRACE]
-                .iter()
-                .any(|own| name == *own)
-        {
+        if depth == 0 && ["MURMUR.md", SCRATCH].iter().any(|own| name == *own) {
             return Err(refuse(format!(
-                "{} holds `{}`, a name the runtime writes in a session workdir",
+                "{} holds `{}`, a name the runtime writes in a session's workspace",
                 from.display(),
                 name.to_string_lossy()
             )));
@@ -344,10 +570,11 @@ const OUT_FILES_SEEN: usize = 10_000;
 #[derive(Debug, Default)]
 pub struct OutSnapshot(std::collections::HashMap<PathBuf, murmur_beneath::FileStamp>);
 
-/// A file a task made or changed under `out/`, readable beneath the workdir (no link followed).
+/// A file a task made or changed under the workspace's `out/`, readable beneath it (no link
+/// followed).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OutputFile {
-    /// Relative to the workdir: `out/…`.
+    /// Relative to the workspace: `out/…`.
     pub path: PathBuf,
     pub size: u64,
     #[serde(skip)]
@@ -365,7 +592,7 @@ impl OutputFile {
     }
 
     /// Its bytes now, at most `limit` of them (a file changed into a link or a FIFO since is
-    /// refused, as every read beneath the workdir).
+    /// refused, as every read beneath the workspace).
     pub fn read(&self, limit: u64) -> Result<Vec<u8>, BeneathError> {
         self.dir.read(&self.path, limit)
     }
@@ -504,7 +731,7 @@ mod tests {
 
     fn workdir() -> (tempfile::TempDir, Workdir) {
         let root = tempfile::tempdir().unwrap();
-        let workdir = Workdir::create(root.path(), "ses_seed").unwrap();
+        let workdir = Workdir::create(root.path(), "ses_seed", None).unwrap();
         (root, workdir)
     }
 
@@ -517,11 +744,11 @@ mod tests {
         let (_root, workdir) = workdir();
         workdir.seed_from(fixture.path()).unwrap();
         assert_eq!(
-            std::fs::read_to_string(workdir.root.join("notes/a.md")).unwrap(),
+            std::fs::read_to_string(workdir.workspace.join("notes/a.md")).unwrap(),
             "alpha"
         );
         assert_eq!(
-            std::fs::read_to_string(workdir.root.join("b.txt")).unwrap(),
+            std::fs::read_to_string(workdir.workspace.join("b.txt")).unwrap(),
             "beta"
         );
     }
@@ -542,8 +769,8 @@ mod tests {
             error.contains("deep/linked.txt") && error.contains("is a hard link"),
             "{error}"
         );
-        assert!(!workdir.root.join("a-first.txt").exists());
-        assert!(!workdir.root.join("deep").exists());
+        assert!(!workdir.workspace.join("a-first.txt").exists());
+        assert!(!workdir.workspace.join("deep").exists());
 
         // A symbolic link and a FIFO are refused as before.
         std::fs::remove_file(fixture.path().join("deep/linked.txt")).unwrap();
@@ -558,6 +785,70 @@ mod tests {
         assert!(status.success());
         let error = workdir.seed_from(fixture.path()).unwrap_err().to_string();
         assert!(error.contains("is a special file"), "{error}");
-        assert!(!workdir.root.join("a-first.txt").exists());
+        assert!(!workdir.workspace.join("a-first.txt").exists());
+    }
+
+    #[test]
+    fn a_fresh_workspace_lies_beneath_the_record_and_holds_none_of_it() {
+        let (_root, workdir) = workdir();
+        assert_eq!(workdir.workspace, workdir.record.join(FRESH_WORKSPACE));
+        assert!(!workdir.in_place);
+        for own in ["out", "logs", "contexts"] {
+            assert!(workdir.record.join(own).is_dir(), "{own}");
+        }
+        assert!(workdir.workspace.join("out").is_dir());
+        for record in ["trace.jsonl", "logs", "contexts"] {
+            assert!(!workdir.workspace.join(record).exists(), "{record}");
+        }
+        let reopened = Workdir::open(workdir.record.parent().unwrap(), "ses_seed").unwrap();
+        assert_eq!(reopened.workspace, workdir.workspace);
+    }
+
+    #[test]
+    fn a_workspace_in_place_is_held_by_one_session_and_named_to_the_next() {
+        let records = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        let first = Workdir::create(records.path(), "ses_a", Some(checkout.path())).unwrap();
+        assert!(first.in_place);
+        assert_eq!(first.workspace, checkout.path().canonicalize().unwrap());
+        assert_eq!(first.runtime_entries(), &[SCRATCH]);
+        let second = Workdir::create(records.path(), "ses_b", Some(checkout.path())).unwrap_err();
+        let WorkdirError::Held { holder, .. } = &second else {
+            panic!("{second:?}");
+        };
+        assert!(
+            holder.contains(&format!("pid {}", std::process::id())),
+            "{holder}"
+        );
+        // Released with the session's last handle.
+        drop(first);
+        let third = Workdir::create(records.path(), "ses_c", Some(checkout.path())).unwrap();
+        assert!(third.in_place);
+        // Nothing of the record was written into the checkout.
+        assert_eq!(std::fs::read_dir(checkout.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_workspace_over_or_beneath_the_records_or_not_a_directory_is_refused() {
+        let top = tempfile::tempdir().unwrap();
+        let records = top.path().join("records");
+        std::fs::create_dir_all(records.join("inner")).unwrap();
+        std::fs::write(top.path().join("file"), "x").unwrap();
+        for (workspace, why) in [
+            (top.path().to_path_buf(), "overlaps"),
+            (records.clone(), "overlaps"),
+            (records.join("inner"), "overlaps"),
+            (top.path().join("file"), "not a directory"),
+            (top.path().join("missing"), "cannot be opened"),
+        ] {
+            let error = Workdir::create(&records, "ses_x", Some(&workspace)).unwrap_err();
+            match &error {
+                WorkdirError::Workspace { reason, .. } => {
+                    assert!(reason.contains(why), "{workspace:?}: {reason}")
+                }
+                other => panic!("{workspace:?}: {other:?}"),
+            }
+        }
+        assert!(!records.join("ses_x").exists());
     }
 }

@@ -46,6 +46,7 @@ impl SessionContext<'_> {
         self.observer.note(&format!("tool {name}"));
         // The site holds its own copies: the task's run is handed back to afterwards.
         let (task_id, sender) = (run.task_id.clone(), run.sender.clone());
+        let task_workspace = run.workdir.workspace.clone();
         let site = ToolCallSite {
             engine: &self.engine,
             staged: &self.staged.tools,
@@ -58,6 +59,7 @@ impl SessionContext<'_> {
             input,
             broker: run.broker.clone(),
             sender: &sender,
+            workspace: (&self.workdir.workspace, &task_workspace),
         };
         // The manifest's check runs first: a hook can only narrow what the manifest allows.
         let admitted = match self.mcp.iter().find(|tool| tool.spec.name == name) {
@@ -408,11 +410,13 @@ impl SessionContext<'_> {
             None => serde_json::from_value::<ShellRequest>(input.clone())
                 .map_err(|e| format!("the shell input is not valid: {e}")),
         };
+        // The grant of the task's workspace (a door principal's own directory of it).
+        let grant = shell.grant.in_workdir(run.workdir.workspace_dir().clone());
         let (admitted, described) = match read {
-            Ok(request) => shell::admit(Some(&shell.grant), request, self.workdir),
+            Ok(request) => shell::admit(Some(&grant), request, &run.workdir),
             Err(refusal) => (
                 Err(("E-RUN-009".to_string(), refusal)),
-                described_input(input, self.workdir),
+                described_input(input, &run.workdir),
             ),
         };
         self.observer.note(&format!("shell {}", described.command));
@@ -467,5 +471,5 @@ fn described_input(input: &Value, workdir: &Workdir) -> murmur_confine::describe
         })
         .unwrap_or_default();
     let binary = input.get("binary").and_then(Value::as_str).unwrap_or("");
-    describe(binary, None, &args, workdir.dir())
+    describe(binary, None, &args, workdir.workspace_dir())
 }

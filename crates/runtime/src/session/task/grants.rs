@@ -53,7 +53,7 @@ impl SessionGrants {
             move |name: &str| host_env(name)
         };
         let allow = &capsule.capabilities.env.allow;
-        let mut base = Grants::of_capsule(capsule, &workdir.root);
+        let mut base = Grants::of_capsule(capsule, &workdir.workspace);
         base.peers = staged.peers.clone();
         // What the artifact named `name` holds: its entry's narrowing of the capsule's grants.
         let planned = |name: &str| capsule.artifact(name).map(|entry| capsule.grants_of(entry));

@@ -245,7 +245,7 @@ impl SessionContext<'_> {
             &self.staged.capsule,
             &self.containment,
             network,
-            &self.workdir.root,
+            &run.workdir.workspace,
         );
         confinement
             .interpreter_runtime
@@ -276,7 +276,7 @@ impl SessionContext<'_> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| cli.command.clone()),
             args: launch.args,
-            cwd: self.workdir.root.clone(),
+            cwd: run.workdir.workspace.clone(),
             env: launch.env,
             writable: launch.writable,
             readable: launch.readable,
