@@ -48,7 +48,16 @@ fn artifact(name: &str) -> String {
         .to_string()
 }
 
-fn run(file: &Path, task: &str) -> (Value, Vec<Value>, PathBuf) {
+/// A finished session's report, trace, record (trace, result, the runtime's logs) and
+/// workspace (what the tools and hooks wrote).
+struct Run {
+    report: Value,
+    trace: Vec<Value>,
+    record: PathBuf,
+    workspace: PathBuf,
+}
+
+fn run(file: &Path, task: &str) -> Run {
     let dir = file.parent().unwrap();
     let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
         .env("EMU_KEY", KEY)
@@ -60,13 +69,19 @@ fn run(file: &Path, task: &str) -> (Value, Vec<Value>, PathBuf) {
     let report: Value =
         serde_json::from_str(&output.stdout).unwrap_or_else(|_| panic!("no report: {output:#?}"));
     assert_eq!(output.code, 0, "{output:#?}");
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
-    let trace = std::fs::read_to_string(workdir.join("trace.jsonl"))
+    let record = PathBuf::from(report["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
+    let trace = std::fs::read_to_string(record.join("trace.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (report, trace, workdir)
+    Run {
+        report,
+        trace,
+        record,
+        workspace,
+    }
 }
 
 fn of_type<'a>(trace: &'a [Value], event_type: &str) -> Vec<&'a Value> {
@@ -102,14 +117,22 @@ fn the_compactor_keeps_a_40_turn_session_in_a_small_window_and_it_finishes_right
         &hooks,
         "  compaction: { threshold: 0.6, model: summary-model }\ncontext: { max_tokens: 3000 }",
     );
-    let (report, trace, workdir) = run(&file, "Write 39 numbered notes.");
+    let Run {
+        report,
+        trace,
+        record,
+        workspace,
+    } = run(&file, "Write 39 numbered notes.");
     assert_eq!(report["exit_status"], "ok");
     assert_eq!(
-        std::fs::read_to_string(workdir.join("out/result.txt")).unwrap(),
+        std::fs::read_to_string(record.join("out/result.txt")).unwrap(),
         "All 39 notes are written."
     );
     for n in 1..=39 {
-        assert!(workdir.join(format!("notes/n{n}.md")).is_file(), "note {n}");
+        assert!(
+            workspace.join(format!("notes/n{n}.md")).is_file(),
+            "note {n}"
+        );
     }
     let agent_turns = of_type(&trace, "inference")
         .iter()
@@ -176,10 +199,12 @@ turns:
         artifact("policy")
     );
     let file = capsule(dir.path(), &emulator.url(), &hooks, "");
-    let (_, trace, workdir) = run(&file, "save things");
-    assert!(!workdir.join("secrets/key.txt").exists());
+    let Run {
+        trace, workspace, ..
+    } = run(&file, "save things");
+    assert!(!workspace.join("secrets/key.txt").exists());
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/ok.md")).unwrap(),
+        std::fs::read_to_string(workspace.join("notes/ok.md")).unwrap(),
         "fine"
     );
     let denied = of_type(&trace, "call_denied");
@@ -210,8 +235,15 @@ turns:
         artifact("debug-hook")
     );
     let file = capsule(dir.path(), &emulator.url(), &hooks, "");
-    let (report, trace, workdir) = run(&file, "look");
-    let lines: Vec<Value> = std::fs::read_to_string(workdir.join("logs/debug-hook.jsonl"))
+    let Run {
+        report,
+        trace,
+        record,
+        workspace,
+    } = run(&file, "look");
+    // The hook writes through its filesystem grant: into the workspace, never the record.
+    assert!(!record.join("logs/debug-hook.jsonl").exists());
+    let lines: Vec<Value> = std::fs::read_to_string(workspace.join("logs/debug-hook.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -266,7 +298,7 @@ fn a_summary_the_spend_ceiling_refuses_ends_the_task_at_the_ceiling() {
     let emulator = start();
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &emulator.url(), &hooks, extra);
-    let (_, trace, _) = run(&file, "Write 12 numbered notes.");
+    let Run { trace, .. } = run(&file, "Write 12 numbered notes.");
     let inferences = of_type(&trace, "inference");
     let first_summary = inferences
         .iter()

@@ -89,7 +89,7 @@ fn capsule(dir: &Path, endpoint: &str, hooks: &[Hook], extra: &str) -> PathBuf {
         } else {
             format!(", grants: [{}]", hook.grants.join(", "))
         };
-        // Every fixture hook logs to the workdir, so each entry grants it.
+        // Every fixture hook logs to the session's workspace, so each entry grants it.
         entries.push_str(&format!(
             "  - {{ name: {}, version: \"0.1.0\", runtime: hook, path: {}, config: {}{grants}, capabilities: {{ filesystem: {{ scope: write }} }}{} }}\n",
             hook.name,
@@ -131,12 +131,14 @@ fn emulator(yaml: &str) -> Emulator {
         .expect("emulator")
 }
 
-/// A session's results: the report, the trace and its workdir.
+/// A session's results: the report, the trace, its record (`workdir`: trace, result,
+/// conversations, the runtime's logs) and its workspace (what hooks and tools wrote).
 struct Session {
     output: MurOutput,
     report: Value,
     trace: Vec<Value>,
     workdir: PathBuf,
+    workspace: PathBuf,
 }
 
 impl Session {
@@ -147,9 +149,9 @@ impl Session {
             .collect()
     }
 
-    /// The lines a hook-probe named `name` logged.
+    /// The lines a hook-probe named `name` logged (in the workspace, its filesystem grant).
     fn log(&self, name: &str) -> Vec<Value> {
-        read_lines(&self.workdir.join(format!("{name}.jsonl")))
+        read_lines(&self.workspace.join(format!("{name}.jsonl")))
     }
 
     fn handlers(&self, name: &str) -> Vec<String> {
@@ -201,13 +203,35 @@ fn run(file: &Path, tasks: &[&str]) -> Session {
             .as_str()
             .unwrap_or_else(|| panic!("{output:#?}")),
     );
+    let workspace = PathBuf::from(
+        report["workspace"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{output:#?}")),
+    );
     let trace = read_lines(&workdir.join("trace.jsonl"));
     Session {
         output,
         report,
         trace,
         workdir,
+        workspace,
     }
+}
+
+/// The workspace of the session a capsule served from `capsule_dir` runs, as its trace's
+/// `session_start` names it.
+fn served_workspace(capsule_dir: &Path) -> PathBuf {
+    let record = murmur_testkit::door::session_dir(capsule_dir);
+    let trace = read_lines(&record.join("trace.jsonl"));
+    let start = trace
+        .iter()
+        .find(|e| e["event_type"] == "session_start")
+        .unwrap_or_else(|| panic!("no session_start: {trace:#?}"));
+    PathBuf::from(
+        start["workspace"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no workspace: {start:#}")),
+    )
 }
 
 const ONE_TOOL_CALL: &str = r#"
@@ -270,7 +294,7 @@ fn a_hook_without_the_optional_handlers_and_on_stage_loads_and_is_not_dispatched
     let file = capsule(dir.path(), &emulator.url(), &[partial], "");
     let session = run(&file, &["go"]);
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
-    let handlers: Vec<String> = read_lines(&session.workdir.join("hook-partial.jsonl"))
+    let handlers: Vec<String> = read_lines(&session.workspace.join("hook-partial.jsonl"))
         .iter()
         .map(|l| l["handler"].as_str().unwrap().to_string())
         .collect();
@@ -389,7 +413,7 @@ fn only_a_deny_policy_hook_sees_the_decision_point_and_its_deny_refuses_the_call
     let session = run(&file, &["write"]);
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
     // The call was not made.
-    assert!(!session.workdir.join("a.md").exists());
+    assert!(!session.workspace.join("a.md").exists());
     // The gate saw the decision point (outcome none) and then the observation.
     let gate_calls: Vec<Value> = session
         .log("gate")
@@ -434,7 +458,7 @@ fn nothing_returned_at_the_observation_changes_a_call_that_ran() {
     let session = run(&file, &["write"]);
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
     assert_eq!(
-        std::fs::read_to_string(session.workdir.join("a.md")).unwrap(),
+        std::fs::read_to_string(session.workspace.join("a.md")).unwrap(),
         "hi"
     );
     assert!(session.events("call_denied").is_empty());
@@ -460,7 +484,10 @@ fn a_policy_hook_that_errs_or_times_out_at_the_decision_point_denies() {
         let file = capsule(dir.path(), &emulator.url(), &[broken], "");
         let session = run(&file, &["write"]);
         assert_eq!(session.output.code, 0, "{arm}: {:#?}", session.output);
-        assert!(!session.workdir.join("a.md").exists(), "{arm}: fail-closed");
+        assert!(
+            !session.workspace.join("a.md").exists(),
+            "{arm}: fail-closed"
+        );
         let denied = session.events("call_denied");
         assert_eq!(denied.len(), 1, "{arm}");
         assert!(
@@ -501,7 +528,7 @@ fn the_manifest_check_runs_before_a_policy_hook_is_asked() {
 // What each handler can commit.
 
 #[test]
-fn on_stage_commits_write_manifests_into_the_workdir_tools() {
+fn on_stage_commits_write_manifests_into_the_workspace_tools() {
     let emulator = emulator("turns:\n  - reply: { text: done }\n");
     let dir = tempfile::tempdir().unwrap();
     let stager = Hook::probe(
@@ -516,9 +543,11 @@ fn on_stage_commits_write_manifests_into_the_workdir_tools() {
     let session = run(&file, &["go"]);
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
     assert_eq!(
-        std::fs::read_to_string(session.workdir.join("tools/git/murmur.yaml")).unwrap(),
+        std::fs::read_to_string(session.workspace.join("tools/git/murmur.yaml")).unwrap(),
         "name: git\nversion: \"0.1.0\"\nruntime: tool\n"
     );
+    // `../escape` lands nowhere: not beside `tools/`, not in the record, not in the root.
+    assert!(!session.workspace.join("escape").exists());
     assert!(!session.workdir.join("escape").exists());
     assert!(!dir.path().join("work/escape").exists());
     assert!(session.hook_log("stager").contains("not a binary name"));
@@ -539,7 +568,7 @@ fn on_inference_commits_an_artifact() {
     let session = run(&file, &["go"]);
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
     assert_eq!(
-        std::fs::read_to_string(session.workdir.join("out/artifacts/turn.md")).unwrap(),
+        std::fs::read_to_string(session.workspace.join("out/artifacts/turn.md")).unwrap(),
         "# turn"
     );
     let inference = &session.log("scribe")[0]["event"];
@@ -1004,7 +1033,7 @@ fn prior_tokens_under_a_threaded_conversation_count_the_loaded_history() {
         assert_eq!(status, 200, "{answer:#}");
     }
     let session = murmur_testkit::door::session_dir(dir.path());
-    let starts: Vec<Value> = read_lines(&session.join("watcher.jsonl"))
+    let starts: Vec<Value> = read_lines(&served_workspace(dir.path()).join("watcher.jsonl"))
         .into_iter()
         .filter(|line| line["handler"] == "on-task-start")
         .map(|line| line["event"].clone())
@@ -1090,8 +1119,7 @@ fn a_hook_reads_a_context_a_client_named_from_another_task() {
         assert_eq!(status, 200, "{answer:#}");
         assert_eq!(answer["result"]["task"]["contextId"], context, "{answer:#}");
     }
-    let session = murmur_testkit::door::session_dir(dir.path());
-    let lines = read_lines(&session.join("reader.jsonl"));
+    let lines = read_lines(&served_workspace(dir.path()).join("reader.jsonl"));
     let starts: Vec<&Value> = lines
         .iter()
         .filter(|line| line["handler"] == "on-task-start")
@@ -1405,7 +1433,7 @@ fn an_async_hook_hears_every_event_in_order_and_its_faults_reach_the_trace() {
         ]
     );
     // An async hook's return is never committed: each non-none arm is a fault.
-    assert!(!session.workdir.join("out/artifacts/x").exists());
+    assert!(!session.workspace.join("out/artifacts/x").exists());
     let faults = session.events("hook_dispatch_error");
     assert_eq!(faults.len(), 2, "{faults:?}");
     // Everything was drained before session_end.

@@ -1,7 +1,7 @@
 //! Escape cases: hooks and drivers holding only the grants their artifact entry gives them.
 //!
 //! A `hook-probe` (`tests/fixtures/hook-probe`) tries, at `on-session-start`, to read, write and
-//! list the workdir and to reach a loopback server over `wasi:http`; a hook that cannot write
+//! list the session's workspace and to reach a loopback server over `wasi:http`; a hook that cannot write
 //! its log hands its whole report back as an error, which the runtime traces as
 //! `hook_dispatch_error`. The `probe` fixture, as a driver, tries a second server beside its
 //! gateway. Every server here is a `RecordingServer` on 127.0.0.1 that the capsule's allowlist
@@ -80,16 +80,20 @@ fn run(file: &Path) -> MurOutput {
         .run()
 }
 
-/// The session's workdir and its trace, asserting the trace is whole (every line parses, one
-/// `session_end`).
-fn finished(output: &MurOutput) -> (PathBuf, Vec<Value>) {
+/// The session's record (its `workdir`: trace, result, the runtime's logs), its workspace (what
+/// a hook's filesystem grant reaches) and its trace, asserting the trace is whole (every line
+/// parses, one `session_end`).
+fn finished(output: &MurOutput) -> (PathBuf, PathBuf, Vec<Value>) {
     let report = output.json();
-    let workdir = PathBuf::from(
-        report["workdir"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{output:#?}")),
-    );
-    let trace: Vec<Value> = std::fs::read_to_string(workdir.join("trace.jsonl"))
+    let path = |key: &str| {
+        PathBuf::from(
+            report[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {key}: {output:#?}")),
+        )
+    };
+    let (record, workspace) = (path("workdir"), path("workspace"));
+    let trace: Vec<Value> = std::fs::read_to_string(record.join("trace.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).expect("a trace line that parses"))
@@ -102,13 +106,13 @@ fn finished(output: &MurOutput) -> (PathBuf, Vec<Value>) {
         1,
         "{trace:#?}"
     );
-    (workdir, trace)
+    (record, workspace, trace)
 }
 
 /// What the probe tried at `on-session-start`: from its log when it could write one, else
 /// from the line its error carried into `hook_dispatch_error`.
-fn tries(workdir: &Path, trace: &[Value]) -> Value {
-    if let Ok(text) = std::fs::read_to_string(workdir.join("probe.jsonl")) {
+fn tries(workspace: &Path, trace: &[Value]) -> Value {
+    if let Ok(text) = std::fs::read_to_string(workspace.join("probe.jsonl")) {
         return session_start_tries(&text);
     }
     let error = trace
@@ -158,8 +162,8 @@ fn a_hook_without_an_entry_grant_neither_reads_writes_nor_reaches_the_network() 
     let file = hook_capsule(dir.path(), &emulator.url(), "", &allow, all_tries(&server));
     let output = run(&file);
     assert_eq!(output.code, 0, "{output:#?}");
-    let (workdir, trace) = finished(&output);
-    let seen = tries(&workdir, &trace);
+    let (record, workspace, trace) = finished(&output);
+    let seen = tries(&workspace, &trace);
     for action in ["read:MURMUR.md", "write:planted.txt", "list:."] {
         assert!(seen[action]["err"].is_string(), "{action}: {seen:#}");
     }
@@ -173,9 +177,11 @@ fn a_hook_without_an_entry_grant_neither_reads_writes_nor_reaches_the_network() 
     );
     // Nothing arrived, nothing was planted anywhere, and the log could not be written.
     assert_eq!(server.connections(), 0);
-    assert!(!workdir.join("planted.txt").exists());
+    assert!(!workspace.join("planted.txt").exists());
+    assert!(!record.join("planted.txt").exists());
     assert!(!dir.path().join("planted.txt").exists());
-    assert!(!workdir.join("probe.jsonl").exists());
+    assert!(!workspace.join("probe.jsonl").exists());
+    assert!(!record.join("probe.jsonl").exists());
     // `session_start` says so: no directory, no network; the driver holds its gateway only.
     let hook = grants_of(&trace, "probe");
     assert_eq!(hook["runtime"], "hook");
@@ -190,6 +196,7 @@ fn a_hook_without_an_entry_grant_neither_reads_writes_nor_reaches_the_network() 
 
 #[test]
 fn a_hook_granted_read_reads_the_workdir_but_cannot_write_it() {
+    // The directory it reads is the session's workspace.
     let server = RecordingServer::start("reached");
     let emulator = emulator();
     let dir = tempfile::tempdir().unwrap();
@@ -203,8 +210,8 @@ fn a_hook_granted_read_reads_the_workdir_but_cannot_write_it() {
     );
     let output = run(&file);
     assert_eq!(output.code, 0, "{output:#?}");
-    let (workdir, trace) = finished(&output);
-    let seen = tries(&workdir, &trace);
+    let (record, workspace, trace) = finished(&output);
+    let seen = tries(&workspace, &trace);
     assert!(
         seen["read:MURMUR.md"]["ok"]
             .as_str()
@@ -220,9 +227,11 @@ fn a_hook_granted_read_reads_the_workdir_but_cannot_write_it() {
         "{seen:#}"
     );
     assert!(seen["write:planted.txt"]["err"].is_string(), "{seen:#}");
-    assert!(!workdir.join("planted.txt").exists());
+    assert!(!workspace.join("planted.txt").exists());
+    assert!(!record.join("planted.txt").exists());
     // Its log is a write too: refused.
-    assert!(!workdir.join("probe.jsonl").exists());
+    assert!(!workspace.join("probe.jsonl").exists());
+    assert!(!record.join("probe.jsonl").exists());
     // Reading grants no network.
     assert_eq!(server.connections(), 0);
     assert_eq!(grants_of(&trace, "probe")["filesystem"], "read");
@@ -240,26 +249,28 @@ fn a_hook_granted_a_subdirectory_writes_there_and_sees_nothing_else() {
         json!([
             "read:MURMUR.md",
             "read:../MURMUR.md",
+            "read:../../MURMUR.md",
             "write:planted.txt",
             "list:."
         ]),
     );
     let output = run(&file);
     assert_eq!(output.code, 0, "{output:#?}");
-    let report = output.json();
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
-    let space = workdir.join("hook-space/probe");
+    let (record, workspace, trace) = finished(&output);
+    let space = workspace.join("hook-space/probe");
     // The log and the planted file land in its directory, and MURMUR.md above it is out of reach.
     let seen = &session_start_tries(&std::fs::read_to_string(space.join("probe.jsonl")).unwrap());
     assert!(seen["read:MURMUR.md"]["err"].is_string(), "{seen:#}");
     assert!(seen["read:../MURMUR.md"]["err"].is_string(), "{seen:#}");
+    assert!(seen["read:../../MURMUR.md"]["err"].is_string(), "{seen:#}");
     assert_eq!(seen["write:planted.txt"]["ok"], true, "{seen:#}");
     assert_eq!(
         std::fs::read_to_string(space.join("planted.txt")).unwrap(),
         "hook-probe"
     );
-    assert!(!workdir.join("planted.txt").exists());
-    let (_, trace) = finished(&output);
+    assert!(workspace.join("MURMUR.md").is_file());
+    assert!(!workspace.join("planted.txt").exists());
+    assert!(!record.join("planted.txt").exists());
     let hook = grants_of(&trace, "probe");
     assert_eq!(hook["filesystem"], "write");
     assert_eq!(hook["path"], "hook-space/probe");
@@ -284,8 +295,8 @@ fn a_hook_granted_a_host_reaches_it_and_only_it() {
     );
     let output = run(&file);
     assert_eq!(output.code, 0, "{output:#?}");
-    let (workdir, trace) = finished(&output);
-    let seen = tries(&workdir, &trace);
+    let (_, workspace, trace) = finished(&output);
+    let seen = tries(&workspace, &trace);
     assert_eq!(
         seen[format!("http:{}/hook", server.url())]["ok"],
         200,
@@ -407,7 +418,7 @@ fn a_driver_reaches_only_its_gateway_unless_its_entry_says_more() {
     assert_eq!(seen["also"]["error"], "HttpRequestDenied", "{seen:#}");
     assert_eq!(gateway.requests().len(), 1);
     assert_eq!(also.connections(), 0);
-    let (_, trace) = finished(&output);
+    let (_, _, trace) = finished(&output);
     let driver = grants_of(&trace, "probe-driver");
     assert_eq!(driver["network"].as_array().unwrap().len(), 1, "{driver:#}");
     assert_eq!(driver["filesystem"], "none");
