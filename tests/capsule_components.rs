@@ -5,7 +5,7 @@
 //! is refused before anything is written.
 //!
 //! The component is the fixture `tests/fixtures/capsule-puller`, which writes what it saw to
-//! `report.json` in its workdir.
+//! `report.json` in its workspace.
 
 use std::path::{Path, PathBuf};
 
@@ -53,21 +53,23 @@ fn run(home: &Path, dir: &Path, registry: &Path) -> MurOutput {
         .run()
 }
 
-/// The session's report, `report.json` and its trace's events.
+/// The session's report, its workspace (where the component and its tools write),
+/// `report.json` (written there by the component) and the record's trace's events.
 pub(crate) fn session(output: &MurOutput) -> (Value, PathBuf, Value, Vec<Value>) {
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let record = PathBuf::from(report["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
     let seen: Value =
-        serde_json::from_str(&std::fs::read_to_string(workdir.join("report.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(workspace.join("report.json")).unwrap())
             .unwrap();
-    let events = std::fs::read_to_string(workdir.join("trace.jsonl"))
+    let events = std::fs::read_to_string(record.join("trace.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    (report, workdir, seen, events)
+    (report, workspace, seen, events)
 }
 
 fn registry_sha256(reg: &Path) -> String {
@@ -88,7 +90,7 @@ fn a_capsule_component_pulls_a_tool_mid_session_and_invokes_it() {
     let dir = capsule(&work.path().join("capsule"));
 
     let output = run(home.path(), &dir, reg.path());
-    let (report, workdir, seen, events) = session(&output);
+    let (report, workspace, seen, events) = session(&output);
     assert!(
         report["session_id"].as_str().unwrap().starts_with("ses_"),
         "{report:#}"
@@ -115,11 +117,11 @@ fn a_capsule_component_pulls_a_tool_mid_session_and_invokes_it() {
     assert_eq!(seen["pull"]["info"]["sha256"], sha256.as_str());
     assert_eq!(seen["pull"]["info"]["runtime"], "tool");
 
-    // The pulled tool was called, in the session workdir.
+    // The pulled tool was called, in the session's workspace.
     assert_eq!(seen["invoke"]["ok"], true, "{seen:#}");
     assert_eq!(seen["invoke"]["status"], "passed", "{seen:#}");
     assert_eq!(
-        std::fs::read_to_string(workdir.join("pulled.md")).unwrap(),
+        std::fs::read_to_string(workspace.join("pulled.md")).unwrap(),
         "pulled and written"
     );
     assert_eq!(seen["describe"]["ok"], true, "{seen:#}");
@@ -229,7 +231,7 @@ fn a_tampered_archive_is_refused_to_the_component_and_nothing_is_written() {
     let work = tempfile::tempdir().unwrap();
     let dir = capsule(&work.path().join("capsule"));
     let output = run(home.path(), &dir, reg.path());
-    let (_, workdir, seen, events) = session(&output);
+    let (_, workspace, seen, events) = session(&output);
 
     assert_eq!(seen["pull"]["ok"], false, "{seen:#}");
     assert!(
@@ -245,7 +247,7 @@ fn a_tampered_archive_is_refused_to_the_component_and_nothing_is_written() {
         "{seen:#}"
     );
     assert_eq!(seen["invoke"]["ok"], false, "{seen:#}");
-    assert!(!workdir.join("pulled.md").exists());
+    assert!(!workspace.join("pulled.md").exists());
     assert!(!dir.join("murmur.lock").exists(), "no lock is written");
     assert!(!dir.join(".murmur").exists(), "nothing is installed");
     assert!(
@@ -278,7 +280,7 @@ fn a_pull_against_the_locks_pin_is_refused_and_the_lock_is_kept() {
     );
     std::fs::write(dir.join("murmur.lock"), &pinned).unwrap();
     let output = run(home.path(), &dir, reg.path());
-    let (_, workdir, seen, events) = session(&output);
+    let (_, workspace, seen, events) = session(&output);
     assert_eq!(seen["pull"]["ok"], false, "{seen:#}");
     assert!(
         seen["pull"]["error"]
@@ -292,7 +294,7 @@ fn a_pull_against_the_locks_pin_is_refused_and_the_lock_is_kept() {
         pinned
     );
     assert!(!dir.join(".murmur/artifacts/write-file").exists());
-    assert!(!workdir.join("pulled.md").exists());
+    assert!(!workspace.join("pulled.md").exists());
     assert!(
         events
             .iter()
@@ -390,7 +392,7 @@ fn a_capsule_component_runs_the_shell_under_its_grant_hooks_and_trace() {
     );
 
     let output = run(home.path(), &dir, reg.path());
-    let (_, workdir, seen, events) = session(&output);
+    let (_, workspace, seen, events) = session(&output);
     assert!(!output.stderr.contains("W-HOOK-008"), "{output:#?}");
 
     assert_eq!(seen["echo"]["ok"]["exit_code"], 0, "{seen:#}");
@@ -405,7 +407,7 @@ fn a_capsule_component_runs_the_shell_under_its_grant_hooks_and_trace() {
         "{seen:#}"
     );
     assert_eq!(seen["touch"]["ok"]["exit_code"], 0, "{seen:#}");
-    assert!(workdir.join("made-by-shell").is_file());
+    assert!(workspace.join("made-by-shell").is_file());
     assert_eq!(seen["slow"]["ok"]["exit_code"], Value::Null, "{seen:#}");
 
     // A `shell` event for each call but the denied one, under the task; the refused one with
@@ -438,7 +440,7 @@ fn a_capsule_component_runs_the_shell_under_its_grant_hooks_and_trace() {
 
     // The probe (bound to on-shell, policy none) hears each admitted call's observation: the
     // six past the allowlist, the denied one with its denial as the error.
-    let heard: Vec<Value> = std::fs::read_to_string(workdir.join("probe.jsonl"))
+    let heard: Vec<Value> = std::fs::read_to_string(workspace.join("probe.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -477,14 +479,14 @@ fn a_capsule_component_without_a_shell_grant_runs_nothing() {
     let dir = shell_capsule(&work.path().join("capsule"), "", "");
 
     let output = run(home.path(), &dir, reg.path());
-    let (_, workdir, seen, events) = session(&output);
+    let (_, workspace, seen, events) = session(&output);
     let seen = seen.as_object().unwrap();
     assert_eq!(seen.len(), 7, "{seen:#?}");
     for (call, outcome) in seen {
         let error = outcome["err"].as_str().unwrap_or_default();
         assert!(error.starts_with("error[E-CAP-006]"), "{call}: {outcome}");
     }
-    assert!(!workdir.join("made-by-shell").exists());
+    assert!(!workspace.join("made-by-shell").exists());
     let shells = of_type(&events, "shell");
     assert_eq!(shells.len(), 7, "{shells:#?}");
     assert!(

@@ -93,7 +93,7 @@ fn set_ceiling(file: &Path, ceiling: u64) {
 }
 
 /// The artifact entry of a hook-probe named `name` (manifest `manifest_tail`, config `config`),
-/// granted every hook import and the workdir to log into.
+/// granted every hook import and the workspace to log into.
 fn probe_hook(dir: &Path, name: &str, manifest_tail: &str, config: &str) -> String {
     let path = murmur_testkit::fixture_hook(&dir.join("hooks"), name, "hook-probe", manifest_tail);
     format!(
@@ -629,8 +629,8 @@ turns:
     let report = output.json();
     assert_eq!(report["tasks"][0]["result_text"], "done on gpt");
     // The hook's view, at each tool call's observation: the probe's twice, the switch's once.
-    let workdir = Path::new(report["workdir"].as_str().unwrap());
-    let heard: Vec<Value> = std::fs::read_to_string(workdir.join("env-probe.jsonl"))
+    let workspace = Path::new(report["workspace"].as_str().unwrap());
+    let heard: Vec<Value> = std::fs::read_to_string(workspace.join("env-probe.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -719,8 +719,8 @@ turns:
     let output = run(&file, &BOTH_KEYS);
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
-    let workdir = Path::new(report["workdir"].as_str().unwrap());
-    let observed: Vec<Value> = std::fs::read_to_string(workdir.join("watcher.jsonl"))
+    let workspace = Path::new(report["workspace"].as_str().unwrap());
+    let observed: Vec<Value> = std::fs::read_to_string(workspace.join("watcher.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())

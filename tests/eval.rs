@@ -65,6 +65,22 @@ fn eval(capsule: &Path, extra: &[&str]) -> MurOutput {
         .run()
 }
 
+/// The workspace of the session whose trace is `trace`, as its `session_start` names it:
+/// where the case's fixture was copied and what the agent and the scorers worked in.
+fn workspace_of(trace: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(trace).unwrap();
+    let start: Value = text
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["event_type"] == "session_start")
+        .expect("a session_start event");
+    PathBuf::from(
+        start["workspace"]
+            .as_str()
+            .expect("session_start.workspace"),
+    )
+}
+
 /// `(case, arm) → result` of a `mur eval run --json` answer.
 /// An arms file in `work` whose one arm, `careful`, replays the example's greeting cassette as
 /// the cassette of the case `case`.
@@ -197,7 +213,7 @@ fn the_example_dataset_replays_from_its_cassettes_and_the_diff_names_the_regress
     let trace = run_dir.join(append["trace"].as_str().unwrap());
     let session = append["session"].as_str().unwrap();
     assert!(std::fs::read_to_string(&trace).unwrap().contains(session));
-    let journal = trace.with_file_name("notes/journal.md");
+    let journal = workspace_of(&trace).join("notes/journal.md");
     assert_eq!(
         std::fs::read_to_string(journal).unwrap(),
         "Met Ana at 10:00 by the station.\nLunch with Bo at 13:00.\n"
@@ -675,14 +691,10 @@ fn a_commands_scorer_runs_what_the_agent_wrote_held_by_the_sessions_class() {
 
     // What check.sh tried, each refused.
     let run_dir = PathBuf::from(output.json()["dir"].as_str().unwrap());
-    let workdir = run_dir
-        .join(result["trace"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let outcomes = std::fs::read_to_string(workdir.join("outcomes.txt")).unwrap();
+    let workspace = workspace_of(&run_dir.join(result["trace"].as_str().unwrap()));
+    let outcomes = std::fs::read_to_string(workspace.join("outcomes.txt")).unwrap();
     assert_eq!(outcomes, "read=1\nwrite=2\nconnect=1\n", "{outcomes}");
-    let errors = std::fs::read_to_string(workdir.join("errors.txt")).unwrap();
+    let errors = std::fs::read_to_string(workspace.join("errors.txt")).unwrap();
     assert!(
         errors.contains(&format!("{}: Permission denied", secret.display())),
         "{errors}"
@@ -700,7 +712,7 @@ fn a_commands_scorer_runs_what_the_agent_wrote_held_by_the_sessions_class() {
         "{errors}"
     );
     assert_eq!(
-        std::fs::read_to_string(workdir.join("stolen.txt")).unwrap(),
+        std::fs::read_to_string(workspace.join("stolen.txt")).unwrap(),
         "",
         "the host secret was copied into the workspace"
     );

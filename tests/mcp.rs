@@ -135,7 +135,8 @@ fn calls<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
 }
 
 /// The notes capsule run on an emulator that makes `calls`, then answers `noted`: its folder
-/// (the session's workdir is in it), the emulator and the report of a session that ended `ok`.
+/// (the session's record and workspace are in it), the emulator and the report of a session that
+/// ended `ok`.
 fn noted(calls: Value, extra: &str) -> (tempfile::TempDir, Emulator, Value) {
     let emulator = emulator(calls);
     let dir = tempfile::tempdir().unwrap();
@@ -211,10 +212,11 @@ fn a_stdio_mcp_server_is_offered_and_called_like_any_tool_inside_its_confinement
         json!(["path"])
     );
 
-    // It ran in the session's workdir; each call left its `tool_call` with its effect.
+    // It ran in the session's workspace; each call left its `tool_call` with its effect.
     let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/a.md")).unwrap(),
+        std::fs::read_to_string(workspace.join("notes/a.md")).unwrap(),
         "hello"
     );
     let events = trace(&report);
@@ -233,7 +235,7 @@ fn a_stdio_mcp_server_is_offered_and_called_like_any_tool_inside_its_confinement
     assert_eq!(read[0]["status"], "passed");
     assert_eq!(read[0]["state_effect"], "read");
     assert!(answer(&emulator, "r").contains("hello"));
-    // Outside the workdir and the read-only paths, Landlock stopped it.
+    // Outside the workspace and the read-only paths, Landlock stopped it.
     assert!(
         answer(&emulator, "p").contains("Permission denied"),
         "{}",
@@ -249,20 +251,20 @@ fn a_stdio_mcp_server_is_offered_and_called_like_any_tool_inside_its_confinement
     );
     assert_eq!(read[1]["status"], "refused", "{:#}", read[1]);
     assert_eq!(read[1]["error"]["code"], "E-RUN-009");
-    // A result past 16 KiB is cut for the model, the whole kept in the workdir.
+    // A result past 16 KiB is cut for the model, the whole kept in the workspace's scratch.
     let big = answer(&emulator, "br");
     assert!(
         big.contains(
-            "[cut at 16384 bytes; the whole of it (20000 bytes) is in logs/mcp-notes-0001.log]"
+            "[cut at 16384 bytes; the whole of it (20000 bytes) is in .murmur/mcp-notes-0001.log]"
         ),
         "{}",
         &big[big.len().saturating_sub(300)..]
     );
     assert_eq!(
-        std::fs::read_to_string(workdir.join("logs/mcp-notes-0001.log")).unwrap(),
+        std::fs::read_to_string(workspace.join(".murmur/mcp-notes-0001.log")).unwrap(),
         "y".repeat(20_000)
     );
-    // Its stderr is kept.
+    // Its stderr is kept, in the record, out of the server's reach.
     let log = std::fs::read_to_string(workdir.join("logs/mcp-notes.log")).unwrap();
     assert!(log.contains("notes_server: starting (stdio)"), "{log}");
 }
@@ -281,8 +283,9 @@ fn a_hooks_deny_refuses_an_mcp_call_before_the_server_sees_it() {
     let output = run(dir.path());
     assert_eq!(output.code, 0, "{output:#?}");
     let report = output.json();
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
-    assert!(!workdir.join("kept.md").exists());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
+    assert!(workspace.is_dir(), "{report:#}");
+    assert!(!workspace.join("kept.md").exists());
     let events = trace(&report);
     let denied: Vec<&Value> = events
         .iter()

@@ -1,7 +1,7 @@
 //! `mur mcp serve`: a capsule's tools served to the official MCP Python SDK's client
 //! (`tests/python/mcp/serve_client.py`, in the venv `scripts/python-env mcp` makes), over stdio
-//! and over streamable HTTP. Each client is a session of its own with a workdir and a trace;
-//! calls go the way of the model's (the input schema, hooks, the `tool_call` events).
+//! and over streamable HTTP. Each client is a session of its own with a record (its trace) and a
+//! workspace; calls go the way of the model's (the input schema, hooks, the `tool_call` events).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -189,16 +189,16 @@ fn answered_as_served(out: &Value, workdir_root: &Path, replied: bool) {
     );
     assert!(events_have_skill_call(workdir_root));
 
-    // The session left its workdir and trace.
+    // The session left its trace in its record and the tools' files in its workspace.
     let traces = sessions(workdir_root);
     assert_eq!(traces.len(), 1, "one client, one session");
     let events = &traces[0];
-    let workdir = PathBuf::from(events[0]["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(events[0]["workspace"].as_str().unwrap());
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/a.md")).unwrap(),
+        std::fs::read_to_string(workspace.join("notes/a.md")).unwrap(),
         "served"
     );
-    assert!(!workdir.join("secrets/key").exists());
+    assert!(!workspace.join("secrets/key").exists());
     let types: Vec<&str> = events
         .iter()
         .map(|e| e["event_type"].as_str().unwrap())

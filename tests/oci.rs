@@ -504,12 +504,12 @@ fn a_capsule_component_pulls_a_tool_from_an_oci_registry_mid_session() {
         .args(["run", "--json", "--registry", &oci])
         .arg(&dir)
         .run();
-    let (_, workdir, seen, _) = crate::capsule_components::session(&output);
+    let (_, workspace, seen, _) = crate::capsule_components::session(&output);
     assert_eq!(seen["pull"]["ok"], true, "{seen:#}");
     assert_eq!(seen["pull"]["info"]["sha256"], digest.as_str(), "{seen:#}");
     assert_eq!(seen["invoke"]["status"], "passed", "{seen:#}");
     assert_eq!(
-        std::fs::read_to_string(workdir.join("pulled.md")).unwrap(),
+        std::fs::read_to_string(workspace.join("pulled.md")).unwrap(),
         "pulled and written"
     );
     let lock = std::fs::read_to_string(dir.join("murmur.lock")).unwrap();

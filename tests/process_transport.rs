@@ -144,8 +144,14 @@ fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The session's record: its trace and `out/result.txt`.
 fn workdir_of(report: &Value) -> PathBuf {
     PathBuf::from(report["workdir"].as_str().unwrap())
+}
+
+/// The session's workspace: the CLI's cwd, where the capsule's tools write.
+fn workspace_of(report: &Value) -> PathBuf {
+    PathBuf::from(report["workspace"].as_str().unwrap())
 }
 
 /// The requests that took a turn of the script, in order.
@@ -205,7 +211,7 @@ fn claude_code_calls_the_capsules_tools_and_its_answer_is_the_result() {
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
     let workdir = workdir_of(&report);
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+        std::fs::read_to_string(workspace_of(&report).join("notes/today.md")).unwrap(),
         "buy milk"
     );
     assert_eq!(
@@ -325,11 +331,10 @@ fn codex_runs_in_a_sealed_root_too() {
         &["--containment", "sealed"],
     );
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
-    let workdir = workdir_of(&report);
     let start = &trace(&report)[0];
     assert_eq!(start["containment"]["achieved"], "sealed", "{start}");
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+        std::fs::read_to_string(workspace_of(&report).join("notes/today.md")).unwrap(),
         "buy milk"
     );
 }
@@ -343,7 +348,7 @@ fn codex_calls_the_capsules_tools_and_its_answer_is_the_result() {
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
     let workdir = workdir_of(&report);
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+        std::fs::read_to_string(workspace_of(&report).join("notes/today.md")).unwrap(),
         "buy milk"
     );
     assert_eq!(
@@ -541,8 +546,9 @@ turns:
         Some(&emulator_claude),
         "Make a file",
     );
-    let workdir = workdir_of(&report);
-    assert!(!workdir.join("pwned-bash").exists() && !workdir.join("pwned-write").exists());
+    let workspace = workspace_of(&report);
+    assert!(workspace.is_dir(), "{output:#?}");
+    assert!(!workspace.join("pwned-bash").exists() && !workspace.join("pwned-write").exists());
     let events = trace(&report);
     assert!(of_type(&events, "tool_call").is_empty(), "{output:#?}");
     // The model was told the tools do not exist.
@@ -576,9 +582,10 @@ turns:
         Some(&emulator_codex),
         "Make a file",
     );
-    let workdir = workdir_of(&report);
+    let workspace = workspace_of(&report);
+    assert!(workspace.is_dir(), "{output:#?}");
     for file in ["pwned-shell", "pwned-exec", "pwned-patch"] {
-        assert!(!workdir.join(file).exists(), "{file}: {output:#?}");
+        assert!(!workspace.join(file).exists(), "{file}: {output:#?}");
     }
     assert!(
         of_type(&trace(&report), "tool_call").is_empty(),
@@ -615,7 +622,7 @@ turns:
     capsule(dir.path(), "claude", "claude-sonnet-4-5", &policy, "");
     let (output, report) = run(dir.path(), &with_clis(), Some(&emulator), "Store the key");
     assert_eq!(report["exit_status"], "ok", "{output:#?}");
-    assert!(!workdir_of(&report).join("secrets/key").exists());
+    assert!(!workspace_of(&report).join("secrets/key").exists());
     let events = trace(&report);
     assert!(
         of_type(&events, "tool_call").is_empty(),
@@ -885,6 +892,9 @@ printf '{{"type":"result","subtype":"success","is_error":false,"result":"read=%s
         "{said}"
     );
     assert!(said.contains("workdir=wrote"), "{said}");
+    // Its cwd is the session's workspace: what it wrote there is there, not in the record.
+    assert!(workspace_of(&report).join("in-workdir").is_file());
+    assert!(!workdir_of(&report).join("in-workdir").exists());
     assert!(!outside.join("planted").exists());
     let names: Vec<&str> = said
         .split("env=")
@@ -950,7 +960,7 @@ fn example_runs_claude_code_under(class: Option<&str>) {
         "{start}"
     );
     assert_eq!(
-        std::fs::read_to_string(workdir.join("notes/hello.md")).unwrap(),
+        std::fs::read_to_string(workspace_of(&report).join("notes/hello.md")).unwrap(),
         "Hello from Murmur!\n"
     );
     assert_eq!(
@@ -1051,7 +1061,7 @@ fn claude_code_and_codex_sessions_record_and_replay_through_the_relay_with_the_p
         assert_eq!(report["exit_status"], "ok", "{command}: {output:#?}");
         let workdir = workdir_of(&report);
         assert_eq!(
-            std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+            std::fs::read_to_string(workspace_of(&report).join("notes/today.md")).unwrap(),
             "buy milk",
             "{command}"
         );

@@ -101,10 +101,10 @@ fn a_session_recorded_against_the_provider_replays_with_no_key_and_no_network() 
     );
     assert_eq!(replayed.json()["totals"]["turns"], 3);
     assert_eq!(replayed.json()["totals"]["tool_calls"], 2);
-    // Tools ran for real: the note is in the new session's workdir.
-    let workdir = replayed.json()["workdir"].as_str().unwrap().to_string();
+    // Tools ran for real: the note is in the new session's workspace.
+    let workspace = replayed.json()["workspace"].as_str().unwrap().to_string();
     assert_eq!(
-        std::fs::read_to_string(Path::new(&workdir).join("note.md")).unwrap(),
+        std::fs::read_to_string(Path::new(&workspace).join("note.md")).unwrap(),
         "installed"
     );
 }

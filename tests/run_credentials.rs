@@ -82,10 +82,11 @@ fn the_driver_never_holds_the_key_and_the_gateway_receives_it() {
     assert_eq!(seen["env"]["MURMUR_INFERENCE_MODEL"], "probe-model");
     assert_eq!(seen["env"]["MURMUR_INFERENCE_DRIVER"], "probe-driver");
     // Nor does the key reach the trace or the history.
-    let workdir = Path::new(report["workdir"].as_str().unwrap());
-    for file in ["trace.jsonl", "MURMUR.md"] {
-        let text = std::fs::read_to_string(workdir.join(file)).unwrap();
-        assert!(!text.contains(KEY), "{file} holds the key");
+    let record = Path::new(report["workdir"].as_str().unwrap());
+    let workspace = Path::new(report["workspace"].as_str().unwrap());
+    for file in [record.join("trace.jsonl"), workspace.join("MURMUR.md")] {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains(KEY), "{} holds the key", file.display());
     }
 }
 

@@ -129,8 +129,9 @@ fn every_driver_runs_a_tool_using_task_to_the_end() {
         assert_eq!(output.code, 0, "{driver}: {output:#?}");
         assert_eq!(report["exit_status"], "ok", "{driver}");
         let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+        let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
         assert_eq!(
-            std::fs::read_to_string(workdir.join("notes/today.md")).unwrap(),
+            std::fs::read_to_string(workspace.join("notes/today.md")).unwrap(),
             "buy milk",
             "{driver}"
         );
@@ -139,7 +140,7 @@ fn every_driver_runs_a_tool_using_task_to_the_end() {
             "Saved your note.",
             "{driver}"
         );
-        assert!(workdir.join("MURMUR.md").is_file());
+        assert!(workspace.join("MURMUR.md").is_file());
 
         // Two requests, both valid for the provider (the emulator refuses invalid ones).
         let requests = emulator.requests();
@@ -594,9 +595,10 @@ turns:
     );
     let (output, report) = run_json(&file, &["write"]);
     assert_eq!(output.code, 0, "{output:#?}");
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
+    assert!(workspace.is_dir(), "{report:#}");
     assert!(
-        !workdir.join("x.md").exists(),
+        !workspace.join("x.md").exists(),
         "the tool must not run on invalid input"
     );
     let requests = answered(&emulator);
@@ -894,8 +896,8 @@ turns:
             .contains(&Value::from("skill-style")),
         "{start}"
     );
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
-    let murmur_md = std::fs::read_to_string(workdir.join("MURMUR.md")).unwrap();
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
+    let murmur_md = std::fs::read_to_string(workspace.join("MURMUR.md")).unwrap();
     assert!(
         murmur_md.contains(
             "- `skill-style`: How to write notes in the house style. Call it before writing a note."
