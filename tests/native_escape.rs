@@ -12,13 +12,13 @@
 //!
 //! The cases, each with its exact outcome under `scoped` (asserted in [`expected`]):
 //!
-//! - **files**: reading `/etc/shadow` and a file outside the workdir (`EACCES`), writing
+//! - **files**: reading `/etc/shadow` and a file outside the workspace (`EACCES`), writing
 //!   outside (`EACCES`, nothing written), a symlink out (made, read `EACCES`; made outside
-//!   `EACCES`), a hard link and a rename across the workdir's boundary either way (`EXDEV`),
+//!   `EACCES`), a hard link and a rename across the workspace's boundary either way (`EXDEV`),
 //!   re-opening through `/proc/self/cwd/..`, through an `O_PATH` descriptor of an outside
 //!   directory (`/proc/self/fd/N/...` and `openat`), through `/proc/<mur>/root`, and an
 //!   outside file's descriptor leaked into `mur` (the child has no such descriptor: `EBADF`;
-//!   `/proc/<mur>/fd` is refused), `mknod` of a character device in the workdir (`EACCES`);
+//!   `/proc/<mur>/fd` is refused), `mknod` of a character device in the workspace (`EACCES`);
 //! - **execution**: a non-allowlisted binary (`/usr/bin/bash`) by `execv` and by `subprocess`
 //!   from the allowed interpreter, and a copy of `/bin/ls` saved as `./bash` and made
 //!   executable (`EACCES`; `/bin/ls` is not readable under `scoped`, so the ELF loader is
@@ -28,7 +28,7 @@
 //!   (`ECONNREFUSED`; the test's listener there hears nothing) and through the egress proxy
 //!   (`CONNECT` answered `403`, an `egress_refused` event naming `127.0.0.2` and the port), a
 //!   UDP datagram to a test listener on 127.0.0.1 (it hears nothing) and a DNS query to the
-//!   host's resolver (`ENETUNREACH`), a pathname Unix socket outside the workdir and an
+//!   host's resolver (`ENETUNREACH`), a pathname Unix socket outside the workspace and an
 //!   abstract one (`EACCES`: no `AF_UNIX` without `network.unix_sockets`; the listeners hear
 //!   nothing), a raw ICMP socket (`EPERM`);
 //! - **system calls**: `io_uring_setup`, `bpf`, `userfaultfd`, `keyctl`, `perf_event_open`,
@@ -39,7 +39,7 @@
 //!   trace says RLIMIT_AS stands in, `MemoryError`), an fd exhauster (`EMFILE` at descriptor
 //!   63 of `open_files: 64`);
 //! - **lifetime**: a `setsid` daemon started by a shell call (dead when its call ends: it
-//!   ticks into the workdir, and no tick comes after the call's event) and by an MCP stdio
+//!   ticks into the workspace, and no tick comes after the call's event) and by an MCP stdio
 //!   server's tool (dead when `mur` ends), both again when `mur` is SIGKILLed mid-call;
 //! - **signals**: SIGKILL to a host process (the test's own sleeper: `ESRCH`, it lives) and
 //!   signal 0 to `mur` itself (`ESRCH`).
@@ -59,8 +59,9 @@
 //! `session_start.containment` says a cgroup is not available (RLIMIT_NPROC and RLIMIT_AS
 //! stand in), the memory hog's expected outcome follows it.
 //!
-//! Attacks learn `mur`'s host pid from `mur.pid`, which the test writes into the workdir as
-//! soon as it exists (the worst case: an attacker who guessed it).
+//! Attacks learn `mur`'s host pid from `mur.pid`, which the test writes into the session's
+//! workspace (the children's `.`) as soon as it exists (the worst case: an attacker who
+//! guessed it).
 //!
 //! Not here (each with its own tests): the workdir's byte limit (`workdir_max_bytes`),
 //! `mur eval`'s `commands` scorer running agent-written code (tests/eval.rs), and the agent
@@ -259,7 +260,7 @@ impl Drop for Reaper {
     }
 }
 
-/// What the host offers the attacks: files outside the workdir, listeners that must hear
+/// What the host offers the attacks: files outside the workspace, listeners that must hear
 /// nothing, a sleeper that must live.
 struct Bait {
     outside: tempfile::TempDir,
@@ -384,7 +385,7 @@ def attempt(f):
         return named(x)
     return 'ok' if r is None else str(r)
 def murs():
-    # mur's host pid, written into the workdir by the test once mur started.
+    # mur's host pid, written into the workspace by the test once mur started.
     return [open('mur.pid').read().strip()]
 "#,
         secret = q(bait.secret.to_str().unwrap()),
@@ -572,7 +573,7 @@ fn expected(name: &str, ran: Ran) -> Option<String> {
             absent("errno=EACCES")
         ),
         // Advisory's Landlock refuses these too, by its own rights (EACCES); under scoped the
-        // workdir is a mount of its own, so crossing it is EXDEV first.
+        // workspace is a mount of its own, so crossing it is EXDEV first.
         "hardlink" => match class {
             Advisory => "in=errno=EXDEV out=errno=EACCES".to_string(),
             _ => format!("in={} out={}", absent("errno=EXDEV"), absent("errno=EXDEV")),
@@ -825,8 +826,8 @@ inference:
         command
     }
 
-    /// Runs `mur` to its end, telling the attacks its pid (`mur.pid` in the workdir, as
-    /// soon as the workdir exists).
+    /// Runs `mur` to its end, telling the attacks its pid (`mur.pid` in the workspace, the
+    /// children's `.`, as soon as the workspace exists).
     fn run(&self) -> std::process::Output {
         let mut mur = self
             .command()
@@ -837,8 +838,8 @@ inference:
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while mur.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            if let Some(workdir) = self.workdir() {
-                let path = workdir.join("mur.pid");
+            if let Some(workspace) = self.workspace() {
+                let path = workspace.join("mur.pid");
                 std::fs::write(&path, mur.id().to_string()).unwrap();
                 give(&path, self.owner);
                 break;
@@ -848,13 +849,19 @@ inference:
         mur.wait_with_output().unwrap()
     }
 
-    /// The session's workdir under `work/`, once it exists.
-    fn workdir(&self) -> Option<PathBuf> {
+    /// The session's record under `work/`, once it exists.
+    fn record(&self) -> Option<PathBuf> {
         std::fs::read_dir(self.dir.path().join("work"))
             .ok()?
             .flatten()
             .map(|entry| entry.path())
             .find(|path| path.is_dir())
+    }
+
+    /// The session's fresh workspace (`<record>/workspace/`: the children's `.`), once it
+    /// exists.
+    fn workspace(&self) -> Option<PathBuf> {
+        Some(self.record()?.join("workspace")).filter(|path| path.is_dir())
     }
 }
 
@@ -943,8 +950,8 @@ fn refused_class(output: &std::process::Output) -> bool {
         .is_ok_and(|report| report["error"]["code"] == "E-CAP-020")
 }
 
-fn read_trace(workdir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(workdir.join("trace.jsonl"))
+fn read_trace(record: &Path) -> Vec<Value> {
+    std::fs::read_to_string(record.join("trace.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -987,9 +994,9 @@ fn shell_event<'a>(trace: &'a [Value], id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no shell event for {id}"))
 }
 
-/// The times (seconds) the shell call's daemon ticked into `workdir`.
-fn ticks(workdir: &Path) -> Vec<f64> {
-    std::fs::read_to_string(workdir.join("daemon.ticks"))
+/// The times (seconds) the shell call's daemon ticked into `workspace` (its `.`).
+fn ticks(workspace: &Path) -> Vec<f64> {
+    std::fs::read_to_string(workspace.join("daemon.ticks"))
         .unwrap_or_default()
         .lines()
         .filter_map(|line| line.trim().parse().ok())
@@ -1034,8 +1041,10 @@ fn suite(class: Class, who: Who) {
         .unwrap_or_else(|_| panic!("no report: {output:#?}"));
     assert_eq!(output.status.code(), Some(0), "{report:#}\n{output:#?}");
     assert_eq!(report["tasks"][0]["result_text"], "done", "{report:#}");
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
-    let trace = read_trace(&workdir);
+    let record = PathBuf::from(report["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
+    assert_eq!(workspace, record.join("workspace"), "{report:#}");
+    let trace = read_trace(&record);
     let ran = ran_under(&trace, class, owner.is_none() && who == Who::Root);
     let answers = answers(&session.emulator);
     let mut bait = session.bait;
@@ -1227,7 +1236,7 @@ fn suite(class: Class, who: Who) {
     );
 
     // The shell call's setsid daemon: it ticked, and not after its call's end (held).
-    let ticked = ticks(&workdir);
+    let ticked = ticks(&workspace);
     let ended = shell_event(&trace, "setsid_daemon")["timestamp"]
         .as_u64()
         .unwrap() as f64
@@ -1306,7 +1315,7 @@ fn killed_mid_session(class: Class, who: Who) {
         format!("{}-mcp", session.mark),
     );
     let deadline = Instant::now() + Duration::from_secs(90);
-    let workdir = loop {
+    let workspace = loop {
         if let Some(status) = mur.try_wait().unwrap() {
             let mut stdout = Vec::new();
             mur.stdout.take().unwrap().read_to_end(&mut stdout).unwrap();
@@ -1321,11 +1330,11 @@ fn killed_mid_session(class: Class, who: Who) {
             }
             panic!("mur ended before its shell call ran: {output:#?}");
         }
-        if let Some(workdir) = session.workdir()
-            && !ticks(&workdir).is_empty()
+        if let Some(workspace) = session.workspace()
+            && !ticks(&workspace).is_empty()
             && !processes_marked(&mcp).is_empty()
         {
-            break workdir;
+            break workspace;
         }
         assert!(Instant::now() < deadline, "the daemons never started");
         std::thread::sleep(Duration::from_millis(50));
@@ -1337,9 +1346,9 @@ fn killed_mid_session(class: Class, who: Who) {
     mur.kill().unwrap();
     mur.wait().unwrap();
     std::thread::sleep(Duration::from_millis(1000));
-    let before = ticks(&workdir).len();
+    let before = ticks(&workspace).len();
     std::thread::sleep(Duration::from_millis(500));
-    let after = ticks(&workdir).len();
+    let after = ticks(&workspace).len();
     let (shell_left, mcp_left) = (processes_marked(&shell), processes_marked(&mcp));
     let what = format!(
         "{} as {who:?}, mur SIGKILLed: shell daemon {shell_left:?}, MCP daemon {mcp_left:?}, \

@@ -63,7 +63,8 @@ struct Run {
     output: MurOutput,
     report: Value,
     trace: Vec<Value>,
-    workdir: PathBuf,
+    /// The session's workspace (`report["workspace"]`): the shell child's cwd and `HOME`.
+    workspace: PathBuf,
 }
 
 impl Run {
@@ -90,8 +91,9 @@ impl Capsule {
         let output = mur.run();
         let report: Value = serde_json::from_str(&output.stdout)
             .unwrap_or_else(|_| panic!("no report: {output:#?}"));
-        let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
-        let trace = std::fs::read_to_string(workdir.join("trace.jsonl"))
+        let record = PathBuf::from(report["workdir"].as_str().unwrap());
+        let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
+        let trace = std::fs::read_to_string(record.join("trace.jsonl"))
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -100,7 +102,7 @@ impl Capsule {
             output,
             report,
             trace,
-            workdir,
+            workspace,
         }
     }
 
@@ -157,7 +159,7 @@ fn an_allowed_binary_runs_in_the_workdir_and_a_non_zero_exit_is_data() {
     assert_eq!(result["exit_code"], 3);
     assert_eq!(
         result["stdout"],
-        format!("{}\nout\n", run.workdir.display())
+        format!("{}\nout\n", run.workspace.display())
     );
     assert_eq!(result["stderr"], "err\n");
     assert_eq!(result["truncated"], false);
@@ -210,7 +212,7 @@ fn bash_c_runs_only_when_bash_itself_is_allowed() {
         "",
     );
     let run = refused.run(&[]);
-    assert!(!run.workdir.join("made-by-bash").exists());
+    assert!(!run.workspace.join("made-by-bash").exists());
     assert_eq!(run.shell_events()[0]["error"]["code"], "E-CAP-006");
 
     let allowed = capsule(
@@ -236,9 +238,10 @@ fn output_over_16_kib_is_cut_and_kept_whole_in_the_workdir() {
     assert_eq!(result["truncated"], true, "{result}");
     assert_eq!(result["stdout"].as_str().unwrap().len(), 16 * 1024);
     assert_eq!(result["stderr"], "eeeeeeeeeeeeeeeeeeee");
+    // Kept in Murmur's scratch of the workspace, where the model's next call can read it.
     let path = result["full_output_path"].as_str().unwrap();
-    assert!(path.starts_with("logs/"), "{path}");
-    let full = std::fs::read_to_string(run.workdir.join(path)).unwrap();
+    assert_eq!(path, ".murmur/shell-0001.log");
+    let full = std::fs::read_to_string(run.workspace.join(path)).unwrap();
     assert!(full.contains(&"a".repeat(40000)));
     assert!(full.contains("eeeeeeeeeeeeeeeeeeee"));
     let event = run.shell_events()[0];
@@ -285,8 +288,8 @@ fn a_workdir_at_its_byte_limit_refuses_the_next_call_and_no_file_outgrows_the_ro
     assert_eq!(run.output.code, 0, "{:#?}", run.output);
     let events = run.shell_events();
     assert_eq!(events.len(), 2, "{events:#?}");
-    // The first call could write no file larger than the room the workdir had left.
-    let big = std::fs::metadata(run.workdir.join("big")).unwrap().len();
+    // The first call could write no file larger than the room the workspace had left.
+    let big = std::fs::metadata(run.workspace.join("big")).unwrap().len();
     assert!(big > 0 && big < 131072, "big is {big} bytes");
     assert_ne!(events[0]["exit_code"], 0, "{:#}", events[0]);
     // Its file filled the room: the next call is refused before anything runs.
@@ -359,10 +362,8 @@ fn the_childs_environment_holds_no_secret() {
         assert!(!env.contains(secret), "{secret} leaked:\n{env}");
     }
     assert!(env.contains("LANG=C.UTF-8"), "{env}");
-    assert!(
-        env.contains(&format!("HOME={}", run.workdir.display())),
-        "{env}"
-    );
+    let home = format!("HOME={}", run.workspace.display());
+    assert!(env.lines().any(|line| line == home), "{home}\n{env}");
     assert!(!env.contains("MURMUR_"), "{env}");
 }
 
@@ -398,11 +399,11 @@ fn an_allowed_interpreter_cannot_escape_the_workdir_under_landlock() {
     assert!(!stdout.contains("the outside secret"), "{stdout}");
     assert!(!stdout.contains("root"), "/etc/shadow was read: {stdout}");
     assert!(stderr.contains("Permission denied"), "{stderr}");
-    assert!(!target.exists(), "wrote outside the workdir");
+    assert!(!target.exists(), "wrote outside the workspace");
     assert_eq!(
         stdout.trim_end(),
         "inside",
-        "the workdir itself works: {stdout}"
+        "the workspace itself works: {stdout}"
     );
 }
 
@@ -441,7 +442,7 @@ fn every_shell_event_field_reaches_hooks_including_recipes_for_make_just_and_npm
     let bin = tempfile::tempdir().unwrap();
     fake(bin.path(), "just");
     fake(bin.path(), "npm");
-    // The recipes are read from the session's own workdir: a first call writes them there.
+    // The recipes are read from the session's own workspace: a first call writes them there.
     let seed = json!([
         {"id": "w", "name": "shell", "input": {"binary": "bash", "args": ["-c",
             "printf 'build:\\n\\tcargo build --release\\n' > Makefile; printf 'deploy env:\\n    ./deploy.sh {{env}}\\n' > justfile; printf '{\"scripts\":{\"lint\":\"eslint .\"}}' > package.json"]}}
@@ -467,7 +468,7 @@ fn every_shell_event_field_reaches_hooks_including_recipes_for_make_just_and_npm
     );
     let run = capsule.run(&[("PATH", &path)]);
     assert_eq!(run.output.code, 0, "{:#?}", run.output);
-    let events: Vec<Value> = std::fs::read_to_string(run.workdir.join("hook-probe.jsonl"))
+    let events: Vec<Value> = std::fs::read_to_string(run.workspace.join("hook-probe.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -525,7 +526,7 @@ fn on_shell_decision_point_goes_to_deny_policy_hooks_only_and_a_deny_refuses() {
     );
     let run = capsule.run(&[]);
     assert_eq!(run.output.code, 0, "{:#?}", run.output);
-    assert!(run.workdir.join("ok.txt").exists());
+    assert!(run.workspace.join("ok.txt").exists());
     let denied: Vec<&Value> = run
         .trace
         .iter()
@@ -565,9 +566,10 @@ fn a_sealed_session_runs_its_shell_calls_in_a_composed_root() {
         .run();
     assert_eq!(output.code, 0, "{output:#?}");
     let report: Value = serde_json::from_str(&output.stdout).unwrap();
-    let workdir = PathBuf::from(report["workdir"].as_str().unwrap());
+    let record = PathBuf::from(report["workdir"].as_str().unwrap());
+    let workspace = PathBuf::from(report["workspace"].as_str().unwrap());
     let start: Value = serde_json::from_str(
-        std::fs::read_to_string(workdir.join("trace.jsonl"))
+        std::fs::read_to_string(record.join("trace.jsonl"))
             .unwrap()
             .lines()
             .next()
@@ -590,7 +592,7 @@ fn a_sealed_session_runs_its_shell_calls_in_a_composed_root() {
     let (head, bin) = stdout.split_once("---\n").unwrap();
     let mut lines = head.lines();
     assert_eq!(lines.next(), Some("shadow=1"), "{stdout}");
-    // The synthetic passwd: root, (the user running mur,) nobody; homes in the workdir.
+    // The synthetic passwd: root, (the user running mur,) nobody; homes in the workspace.
     let accounts: Vec<&str> = lines.by_ref().take_while(|l| l.contains(':')).collect();
     assert!(accounts.len() <= 3, "{accounts:?}");
     assert!(
@@ -600,9 +602,9 @@ fn a_sealed_session_runs_its_shell_calls_in_a_composed_root() {
     assert!(
         accounts
             .iter()
-            .any(|a| a.ends_with(&format!(":{}", workdir.display()))),
+            .any(|a| a.ends_with(&format!(":{}", workspace.display()))),
         "{accounts:?} {}",
-        workdir.display()
+        workspace.display()
     );
     let root_entries: Vec<&str> = head.lines().skip(1 + accounts.len()).collect();
     for host_only in ["root", "home", "work", "boot", "srv", "opt", "run", "var"] {
@@ -616,9 +618,9 @@ fn a_sealed_session_runs_its_shell_calls_in_a_composed_root() {
         assert!(bin.contains(&name), "{name} missing: {bin:?}");
     }
     assert!(!bin.contains(&"rm") && !bin.contains(&"python3"), "{bin:?}");
-    assert!(bin.contains(&"inside"), "the workdir is written: {bin:?}");
+    assert!(bin.contains(&"inside"), "the workspace is written: {bin:?}");
     assert_eq!(
-        std::fs::read_to_string(workdir.join("made.txt")).unwrap(),
+        std::fs::read_to_string(workspace.join("made.txt")).unwrap(),
         "inside\n"
     );
     let stderr = result["stderr"].as_str().unwrap();

@@ -15,12 +15,12 @@ use serde_json::{Value, json};
 use super::workdir::{Setup, shell_call, text, whole_trace};
 
 /// The command: a grandchild sleeping in the background, then the child itself; both write
-/// their pids (as their PID namespace numbers them) into the workdir, and neither would end
-/// for a minute.
+/// their pids (as their PID namespace numbers them) into the workspace (their `.`), and
+/// neither would end for a minute.
 const SLEEPER: &str = "sleep 61 & echo $! > grandchild.pid; echo $$ > child.pid; exec sleep 60";
 
 /// A capsule whose model runs the sleeper, with a `hook-probe` hearing every handler and
-/// logging to `hooks.jsonl` in the workdir (`respond` its config's answers).
+/// logging to `hooks.jsonl` in the workspace (`respond` its config's answers).
 fn setup(respond: Value) -> (Setup, tempfile::TempDir) {
     let hooks = tempfile::tempdir().unwrap();
     let hook = fixture_hook(
@@ -42,8 +42,16 @@ fn setup(respond: Value) -> (Setup, tempfile::TempDir) {
     (setup, hooks)
 }
 
-/// Waits for the session's workdir to hold both pids; returns the workdir and the pids.
-fn wait_for_sleepers(sessions: &Path, mur: &mut Child) -> (PathBuf, [i32; 2]) {
+/// The session's two places: its record (`trace.jsonl`) and its workspace (what the shell
+/// call and the hook write).
+struct Places {
+    record: PathBuf,
+    workspace: PathBuf,
+}
+
+/// Waits for the session's workspace (`<record>/workspace/`) to hold both pids; returns the
+/// session's places and the pids.
+fn wait_for_sleepers(sessions: &Path, mur: &mut Child) -> (Places, [i32; 2]) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if mur.try_wait().unwrap().is_some() {
@@ -64,23 +72,26 @@ fn wait_for_sleepers(sessions: &Path, mur: &mut Child) -> (PathBuf, [i32; 2]) {
             }
             panic!("mur ended before the shell call started: {said}");
         }
-        let workdir = std::fs::read_dir(sessions).ok().and_then(|entries| {
+        let record = std::fs::read_dir(sessions).ok().and_then(|entries| {
             entries
                 .flatten()
                 .find(|e| e.file_name().to_string_lossy().starts_with("ses_"))
                 .map(|e| e.path())
         });
-        if let Some(workdir) = workdir {
+        if let Some(record) = record {
+            let workspace = record.join("workspace");
             let pid = |name: &str| {
-                std::fs::read_to_string(workdir.join(name))
+                std::fs::read_to_string(workspace.join(name))
                     .ok()
                     .and_then(|text| text.trim().parse::<i32>().ok())
             };
             if let (Some(child), Some(grandchild)) = (pid("child.pid"), pid("grandchild.pid"))
-                && let (Some(child), Some(grandchild)) =
-                    (host_pid(child, &workdir), host_pid(grandchild, &workdir))
+                && let (Some(child), Some(grandchild)) = (
+                    host_pid(child, &workspace),
+                    host_pid(grandchild, &workspace),
+                )
             {
-                return (workdir, [child, grandchild]);
+                return (Places { record, workspace }, [child, grandchild]);
             }
         }
         assert!(Instant::now() < deadline, "the shell call never started");
@@ -89,8 +100,8 @@ fn wait_for_sleepers(sessions: &Path, mur: &mut Child) -> (PathBuf, [i32; 2]) {
 }
 
 /// The pid, as this test sees it, of the process numbered `inner` in its own PID namespace
-/// whose working directory is `workdir`.
-fn host_pid(inner: i32, workdir: &Path) -> Option<i32> {
+/// whose working directory is `workspace`.
+fn host_pid(inner: i32, workspace: &Path) -> Option<i32> {
     std::fs::read_dir("/proc")
         .ok()?
         .flatten()
@@ -105,7 +116,7 @@ fn host_pid(inner: i32, workdir: &Path) -> Option<i32> {
                 .parse()
                 .ok()?;
             let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
-            (innermost == inner && cwd == workdir).then_some(pid)
+            (innermost == inner && cwd == workspace).then_some(pid)
         })
 }
 
@@ -156,8 +167,9 @@ fn wait_end(mut mur: Child, limit: Duration) -> (Option<i32>, String, String) {
     )
 }
 
-fn hook_log(workdir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(workdir.join("hooks.jsonl"))
+/// What the hook logged, in the workspace its filesystem grant writes.
+fn hook_log(workspace: &Path) -> Vec<Value> {
+    std::fs::read_to_string(workspace.join("hooks.jsonl"))
         .unwrap_or_default()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -172,7 +184,7 @@ fn sigterm_or_sighup_mid_call_cancels_the_session_with_its_end_hooks_and_kills_t
     ] {
         let (setup, _hooks) = setup(json!({}));
         let mut mur = setup.mur().spawn();
-        let (workdir, pids) = wait_for_sleepers(&setup.sessions(), &mut mur);
+        let (places, pids) = wait_for_sleepers(&setup.sessions(), &mut mur);
         signal(&mur, sig);
         let (exit, stdout, stderr) = wait_end(mur, Duration::from_secs(20));
         assert_eq!(exit, Some(code), "{name}: {stderr}");
@@ -181,7 +193,7 @@ fn sigterm_or_sighup_mid_call_cancels_the_session_with_its_end_hooks_and_kills_t
         assert_eq!(report["exit_status"], "canceled", "{report:#}");
         assert_all_die(&pids, Duration::from_secs(5));
 
-        let trace = whole_trace(&workdir.join("trace.jsonl"));
+        let trace = whole_trace(&places.record.join("trace.jsonl"));
         let of = |kind: &'static str| trace.iter().filter(move |e| e["event_type"] == kind);
         let task_end: Vec<&Value> = of("task_end").collect();
         assert_eq!(task_end.len(), 1);
@@ -190,7 +202,7 @@ fn sigterm_or_sighup_mid_call_cancels_the_session_with_its_end_hooks_and_kills_t
         // The model was asked once: the second turn never came.
         assert_eq!(of("inference").count(), 1);
 
-        let handlers: Vec<String> = hook_log(&workdir)
+        let handlers: Vec<String> = hook_log(&places.workspace)
             .iter()
             .map(|line| line["handler"].as_str().unwrap().to_string())
             .collect();
@@ -202,7 +214,7 @@ fn sigterm_or_sighup_mid_call_cancels_the_session_with_its_end_hooks_and_kills_t
             handlers.iter().any(|h| h == "on-session-end"),
             "{name}: {handlers:?}"
         );
-        let task_end = hook_log(&workdir)
+        let task_end = hook_log(&places.workspace)
             .into_iter()
             .find(|line| line["handler"] == "on-task-end")
             .unwrap();
@@ -216,11 +228,11 @@ fn a_second_sigint_ends_mur_at_once_and_the_call_dies_with_it() {
     // long to close: the second SIGINT does not wait for it.
     let (setup, _hooks) = setup(json!({"on-task-end": {"arm": "spin"}}));
     let mut mur = setup.mur().spawn();
-    let (workdir, pids) = wait_for_sleepers(&setup.sessions(), &mut mur);
+    let (places, pids) = wait_for_sleepers(&setup.sessions(), &mut mur);
     signal(&mur, libc::SIGINT);
     // The end hook is dispatched, and spins.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !hook_log(&workdir)
+    while !hook_log(&places.workspace)
         .iter()
         .any(|line| line["handler"] == "on-task-end")
     {

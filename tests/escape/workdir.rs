@@ -1,8 +1,14 @@
-//! Escape cases: the workdir. A hostile tool (the `probe` fixture's `symlink` action) or a
-//! shell child plants links where the host later writes or reads its own files (`out/`,
-//! `out/result.txt`, `logs/hook-<name>.log`, `logs/shell-*.log`, a `Makefile`, a `data-path`),
-//! and the host must never act through them: nothing outside the workdir is read or written,
+//! Escape cases: the session's two places. A hostile tool (the `probe` fixture's `symlink`
+//! action) or a shell child plants links where the host writes or reads its own files, and
+//! the host must never act through them: nothing outside the workspace is read or written,
 //! `mur` survives, and the trace is whole.
+//!
+//! The record's files (`out/result.txt`, `logs/hook-<name>.log`) are out of the attacker's
+//! reach: a link planted at their names lands in the workspace (the tool's and the child's
+//! `.`), stays there as planted, and the record's file is written whole beside it. The files
+//! the host keeps in the workspace (the shell's full output, `.murmur/shell-0001.log`), and
+//! those it reads there (a `Makefile`, a `data-path`), are where a planted link is met: it is
+//! replaced, or refused, never followed.
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +27,8 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
-    /// `turns` gets the victim directory (outside the workdir) and gives the model's turns.
+    /// `turns` gets the victim directory (outside the workspace and the record) and gives the
+    /// model's turns.
     pub(crate) fn new(
         turns: impl FnOnce(&Path) -> Vec<Value>,
         shell: &[&str],
@@ -94,16 +101,22 @@ inference:
                 .as_str()
                 .unwrap_or_else(|| panic!("no session: {output:#?}")),
         );
+        let workspace = PathBuf::from(
+            report["workspace"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no workspace: {output:#?}")),
+        );
         let trace = whole_trace(&workdir.join("trace.jsonl"));
         Session {
             output,
             report,
             trace,
             workdir,
+            workspace,
         }
     }
 
-    /// Nothing outside the workdir was written: `victim/` holds only the untouched secret.
+    /// Nothing outside the workspace was written: `victim/` holds only the untouched secret.
     pub(crate) fn assert_victim_untouched(&self) {
         let names: Vec<_> = std::fs::read_dir(self.victim())
             .unwrap()
@@ -116,7 +129,7 @@ inference:
         );
     }
 
-    /// Nothing outside the workdir was read into what the model or the trace saw.
+    /// Nothing outside the workspace was read into what the model or the trace saw.
     fn assert_secret_never_read(&self, session: &Session) {
         let trace = std::fs::read_to_string(session.workdir.join("trace.jsonl")).unwrap();
         assert!(
@@ -136,7 +149,10 @@ pub(crate) struct Session {
     pub(crate) output: MurOutput,
     pub(crate) report: Value,
     pub(crate) trace: Vec<Value>,
+    /// The record (`report["workdir"]`): the trace, the result, the runtime's logs.
     pub(crate) workdir: PathBuf,
+    /// The workspace (`report["workspace"]`): the tools' and children's `.`.
+    pub(crate) workspace: PathBuf,
 }
 
 impl Session {
@@ -145,6 +161,34 @@ impl Session {
             .iter()
             .filter(|e| e["event_type"] == event_type)
             .collect()
+    }
+
+    /// `path` in the workspace is the link the attacker planted, still leading to `target`
+    /// (absolute), outside.
+    fn assert_planted(&self, path: &str, target: &Path) {
+        let link = self.workspace.join(path);
+        assert!(
+            std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()),
+            "the attacker's link is not in the workspace: {}",
+            link.display()
+        );
+        assert_eq!(
+            std::fs::canonicalize(&link).ok(),
+            Some(target.canonicalize().unwrap()),
+            "{} does not lead to {}",
+            link.display(),
+            target.display()
+        );
+    }
+
+    /// The record's `path` is a regular file (no link) whose text passes `expected`.
+    fn assert_record_file(&self, path: &str, expected: impl FnOnce(&str) -> bool) {
+        let file = self.workdir.join(path);
+        let meta =
+            std::fs::symlink_metadata(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(meta.is_file(), "{} is not a regular file", file.display());
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(expected(&text), "{}: {text:?}", file.display());
     }
 }
 
@@ -174,10 +218,27 @@ pub(crate) fn shell_call(id: &str, binary: &str, args: &[&str]) -> Value {
     } ] } })
 }
 
-fn plant(id: &str, path: &str, target: &Path) -> Value {
+/// The probe plants `path -> target` (absolute) in its workspace. Its WASI filesystem makes no
+/// link to an absolute path, so the link climbs there: out of `<dir>/work/<session>/workspace/`
+/// (`dir` the capsule's folder, holding `victim`), then to `target`.
+fn plant(id: &str, path: &str, target: &Path, victim: &Path) -> Value {
+    let dir = victim.parent().unwrap();
+    let mut relative = PathBuf::new();
+    for _ in 0..3 + path.matches('/').count() {
+        relative.push("..");
+    }
+    match target.strip_prefix(dir) {
+        Ok(rest) => relative.push(rest),
+        Err(_) => {
+            for _ in dir.components().skip(1) {
+                relative.push("..");
+            }
+            relative.push(target.strip_prefix("/").unwrap());
+        }
+    }
     probe_call(
         id,
-        json!({"action": "symlink", "path": path, "target": target.display().to_string(), "replace": true}),
+        json!({"action": "symlink", "path": path, "target": relative.display().to_string(), "replace": true}),
     )
 }
 
@@ -187,39 +248,25 @@ pub(crate) fn text(reply: &str) -> Value {
 
 #[test]
 fn a_planted_out_link_never_receives_the_result() {
-    // `out -> ../../victim`: the final answer cannot be saved, and is not saved through it.
+    // `out -> <victim>`: the tool replaces its `out/` with a link to the victim. The final
+    // answer is saved in the record's own `out/`, which the tool never reached; nothing goes
+    // through the link.
     let setup = Setup::new(
-        |_| {
-            vec![
-                plant("p1", "out", Path::new("../../victim")),
-                text("the final answer"),
-            ]
-        },
+        |victim| vec![plant("p1", "out", victim, victim), text("the final answer")],
         &[],
         "",
     );
     let session = setup.run();
     setup.assert_victim_untouched();
-    assert!(
-        std::fs::symlink_metadata(session.workdir.join("out"))
-            .unwrap()
-            .file_type()
-            .is_symlink(),
-        "the probe planted its link"
-    );
-    // The task ends failed and names the real failure: the workdir, not the trace.
-    assert_eq!(session.output.code, 1, "{:#?}", session.output);
+    setup.assert_secret_never_read(&session);
+    session.assert_planted("out", &setup.victim());
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    assert_eq!(session.report["exit_status"], "ok", "{:#}", session.report);
     let end = session.events("task_end")[0];
-    assert_eq!(end["exit_status"], "failed");
-    assert_eq!(end["error"]["code"], "E-RUN-022", "{end:#}");
-    assert!(
-        end["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("symbolic link"),
-        "{end:#}"
-    );
-    assert_eq!(session.events("session_end")[0]["exit_status"], "failed");
+    assert_eq!(end["exit_status"], "ok", "{end:#}");
+    let result = session.report["tasks"][0]["result_path"].as_str().unwrap();
+    assert_eq!(Path::new(result), session.workdir.join("out/result.txt"));
+    session.assert_record_file("out/result.txt", |text| text == "the final answer");
     assert!(
         !session.output.stderr.contains("E-TRC-001"),
         "{:#?}",
@@ -232,7 +279,7 @@ fn a_planted_result_link_is_replaced_not_written_through() {
     let setup = Setup::new(
         |victim| {
             vec![
-                plant("p1", "out/result.txt", &victim.join("secret.txt")),
+                plant("p1", "out/result.txt", &victim.join("secret.txt"), victim),
                 text("the final answer"),
             ]
         },
@@ -242,9 +289,13 @@ fn a_planted_result_link_is_replaced_not_written_through() {
     let session = setup.run();
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
     setup.assert_victim_untouched();
-    let result = session.workdir.join("out/result.txt");
-    assert!(std::fs::symlink_metadata(&result).unwrap().is_file());
-    assert_eq!(std::fs::read_to_string(result).unwrap(), "the final answer");
+    // The tool's link landed in the workspace, and stays there as planted: the answer was
+    // never written at it, nor through it.
+    session.assert_planted("out/result.txt", &setup.victim().join("secret.txt"));
+    // The record's result is the answer, in a regular file of its own.
+    let result = session.report["tasks"][0]["result_path"].as_str().unwrap();
+    assert_eq!(Path::new(result), session.workdir.join("out/result.txt"));
+    session.assert_record_file("out/result.txt", |text| text == "the final answer");
     assert_eq!(session.report["exit_status"], "ok");
 }
 
@@ -269,7 +320,12 @@ fn a_hook_log_planted_as_a_link_is_never_appended_through() {
     let setup = Setup::new(
         |victim| {
             vec![
-                plant("p1", "logs/hook-hostile.log", &victim.join("secret.txt")),
+                plant(
+                    "p1",
+                    "logs/hook-hostile.log",
+                    &victim.join("secret.txt"),
+                    victim,
+                ),
                 text("done"),
             ]
         },
@@ -279,27 +335,29 @@ fn a_hook_log_planted_as_a_link_is_never_appended_through() {
     let session = setup.run();
     setup.assert_victim_untouched();
     assert_eq!(session.output.code, 0, "{:#?}", session.output);
-    // The fault was logged, in a regular file of the workdir's own that replaced the link.
-    let log = session.workdir.join("logs/hook-hostile.log");
-    assert!(std::fs::symlink_metadata(&log).unwrap().is_file());
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("a line the hook chose"), "{text}");
+    // The tool's link landed in the workspace and stays there as planted.
+    session.assert_planted("logs/hook-hostile.log", &setup.victim().join("secret.txt"));
+    // The fault was logged in the record's own log, a regular file the tool never reached.
+    session.assert_record_file("logs/hook-hostile.log", |text| {
+        text.contains("a line the hook chose")
+    });
     assert_eq!(session.events("hook_dispatch_error").len(), 1);
 }
 
 #[test]
 fn a_shell_child_cannot_aim_the_full_output_log_outside() {
-    // The child plants `logs/shell-0001.log` as a link to the secret, then prints
-    // more than the 16 KiB the result keeps, so the host writes the full output there.
+    // The child plants the full output's log, `.murmur/shell-0001.log` in its workspace, as a
+    // link to the secret (and the record's old name for it, `logs/shell-0001.log`, too), then
+    // prints more than the 16 KiB the result keeps, so the host writes the full output.
     let setup = Setup::new(
         |victim| {
             let script = format!(
-                "ln -sf {} logs/shell-0001.log && head -c 40000 /dev/zero | tr '\\0' x",
-                victim.join("secret.txt").display()
+                "mkdir -p .murmur logs && ln -sf {secret} .murmur/shell-0001.log && ln -sf {secret} logs/shell-0001.log && head -c 40000 /dev/zero | tr '\\0' x",
+                secret = victim.join("secret.txt").display()
             );
             vec![shell_call("s1", "bash", &["-c", &script]), text("done")]
         },
-        &["bash", "ln", "head", "tr"],
+        &["bash", "mkdir", "ln", "head", "tr"],
         "",
     );
     let session = setup.run();
@@ -310,26 +368,40 @@ fn a_shell_child_cannot_aim_the_full_output_log_outside() {
     let full = shell["full_output_path"]
         .as_str()
         .unwrap_or_else(|| panic!("no full output: {shell:#}"));
-    let path = session.workdir.join(full);
+    assert_eq!(full, ".murmur/shell-0001.log", "{shell:#}");
+    // The host replaced the planted link with a regular file holding the whole output.
+    let path = session.workspace.join(full);
     assert!(
         std::fs::symlink_metadata(&path).unwrap().is_file(),
         "{full}"
     );
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes.windows(40000).any(|w| w.iter().all(|b| *b == b'x')));
+    // The link at the record's old name reached the workspace only: it stays as planted, and
+    // the record's logs hold no shell output.
+    session.assert_planted("logs/shell-0001.log", &setup.victim().join("secret.txt"));
+    assert!(
+        std::fs::symlink_metadata(session.workdir.join("logs/shell-0001.log")).is_err(),
+        "a shell log in the record"
+    );
 }
 
 #[test]
 fn a_planted_makefile_link_is_never_read_into_the_recipe() {
     // `Makefile -> <secret>` and `GNUmakefile -> /dev/zero` (looked at first: without a cap
     // it would take the host's memory). `make build` runs; its `shell` event has no recipe,
-    // and neither the secret nor the zeros were read.
+    // and the host read neither the secret nor the zeros.
     let setup = Setup::new(
         |victim| {
             vec![
-                plant("p1", "Makefile", &victim.join("secret.txt")),
-                plant("p2", "GNUmakefile", Path::new("/dev/zero")),
-                shell_call("s1", "make", &["build"]),
+                plant("p1", "Makefile", &victim.join("secret.txt"), victim),
+                plant("p2", "GNUmakefile", Path::new("/dev/zero"), victim),
+                // The child's own `make` follows the links as any program may (the zeros are
+                // readable): its call ends after 5 s.
+                json!({ "reply": { "tool_calls": [ {
+                    "id": "s1", "name": "shell",
+                    "input": { "binary": "make", "args": ["build"], "timeout_secs": 5 }
+                } ] } }),
                 text("done"),
             ]
         },
@@ -337,6 +409,8 @@ fn a_planted_makefile_link_is_never_read_into_the_recipe() {
         "",
     );
     let session = setup.run();
+    session.assert_planted("Makefile", &setup.victim().join("secret.txt"));
+    session.assert_planted("GNUmakefile", Path::new("/dev/zero"));
     setup.assert_victim_untouched();
     setup.assert_secret_never_read(&session);
     let shell = session.events("shell");
@@ -350,7 +424,7 @@ fn a_data_path_through_a_planted_link_is_refused() {
     let setup = Setup::new(
         |victim| {
             vec![
-                plant("p1", "leak", victim),
+                plant("p1", "leak", victim, victim),
                 probe_call(
                     "p2",
                     json!({"action": "result", "status": "passed", "data_path": "leak/secret.txt"}),
@@ -362,6 +436,7 @@ fn a_data_path_through_a_planted_link_is_refused() {
         "",
     );
     let session = setup.run();
+    session.assert_planted("leak", &setup.victim());
     setup.assert_victim_untouched();
     setup.assert_secret_never_read(&session);
     let calls = session.events("tool_call");
