@@ -11,5 +11,6 @@ mod hooks;
 mod limits;
 mod manifest;
 mod overload;
+mod record;
 mod signals;
 mod workdir;

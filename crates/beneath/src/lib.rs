@@ -313,6 +313,28 @@ impl BeneathDir {
             .map_err(|errno| from_errno(errno, &show(rel)))
     }
 
+    /// Removes the directory `rel` and everything beneath it, at most `max` entries and 16
+    /// directories deep: links are removed as links (never followed), nothing outside is
+    /// touched. Gives how many entries were removed; a tree past a bound is left in part, and
+    /// `rel` stays when anything beneath it does. A `rel` that is not there is no error.
+    pub fn remove_tree(&self, rel: impl AsRef<Path>, max: usize) -> Result<usize, BeneathError> {
+        let rel = rel.as_ref();
+        let (parent, name) = self.walk(rel, false)?;
+        let dir = match rustix::fs::openat(parent.as_fd(), name.as_str(), DIR_FLAGS, Mode::empty())
+        {
+            Ok(dir) => dir,
+            Err(Errno::NOENT) => return Ok(0),
+            Err(errno) => return Err(from_errno(errno, &show(rel))),
+        };
+        let mut removed = 0;
+        empty_tree(&dir, 0, max, &mut removed);
+        match rustix::fs::unlinkat(parent.as_fd(), name.as_str(), AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(removed + 1),
+            Err(Errno::NOTEMPTY) => Ok(removed),
+            Err(errno) => Err(from_errno(errno, &show(rel))),
+        }
+    }
+
     /// Whether `rel` names a regular file beneath the directory (no link on the way).
     pub fn is_file(&self, rel: impl AsRef<Path>) -> bool {
         let rel = rel.as_ref();
@@ -403,6 +425,39 @@ fn collect_files(
         }
     }
     Ok(())
+}
+
+/// Removes what `dir` holds, depth-first, into `removed` (at most `max`, 16 directories deep);
+/// what cannot be removed stays.
+fn empty_tree(dir: &OwnedFd, depth: usize, max: usize, removed: &mut usize) {
+    let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
+        return;
+    };
+    let names: Vec<String> = listing
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "." && name != "..")
+        .collect();
+    for name in names {
+        if *removed >= max {
+            return;
+        }
+        let is_dir = rustix::fs::statat(dir.as_fd(), name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory);
+        if is_dir {
+            if depth < 16
+                && let Ok(sub) =
+                    rustix::fs::openat(dir.as_fd(), name.as_str(), DIR_FLAGS, Mode::empty())
+            {
+                empty_tree(&sub, depth + 1, max, removed);
+            }
+            if rustix::fs::unlinkat(dir.as_fd(), name.as_str(), AtFlags::REMOVEDIR).is_ok() {
+                *removed += 1;
+            }
+        } else if rustix::fs::unlinkat(dir.as_fd(), name.as_str(), AtFlags::empty()).is_ok() {
+            *removed += 1;
+        }
+    }
 }
 
 /// Opens the directory `name` in `dir` without following a link (creating it when `create`).

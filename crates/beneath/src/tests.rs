@@ -400,3 +400,37 @@ fn remove_takes_away_a_file_or_a_link_itself_and_never_passes_through_a_link() {
         Err(BeneathError::NotFound { .. })
     ));
 }
+
+#[test]
+fn a_tree_is_removed_whole_and_a_link_in_it_is_removed_not_followed() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(outside.path().join("kept")).unwrap();
+    std::fs::write(outside.path().join("kept/host.txt"), "host").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("scratch/tmp");
+    std::fs::create_dir_all(tree.join("a/b")).unwrap();
+    std::fs::write(tree.join("a/b/f"), "x").unwrap();
+    std::fs::write(tree.join("g"), "y").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("kept"), tree.join("link")).unwrap();
+    let beneath = BeneathDir::open(dir.path()).unwrap();
+    // a, a/b, a/b/f, g, link and tmp itself.
+    assert_eq!(beneath.remove_tree("scratch/tmp", 100).unwrap(), 6);
+    assert!(!tree.exists());
+    assert!(dir.path().join("scratch").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("kept/host.txt")).unwrap(),
+        "host"
+    );
+    // Gone already: no error. Through a link: refused.
+    assert_eq!(beneath.remove_tree("scratch/tmp", 100).unwrap(), 0);
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("via")).unwrap();
+    assert!(beneath.remove_tree("via/kept", 100).is_err());
+    assert!(outside.path().join("kept/host.txt").exists());
+    // Past its bound a tree is left in part.
+    std::fs::create_dir_all(tree.join("many")).unwrap();
+    for n in 0..10 {
+        std::fs::write(tree.join(format!("many/{n}")), "z").unwrap();
+    }
+    assert_eq!(beneath.remove_tree("scratch/tmp", 4).unwrap(), 4);
+    assert!(tree.exists());
+}

@@ -675,6 +675,7 @@ pub async fn run(
     .await;
 
     record_run(&run, &workdir, &site)?;
+    workdir.tidy_scratch();
     shell
         .hooks
         .drain(&shell.scope())

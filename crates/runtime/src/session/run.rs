@@ -300,6 +300,7 @@ pub(crate) async fn in_session(
         context.session_end(exit_status, ran.count).await
     }
     .await;
+    workdir.tidy_scratch();
     let totals = trace.totals();
     let duration_ms = started.elapsed().as_millis() as u64;
     let (changes, git) = context.workspace_changes();

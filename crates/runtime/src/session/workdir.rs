@@ -39,6 +39,9 @@ pub const FRESH_WORKSPACE: &str = "workspace";
 /// output is the model's to read), and they are never counted as the agent's changes.
 pub const SCRATCH: &str = murmur_confine::SCRATCH;
 
+/// The most entries [`Workdir::tidy_scratch`] removes.
+const SCRATCH_TIDY_MAX: usize = 100_000;
+
 /// What [`Workdir::save_history`] wrote: the record `history_saved` carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavedHistory {
@@ -176,6 +179,16 @@ impl Workdir {
             workspace_dir: Arc::new(dir),
             ..self.clone()
         })
+    }
+
+    /// At the session's end: the shell's temporary files (`SCRATCH/tmp`) are removed from the
+    /// workspace, and `SCRATCH` itself when nothing else is in it, so a directory worked on in
+    /// place keeps nothing of the session but what the agent made there (and the whole text
+    /// of a cut output, when one was cut). Nothing planted there is followed.
+    pub fn tidy_scratch(&self) {
+        let tmp = Path::new(SCRATCH).join("tmp");
+        let _ = self.workspace_dir.remove_tree(&tmp, SCRATCH_TIDY_MAX);
+        let _ = self.workspace_dir.remove(SCRATCH, true);
     }
 
     /// The handle the workspace is reached through (no link planted there is followed).
