@@ -976,6 +976,33 @@ fn e_a2a_007_malformed_door_principals() {
 }
 
 #[test]
+fn e_a2a_007_a_principal_name_may_not_start_with_a_dot() {
+    // A principal's name names its directory of a served session's workspace: `.`, `..` and
+    // hidden names would be the workspace itself, its parent, or Murmur's scratch.
+    let text = format!(
+        "{VALID}door:\n  auth:\n    - {{ principal: \".\", bearer: \"${{A}}\" }}\n    - {{ principal: \"..\", bearer: \"${{B}}\" }}\n    - {{ principal: .murmur, bearer: \"${{C}}\" }}\n    - {{ principal: ops.team, bearer: \"${{D}}\" }}\n"
+    );
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-007"; 3],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    for (diagnostic, name) in loaded
+        .diagnostics
+        .iter()
+        .zip(["\".\"", "\"..\"", ".murmur"])
+    {
+        assert!(
+            diagnostic.message.contains("not a principal's name"),
+            "{diagnostic:?}"
+        );
+        assert_at(diagnostic, &text, name);
+    }
+}
+
+#[test]
 fn e_man_022_a_literal_door_secret_is_refused() {
     let text = format!("{VALID}door:\n  auth:\n    - {{ principal: ops, bearer: hunter2 }}\n");
     let loaded = load_text(&text);
