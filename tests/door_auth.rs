@@ -1022,3 +1022,311 @@ fn a_context_stays_its_principals_after_a_thousand_later_tasks_evict_its_tasks()
     assert_eq!(carrying(&requests), 2);
     assert!(requests.last().unwrap().body.to_string().contains(SECRET));
 }
+
+/// What `alice` writes in her first task; no request of `bob`'s may carry it.
+const ALICE_SECRET: &str = "alice's secret: 4711";
+const AS_ALICE: &[(&str, &str)] = AS_OPS;
+const AS_BOB: &[(&str, &str)] = AS_CI;
+
+/// A capsule like [`capsule`]'s whose principals are `alice` (bearer `OPS_TOKEN`) and `bob`
+/// (API key `CI_KEY`), with the `read-file` and `write-file` tools and a shell of `bash` and
+/// `cat`.
+fn two_principals(script: &str) -> Capsule {
+    let capsule = capsule(script, "capabilities:\n  shell: { allow: [ bash, cat ] }");
+    let path = capsule.dir.path().join("murmur.yaml");
+    let tools = format!(
+        "  - {{ name: read-file, version: \"0.1.0\", runtime: tool, path: {} }}\n  - {{ name: write-file, version: \"0.1.0\", runtime: tool, path: {} }}\ninference:\n",
+        repo_root().join("artifacts/read-file").display(),
+        repo_root().join("artifacts/write-file").display(),
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("inference:\n", &tools, 1)
+        .replace("principal: ops,", "principal: alice,")
+        .replace("principal: ci,", "principal: bob,");
+    std::fs::write(&path, text).unwrap();
+    capsule
+}
+
+/// One tool call of a scripted reply.
+fn tool_call(id: &str, name: &str, input: Value) -> Value {
+    json!({"id": id, "name": name, "input": input})
+}
+
+fn shell(id: &str, script: &str) -> Value {
+    tool_call(
+        id,
+        "shell",
+        json!({"binary": "bash", "args": ["-c", script]}),
+    )
+}
+
+/// What the model was handed back in `request`: call id to (the text inside the fence, whether
+/// it was marked an error).
+fn handed_back(request: &Value) -> std::collections::BTreeMap<String, (String, bool)> {
+    let mut found = std::collections::BTreeMap::new();
+    for message in request["messages"].as_array().unwrap() {
+        for block in message["content"].as_array().cloned().unwrap_or_default() {
+            if block["type"] != "tool_result" {
+                continue;
+            }
+            let text = block["content"]
+                .as_array()
+                .map(|parts| parts[0]["text"].as_str().unwrap_or_default().to_string())
+                .or_else(|| block["content"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            let inner = text
+                .split_once(">\n")
+                .and_then(|(_, rest)| rest.rsplit_once("\n</untrusted-content>"))
+                .map_or(text.clone(), |(inner, _)| inner.to_string());
+            found.insert(
+                block["tool_use_id"].as_str().unwrap().to_string(),
+                (inner, block["is_error"].as_bool().unwrap_or(false)),
+            );
+        }
+    }
+    found
+}
+
+/// The paths of `changes.created` of a `task_end` or `session_end`.
+fn created(event: &Value) -> Vec<&str> {
+    event["changes"]["created"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no changes: {event:#}"))
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_file_one_principals_task_writes_is_not_readable_by_anothers() {
+    let script = json!({"turns": [
+        // alice's task: a file through the write-file tool, one through the shell.
+        {"reply": {"tool_calls": [
+            tool_call("a_write", "write-file", json!({"path": "secret.md", "content": ALICE_SECRET})),
+            shell("a_shell", "echo shell > shell.txt"),
+        ]}},
+        {"reply": {"text": "Written."}},
+        // bob's task: the same names, the shell, and the way up to alice's directory.
+        {"reply": {"tool_calls": [
+            tool_call("b_read", "read-file", json!({"path": "secret.md"})),
+            shell("b_shell", "pwd; cat secret.md ../alice/secret.md shell.txt"),
+            tool_call("b_up", "read-file", json!({"path": "../alice/secret.md"})),
+        ]}},
+        {"reply": {"text": "Nothing there."}},
+        // alice again: her file is where she left it.
+        {"reply": {"tool_calls": [
+            tool_call("a_read", "read-file", json!({"path": "secret.md"})),
+        ]}},
+        {"reply": {"text": "Still there."}},
+    ]});
+    let capsule = two_principals(&script.to_string());
+    let mut served = capsule.serve();
+    for (who, text) in [
+        (AS_ALICE, "write it down"),
+        (AS_BOB, "what did alice write?"),
+        (AS_ALICE, "read it back"),
+    ] {
+        let done = rpc(&served, &send(text, json!({})), who);
+        assert_eq!(
+            done["result"]["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED",
+            "{text}: {done:#}\n{}",
+            served.stderr()
+        );
+    }
+    let requests = capsule.emulator.requests();
+    assert_eq!(requests.len(), 6, "{}", served.stderr());
+
+    // alice's calls worked.
+    let alice = handed_back(&requests[1].body);
+    assert!(!alice["a_write"].1, "{alice:#?}");
+    let (shell_answer, is_error) = &alice["a_shell"];
+    assert!(!is_error, "{alice:#?}");
+    let shell_answer: Value = serde_json::from_str(shell_answer).unwrap();
+    assert_eq!(shell_answer["exit_code"], 0, "{shell_answer:#}");
+
+    // bob's: every read failed, and nothing of alice's reached his model.
+    let bob = handed_back(&requests[3].body);
+    assert_eq!(bob.len(), 3, "{bob:#?}");
+    for id in ["b_read", "b_up"] {
+        let (text, is_error) = &bob[id];
+        assert!(is_error, "{id} read something: {text}");
+    }
+    let (shell_answer, is_error) = &bob["b_shell"];
+    assert!(!is_error, "a non-zero exit is data: {shell_answer}");
+    let shell_answer: Value = serde_json::from_str(shell_answer).unwrap();
+    assert_eq!(shell_answer["exit_code"], 1, "{shell_answer:#}");
+    let stdout = shell_answer["stdout"].as_str().unwrap();
+    assert!(stdout.ends_with("/workspace/bob\n"), "bob's cwd: {stdout}");
+    let stderr = shell_answer["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("secret.md: No such file or directory"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("shell.txt: No such file or directory"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("../alice/secret.md: Permission denied"),
+        "the kernel refused the way up: {stderr}"
+    );
+    for request in &requests[2..4] {
+        let body = request.body.to_string();
+        assert!(
+            !body.contains("4711") && !body.contains("write it down"),
+            "a request of bob's task carries alice's: {body}"
+        );
+    }
+
+    // alice reads her own file back: the read bob was refused works for its owner.
+    let (text, is_error) = &handed_back(&requests[5].body)["a_read"];
+    assert!(!is_error && text.contains(ALICE_SECRET), "{text}");
+
+    // On disk: alice's files in her directory, none in bob's; each has its own MURMUR.md.
+    served.stop();
+    let record = murmur_testkit::door::session_dir(capsule.dir.path());
+    let workspace = record.join("workspace");
+    let alice_dir = workspace.join("alice");
+    let bob_dir = workspace.join("bob");
+    assert_eq!(
+        std::fs::read_to_string(alice_dir.join("secret.md")).unwrap(),
+        ALICE_SECRET
+    );
+    assert_eq!(
+        std::fs::read_to_string(alice_dir.join("shell.txt")).unwrap(),
+        "shell\n"
+    );
+    for dir in [&alice_dir, &bob_dir] {
+        let guide = std::fs::read_to_string(dir.join("MURMUR.md")).unwrap();
+        assert!(
+            guide.starts_with("# guarded 0.3.0\n"),
+            "{}: {guide}",
+            dir.display()
+        );
+    }
+    let mut bobs: Vec<String> = std::fs::read_dir(&bob_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != ".murmur")
+        .collect();
+    bobs.sort();
+    assert_eq!(bobs, ["MURMUR.md", "out"], "bob's directory");
+    for name in ["secret.md", "shell.txt"] {
+        assert!(
+            !workspace.join(name).exists(),
+            "{name} in the shared workspace"
+        );
+    }
+
+    // The record lists alice's files under `alice/`, in her task's changes and the session's.
+    let events = trace(capsule.dir.path());
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event_type"] == "task_end")
+        .collect();
+    assert_eq!(ends.len(), 3);
+    assert_eq!(created(ends[0]), ["alice/secret.md", "alice/shell.txt"]);
+    assert_eq!(
+        ends[0]["changes"]["created"][0]["sha256"],
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ALICE_SECRET))
+    );
+    assert_eq!(created(ends[1]), Vec::<&str>::new(), "{:#}", ends[1]);
+    let end = events.last().unwrap();
+    assert_eq!(end["event_type"], "session_end");
+    assert_eq!(created(end), ["alice/secret.md", "alice/shell.txt"]);
+}
+
+#[test]
+fn one_directory_worked_in_place_is_served_to_one_principal_only() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [
+            tool_call("w", "write-file", json!({"path": "notes/plan.md", "content": "in place"})),
+            shell("s", "echo shell > shell.txt"),
+        ]}},
+        {"reply": {"text": "Done here."}},
+    ]});
+    let capsule = two_principals(&script.to_string());
+    let place = tempfile::tempdir().unwrap();
+    std::fs::write(place.path().join("existing.md"), "was here\n").unwrap();
+
+    // Two principals, one directory: refused before anything is served or recorded.
+    let refused = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("OPS_TOKEN", OPS)
+        .env("CI_KEY", CI)
+        .args(["run", "--serve", "--json", "--port", "0"])
+        .arg(capsule.dir.path())
+        .arg("--workdir")
+        .arg(capsule.dir.path().join("work"))
+        .arg("--workspace")
+        .arg(place.path())
+        .run();
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    let error = &refused.json()["error"];
+    assert_eq!(error["code"], "E-RUN-033", "{refused:#?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("2 principals"), "{message}");
+    assert!(!refused.stdout.contains("listening on"), "{refused:#?}");
+    assert!(
+        !capsule.dir.path().join("work").exists(),
+        "no session was recorded"
+    );
+    let untouched: Vec<_> = std::fs::read_dir(place.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(untouched, ["existing.md"]);
+    assert!(capsule.emulator.requests().is_empty());
+
+    // One principal: served, and its task works in the directory itself.
+    let path = capsule.dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let alone: String = text
+        .lines()
+        .filter(|line| !line.contains("principal: bob,"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_ne!(alone, text);
+    std::fs::write(&path, alone).unwrap();
+    let mut served = Served::start_with_args(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        capsule.dir.path(),
+        &[("EMU_KEY", KEY), ("OPS_TOKEN", OPS)],
+        &murmur_testkit::shared_home(),
+        &["--workspace", place.path().to_str().unwrap()],
+    );
+    let done = rpc(&served, &send("work here", json!({})), AS_ALICE);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{done:#}\n{}",
+        served.stderr()
+    );
+    let answers = handed_back(&capsule.emulator.requests()[1].body);
+    assert!(answers.values().all(|(_, error)| !error), "{answers:#?}");
+    served.stop();
+    assert_eq!(
+        std::fs::read_to_string(place.path().join("notes/plan.md")).unwrap(),
+        "in place"
+    );
+    assert_eq!(
+        std::fs::read_to_string(place.path().join("shell.txt")).unwrap(),
+        "shell\n"
+    );
+    assert!(
+        !place.path().join("alice").exists(),
+        "no principal's directory"
+    );
+    assert!(!place.path().join("MURMUR.md").exists());
+    let events = trace(capsule.dir.path());
+    let end = events
+        .iter()
+        .find(|e| e["event_type"] == "task_end")
+        .unwrap();
+    assert_eq!(created(end), ["notes/plan.md", "shell.txt"]);
+    let start = &events[0];
+    assert_eq!(start["event_type"], "session_start");
+    assert_eq!(start["in_place"], true, "{start:#}");
+}
