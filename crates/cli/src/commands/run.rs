@@ -377,7 +377,12 @@ pub fn run(args: RunArgs) -> Exit {
             error.code,
             &error.message,
             &error.hint,
-            Exit::Failed,
+            // A directory that cannot be a workspace is the operator's input to fix.
+            if error.code == "E-RUN-033" {
+                Exit::BadInput
+            } else {
+                Exit::Failed
+            },
         ),
     }
 }
