@@ -729,3 +729,280 @@ fn a_commands_scorer_runs_what_the_agent_wrote_held_by_the_sessions_class() {
     assert_eq!(result["scores"][3]["passed"], true, "{result}");
     assert!(!outside.exists(), "the scorer wrote outside the workspace");
 }
+
+const EMU_KEY: &str = "sk-emulator-eval-changes-41";
+
+/// An emulator answering each task (by a substring of it) with one `shell` call running
+/// `bash -c SCRIPT`, then `done`; and a capsule of its in `dir` that may run `bash`, `rm`, `cat`.
+fn shell_scripted(dir: &Path, conversations: &[(&str, &str)]) -> Emulator {
+    let mut yaml = String::from("conversations:\n");
+    for (n, (task, script)) in conversations.iter().enumerate() {
+        yaml.push_str(&format!(
+            "  - task: \"{task}\"\n    turns:\n      - {{ tool_calls: [ {{ id: c{n}, name: shell, input: {{ binary: bash, args: [ \"-c\", \"{script}\" ] }} }} ] }}\n      - {{ text: done }}\n"
+        ));
+    }
+    let emulator = Emulator::builder(Script::from_yaml(&yaml).expect("script"))
+        .api_key(EMU_KEY)
+        .start()
+        .unwrap();
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        emulator.capsule_manifest(
+            "changer",
+            "",
+            "capabilities:\n  shell: { allow: [ bash, rm, cat ] }",
+        ),
+    )
+    .unwrap();
+    emulator
+}
+
+/// `(scorer, passed, detail)` of a result's scores.
+fn scored(result: &Value) -> Vec<(String, bool, String)> {
+    result["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["scorer"].as_str().unwrap().to_string(),
+                s["passed"].as_bool().unwrap(),
+                s["detail"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_case_is_scored_on_what_its_session_changed_in_its_workspace() {
+    let work = tempfile::tempdir().unwrap();
+    let capsule = work.path().join("capsule");
+    std::fs::create_dir(&capsule).unwrap();
+    let _emulator = shell_scripted(
+        &capsule,
+        &[
+            (
+                "Tidy exactly",
+                "printf more >> notes/a.md; rm old.txt; printf b > notes/b.md",
+            ),
+            (
+                "Tidy sloppily",
+                "printf more >> notes/a.md; printf x > keep.txt; printf t > tmp.txt",
+            ),
+        ],
+    );
+    let fixture = work.path().join("notes-fixture");
+    std::fs::create_dir_all(fixture.join("notes")).unwrap();
+    std::fs::write(fixture.join("notes/a.md"), "a\n").unwrap();
+    std::fs::write(fixture.join("old.txt"), "old\n").unwrap();
+    std::fs::write(fixture.join("keep.txt"), "keep\n").unwrap();
+    let changes = serde_json::json!({
+        "created": ["notes/*.md"],
+        "modified": ["notes/a.md"],
+        "deleted": ["old.txt"],
+        "untouched": ["keep.txt"],
+        "only": true,
+    });
+    let dataset = work.path().join("tidy.jsonl");
+    let case = |id: &str, task: &str| {
+        serde_json::json!({"id": id, "task": task, "workdir": "notes-fixture",
+                           "expect": {"changes": changes}})
+    };
+    std::fs::write(
+        &dataset,
+        format!(
+            "{}\n{}\n",
+            case("exact", "Tidy exactly the notes."),
+            case("sloppy", "Tidy sloppily the notes.")
+        ),
+    )
+    .unwrap();
+    let run = |dataset: &Path| {
+        mur()
+            .env("EMU_KEY", EMU_KEY)
+            .args(["eval", "run", "--json"])
+            .arg(dataset)
+            .arg("--capsule")
+            .arg(&capsule)
+            .run()
+    };
+    let output = run(&dataset);
+    assert_eq!(output.code, 1, "{output:#?}");
+    let all = results(&output);
+    let exact = result(&all, "exact", "base");
+    assert_eq!(exact["passed"], true, "{exact}");
+    assert_eq!(
+        scored(exact),
+        [
+            ("exit", true, "ok"),
+            ("changes created", true, "created notes/b.md"),
+            ("changes modified", true, "modified notes/a.md"),
+            ("changes deleted", true, "deleted old.txt"),
+            (
+                "changes untouched",
+                true,
+                "nothing matching `keep.txt` changed"
+            ),
+            (
+                "changes only",
+                true,
+                "no other path changed (3 changes in all)"
+            ),
+        ]
+        .map(|(s, p, d)| (s.to_string(), p, d.to_string()))
+    );
+    // Each miss is named: the pattern nothing matched, and what changed instead.
+    assert_eq!(
+        scored(result(&all, "sloppy", "base")),
+        [
+            ("exit", true, "ok"),
+            (
+                "changes created",
+                false,
+                "nothing created matches `notes/*.md`; created: tmp.txt"
+            ),
+            ("changes modified", true, "modified notes/a.md"),
+            (
+                "changes deleted",
+                false,
+                "nothing deleted matches `old.txt`; nothing was deleted"
+            ),
+            (
+                "changes untouched",
+                false,
+                "changed what must stay untouched: modified keep.txt (`keep.txt`)"
+            ),
+            (
+                "changes only",
+                false,
+                "also created tmp.txt; also modified keep.txt"
+            ),
+        ]
+        .map(|(s, p, d)| (s.to_string(), p, d.to_string()))
+    );
+    // The result names the case's workspace beside its trace, both in the run directory.
+    let run_dir = PathBuf::from(output.json()["dir"].as_str().unwrap());
+    let session = exact["session"].as_str().unwrap();
+    assert_eq!(
+        exact["workspace"],
+        format!("sessions/{session}/workspace"),
+        "{exact}"
+    );
+    assert_eq!(exact["trace"], format!("sessions/{session}/trace.jsonl"));
+    let workspace = run_dir.join(exact["workspace"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("notes/a.md")).unwrap(),
+        "a\nmore"
+    );
+    assert_eq!(
+        workspace,
+        workspace_of(&run_dir.join(exact["trace"].as_str().unwrap()))
+    );
+
+    // A pattern that climbs out of the workspace refuses the dataset, naming line and field.
+    let bad = work.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        format!(
+            "{}\n{}\n",
+            case("exact", "Tidy exactly the notes."),
+            serde_json::json!({"id": "b", "task": "t",
+                               "expect": {"changes": {"deleted": ["notes/**", "../secret"]}}})
+        ),
+    )
+    .unwrap();
+    let refused = run(&bad);
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    assert_eq!(refused.json()["error"]["code"], "E-EVAL-001");
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("bad.jsonl:2: `expect.changes.deleted[1]`: `../secret` is not a path pattern of the workspace"),
+        "{message}"
+    );
+}
+
+#[test]
+fn with_workspace_every_case_works_on_one_directory_in_place_one_after_another() {
+    let work = tempfile::tempdir().unwrap();
+    let capsule = work.path().join("capsule");
+    std::fs::create_dir(&capsule).unwrap();
+    let _emulator = shell_scripted(
+        &capsule,
+        &[
+            ("Make the file", "printf hello > made.txt"),
+            ("Copy the file", "cat made.txt > seen.txt"),
+        ],
+    );
+    let dataset = work.path().join("inplace.jsonl");
+    let first = serde_json::json!({"id": "make", "task": "Make the file made.txt.",
+        "expect": {"changes": {"created": ["made.txt"], "only": true}}});
+    let second = serde_json::json!({"id": "copy", "task": "Copy the file made.txt to seen.txt.",
+        "expect": {"files": [{"path": "seen.txt", "regex": "^hello$"}],
+                   "changes": {"created": ["seen.txt"], "only": true}}});
+    std::fs::write(&dataset, format!("{first}\n{second}\n")).unwrap();
+    let place = tempfile::tempdir().unwrap();
+    std::fs::write(place.path().join("README.md"), "mine\n").unwrap();
+    let run = |dataset: &Path, place: &Path| {
+        mur()
+            .env("EMU_KEY", EMU_KEY)
+            .args(["eval", "run", "--json", "--jobs", "4"])
+            .arg(dataset)
+            .arg("--capsule")
+            .arg(&capsule)
+            .arg("--workspace")
+            .arg(place)
+            .run()
+    };
+    let output = run(&dataset, place.path());
+    assert_eq!(output.code, 0, "{output:#?}");
+    let all = results(&output);
+    // The second case read what the first wrote; each session's changes are its own.
+    for id in ["make", "copy"] {
+        let case = result(&all, id, "base");
+        assert_eq!(case["passed"], true, "{case}");
+        assert_eq!(
+            case["workspace"],
+            place.path().canonicalize().unwrap().display().to_string(),
+            "{case}"
+        );
+    }
+    assert_eq!(output.json()["run"]["jobs"], 1);
+    // The directory holds its own file and what the cases made: nothing of any record.
+    let mut names: Vec<String> = std::fs::read_dir(place.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["README.md", "made.txt", "seen.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(place.path().join("seen.txt")).unwrap(),
+        "hello"
+    );
+
+    // A case with a fixture of its own is refused before anything runs, by name and line.
+    let fixture = work.path().join("fixture");
+    std::fs::create_dir(&fixture).unwrap();
+    let seeded = work.path().join("seeded.jsonl");
+    let own = serde_json::json!({"id": "seeded", "task": "t", "workdir": "fixture"});
+    std::fs::write(&seeded, format!("{first}\n{own}\n")).unwrap();
+    let refused = run(&seeded, place.path());
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    assert_eq!(refused.json()["error"]["code"], "E-EVAL-005");
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("case `seeded` (line 2)"), "{message}");
+    let runs = std::fs::read_dir(capsule.join("workdir/eval"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 1, "the refused run left no run directory");
+
+    // A directory over the runs' records cannot be worked on in place.
+    let over = run(&dataset, &capsule);
+    assert_eq!(over.code, 2, "{over:#?}");
+    assert_eq!(over.json()["error"]["code"], "E-RUN-033");
+}

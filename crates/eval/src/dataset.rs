@@ -12,7 +12,8 @@
 //! JSON schema compiles; a case's `workdir` is a directory, relative paths taken from the
 //! dataset's own directory; a file's `path` stays inside the session workdir; a command's
 //! `allow` entries are names or absolute paths and its `network` entries parse as
-//! `capabilities.network.allow` entries do. Unknown keys are refused, so a misspelled
+//! `capabilities.network.allow` entries do; every `changes` pattern is a relative path
+//! pattern of the workspace ([`crate::changes::PathPattern`]) and `changes` checks something. Unknown keys are refused, so a misspelled
 //! expectation never passes silently.
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,9 @@ pub struct Expect {
     /// Commands run in the session workdir after the session, and their exit status.
     #[serde(default)]
     pub commands: Vec<CommandExpect>,
+    /// What the session changed in its workspace, as its trace's `session_end` records it.
+    #[serde(default)]
+    pub changes: Option<ChangesExpect>,
     /// A model's verdict on the result, through one of the capsule's driver choices.
     #[serde(default)]
     pub rubric: Option<Rubric>,
@@ -169,6 +173,104 @@ impl<'de> Deserialize<'de> for NetworkEntry {
                     text.escape_debug()
                 ))
             })
+    }
+}
+
+/// `expect.changes`: what the session changed in its workspace, scored by
+/// [`crate::changes::score`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesExpect {
+    /// Paths that must have been created (each pattern at least one); `[]`: none.
+    #[serde(default)]
+    pub created: Option<Vec<PathPattern>>,
+    /// Paths that must have been modified; `[]`: none.
+    #[serde(default)]
+    pub modified: Option<Vec<PathPattern>>,
+    /// Paths that must have been deleted; `[]`: none.
+    #[serde(default)]
+    pub deleted: Option<Vec<PathPattern>>,
+    /// Paths no change may touch.
+    #[serde(default)]
+    pub untouched: Vec<PathPattern>,
+    /// No path changed beyond what `created`, `modified` and `deleted` name.
+    #[serde(default)]
+    pub only: bool,
+}
+
+impl ChangesExpect {
+    /// Whether it checks anything at all.
+    pub fn is_empty(&self) -> bool {
+        self.created.is_none()
+            && self.modified.is_none()
+            && self.deleted.is_none()
+            && self.untouched.is_empty()
+            && !self.only
+    }
+}
+
+/// A path pattern of the workspace, checked and compiled as it is read (its syntax: see
+/// [`crate::changes`]).
+#[derive(Debug, Clone)]
+pub struct PathPattern {
+    pub text: String,
+    matcher: globset::GlobMatcher,
+}
+
+impl PathPattern {
+    /// `text` as a pattern, or why it is not one.
+    pub fn parse(text: &str) -> Result<PathPattern, String> {
+        let why_not = |why: &str| {
+            format!(
+                "`{}` is not a path pattern of the workspace: {why}",
+                text.escape_debug()
+            )
+        };
+        let refused = |why: &str| Err(why_not(why));
+        if text.is_empty() {
+            return refused("it is empty");
+        }
+        if text.chars().any(char::is_control) {
+            return refused("it holds a control character");
+        }
+        if text.starts_with('/') {
+            return refused("it is absolute; paths are relative to the workspace");
+        }
+        if text.ends_with('/') {
+            return refused("it ends in `/`; files are listed, not directories (write `dir/**`)");
+        }
+        for part in text.split('/') {
+            match part {
+                "" => return refused("it has an empty part (`//`)"),
+                "." | ".." => {
+                    return refused(
+                        "it has a `.` or `..` part; write the path as the trace lists it",
+                    );
+                }
+                _ => {}
+            }
+        }
+        let glob = globset::GlobBuilder::new(text)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .empty_alternates(false)
+            .build()
+            .map_err(|error| why_not(&error.kind().to_string()))?;
+        Ok(PathPattern {
+            text: text.to_string(),
+            matcher: glob.compile_matcher(),
+        })
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        self.matcher.is_match(path)
+    }
+}
+
+impl<'de> Deserialize<'de> for PathPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        PathPattern::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -390,6 +492,12 @@ fn check_case(line: CaseLine, base: &Path, number: usize) -> Result<Case, String
             }
         }
     }
+    if expect.changes.as_ref().is_some_and(ChangesExpect::is_empty) {
+        return Err(
+            "`expect.changes` checks nothing: give `created`, `modified`, `deleted`, `untouched` or `only: true`"
+                .to_string(),
+        );
+    }
     if let Some(rubric) = &expect.rubric
         && rubric.criteria.trim().is_empty()
     {
@@ -500,6 +608,22 @@ mod tests {
     }
 
     #[test]
+    fn a_changes_expectation_loads_its_patterns() {
+        let dataset = load(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"changes\": {\"created\": [\"notes/*.md\"], \"deleted\": [], \"untouched\": [\"tests/**\"], \"only\": true}}}",
+        )
+        .unwrap();
+        let changes = dataset.cases[0].expect.changes.as_ref().unwrap();
+        let created = changes.created.as_ref().unwrap();
+        assert_eq!(created[0].text, "notes/*.md");
+        assert!(created[0].matches("notes/a.md") && !created[0].matches("notes/x/a.md"));
+        assert!(changes.modified.is_none());
+        assert!(changes.deleted.as_ref().unwrap().is_empty());
+        assert!(changes.untouched[0].matches("tests/unit/a.rs"));
+        assert!(changes.only);
+    }
+
+    #[test]
     fn every_mistake_is_refused_with_its_line_and_field() {
         let refused = |text: &str, line: usize, needle: &str| {
             let error = load(text).unwrap_err();
@@ -573,6 +697,36 @@ mod tests {
             1,
             "`expect.commands[0].network`",
         );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\"}\n{\"id\": \"b\", \"task\": \"t\", \"expect\": {\"changes\": {\"created\": [\"notes/*.md\", \"../up.md\"]}}}",
+            2,
+            "`expect.changes.created[1]`: `../up.md` is not a path pattern of the workspace",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"changes\": {\"untouched\": [\"/etc/**\"]}}}",
+            1,
+            "`expect.changes.untouched[0]`: `/etc/**` is not a path pattern of the workspace: it is absolute",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"changes\": {\"modified\": [\"src/[a-\"]}}}",
+            1,
+            "`expect.changes.modified[0]`",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"changes\": {\"create\": [\"a\"]}}}",
+            1,
+            "`expect.changes.create`: unknown field `create`, expected one of `created`",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"changes\": {\"only\": false}}}",
+            1,
+            "`expect.changes` checks nothing",
+        );
+        refused(
+            "{\"id\": \"a\", \"task\": \"t\", \"expect\": {\"changes\": {\"only\": \"yes\"}}}",
+            1,
+            "`expect.changes.only`",
+        );
         refused("not json", 1, "not a case");
         let empty = load("\n// nothing\n").unwrap_err();
         assert_eq!(empty.line, None);
@@ -587,13 +741,16 @@ mod tests {
         #[test]
         fn no_json_case_makes_loading_panic(
             id in "[a-z./]{0,8}",
-            key in "(turns|tokens|tools|result|files|commands|rubric|exit|other)",
+            key in "(turns|tokens|tools|result|files|commands|rubric|exit|changes|other)",
             value in proptest::prop_oneof![
                 proptest::strategy::Just(serde_json::json!(null)),
                 proptest::strategy::Just(serde_json::json!({"max": 1})),
                 proptest::strategy::Just(serde_json::json!([{"path": "a", "regex": "["}])),
                 proptest::strategy::Just(serde_json::json!({"regex": "a", "schema": {"type": "object"}})),
                 proptest::strategy::Just(serde_json::json!("ok")),
+                proptest::strategy::Just(serde_json::json!({"created": ["a/**", "[x"], "only": true})),
+                proptest::strategy::Just(serde_json::json!({"untouched": ["../a"], "modified": []})),
+                proptest::strategy::Just(serde_json::json!({})),
                 proptest::strategy::Just(serde_json::json!([{"run": "x", "allow": ["", "a b", "/x/", "grep"], "network": ["*", "h:0", "h:1"]}])),
                 (0i64..5).prop_map(|n| serde_json::json!(n)),
             ],

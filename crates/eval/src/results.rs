@@ -3,7 +3,8 @@
 //! A run is a directory `<workdir root>/eval/<run id>/` holding `run.json` (what ran: the
 //! dataset, the arms, when), `results.jsonl` (one line per case, arm and repeat, appended as
 //! each finishes, so a run cut short keeps what it did), `sessions/<session id>/` (each case's
-//! session workdir and `trace.jsonl`, which its result line names) and `report.html`.
+//! session record, its `trace.jsonl`, and its fresh `workspace/`, both of which its result
+//! line names) and `report.html`.
 //!
 //! A run read back lists its results in the dataset's order (then the arms', then by repeat),
 //! whatever order the cases finished in. Summaries and diffs are computed from the lines alone: a pass rate, a mean score, the
@@ -34,6 +35,9 @@ pub struct RunInfo {
     pub started_unix_ms: u64,
     #[serde(default)]
     pub finished_unix_ms: Option<u64>,
+    /// The directory every case worked on in place, one after another (`--workspace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     pub murmur_version: String,
 }
 
@@ -76,6 +80,11 @@ pub struct CaseResult {
     /// The session's trace, relative to the run directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The directory the session's agent worked in and its scorers read: relative to the run
+    /// directory for a fresh workspace (`sessions/<id>/workspace`), absolute for one worked on
+    /// in place (`mur eval run --workspace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     /// Why the case could not be run or scored in full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<CaseError>,
@@ -84,7 +93,9 @@ pub struct CaseResult {
 /// One scorer's verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Score {
-    /// `exit`, `turns`, `tokens`, `tools`, `result`, `file <path>`, `command <n>`, `rubric`.
+    /// `exit`, `turns`, `tokens`, `tools`, `result`, `file <path>`, `changes created`,
+    /// `changes modified`, `changes deleted`, `changes untouched`, `changes only`,
+    /// `command <n>`, `rubric`.
     pub scorer: String,
     pub passed: bool,
     /// What was found, in words.
@@ -516,6 +527,7 @@ mod tests {
             duration_ms: 10,
             session: None,
             trace: None,
+            workspace: None,
             error: None,
         }
     }
@@ -537,6 +549,7 @@ mod tests {
                 jobs: 1,
                 started_unix_ms: 0,
                 finished_unix_ms: None,
+                workspace: None,
                 murmur_version: "0".into(),
             },
             results,
@@ -589,5 +602,33 @@ mod tests {
         assert_eq!(read(dir.path()).unwrap().results.len(), 1);
         std::fs::write(dir.path().join(RESULTS_FILE), format!("nonsense\n{line}\n")).unwrap();
         assert!(read(dir.path()).unwrap_err().contains(":1:"));
+    }
+
+    #[test]
+    fn a_result_keeps_its_workspace_and_a_line_written_before_it_reads_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = run(vec![]);
+        r.info.workspace = Some("/srv/checkout".into());
+        std::fs::write(
+            dir.path().join(RUN_FILE),
+            serde_json::to_vec(&r.info).unwrap(),
+        )
+        .unwrap();
+        let mut fresh = result("a", "x", true, 1.0);
+        fresh.trace = Some("sessions/ses_1/trace.jsonl".into());
+        fresh.workspace = Some("sessions/ses_1/workspace".into());
+        let line = serde_json::to_string(&fresh).unwrap();
+        assert!(
+            line.contains(r#""workspace":"sessions/ses_1/workspace""#),
+            "{line}"
+        );
+        // A line of a run made before results named their workspace.
+        let mut older = serde_json::to_value(result("b", "x", true, 1.0)).unwrap();
+        older.as_object_mut().unwrap().remove("workspace");
+        std::fs::write(dir.path().join(RESULTS_FILE), format!("{line}\n{older}\n")).unwrap();
+        let read = read(dir.path()).unwrap();
+        assert_eq!(read.info.workspace.as_deref(), Some("/srv/checkout"));
+        assert_eq!(read.results[0], fresh);
+        assert_eq!(read.results[1].workspace, None);
     }
 }

@@ -2,11 +2,18 @@
 //!
 //! What a caller can rely on:
 //!
-//! - Every case runs once per arm per repeat, as a session of its own, with a fresh workdir
-//!   under the run's `sessions/` (a copy of the case's `workdir` fixture when it names one),
-//!   at most `jobs` at a time. An arm is staged once before any case runs, so a broken arm
-//!   (an overlay the manifest loader refuses, a choice the capsule has not) stops the run
-//!   before it begins (`E-EVAL-002`).
+//! - Every case runs once per arm per repeat, as a session of its own, its record under the
+//!   run's `sessions/`, with a fresh workspace (a copy of the case's `workdir` fixture when it
+//!   names one), at most `jobs` at a time. An arm is staged once before any case runs, so a
+//!   broken arm (an overlay the manifest loader refuses, a choice the capsule has not) stops
+//!   the run before it begins (`E-EVAL-002`).
+//! - With [`Plan::workspace`], every case works on that directory in place instead, one at a
+//!   time, in order (each repeat, each arm in order, each case in the dataset's order), so a
+//!   case sees what the cases before it left; `jobs` is 1. It is refused before anything runs
+//!   when a case has a `workdir` fixture of its own (`E-EVAL-005`, naming the cases: its seed
+//!   would be copied over the directory), when the directory cannot be a workspace
+//!   (`E-RUN-033`: missing, or overlapping the runs' directory) or when another session holds
+//!   it (`E-RUN-034`).
 //! - An arm with `cassettes:` answers each case from `<dir>/<case>.cassette.json` and sends
 //!   nothing (no credential needed); with `record`, it runs against the provider and writes
 //!   that file. A request that differs from the recording fails the case (`E-RUN-029`, its
@@ -18,6 +25,8 @@
 //! - A rubric is graded by a session of its own on the arm's capsule, started on the rubric's
 //!   choice, its exchanges in the case's cassette after the case's own; its tokens are reported
 //!   apart from the case's.
+//! - Each result names its session's trace and workspace (relative to the run directory, or
+//!   the absolute directory worked on in place).
 //! - Each result is appended to `results.jsonl` as its case ends; `run.json` is written first
 //!   and again with the finish time; `report.html` last. A stop (the cancel signal) ends the
 //!   running sessions `canceled` and starts no other case.
@@ -62,6 +71,9 @@ pub struct Plan {
     /// The containment class the operator asks for (`mur eval run --containment`): each
     /// session, and its commands' scorers, run under the stronger of it and the capsule's.
     pub containment: Option<murmur_confine::Class>,
+    /// An existing directory every case works on in place (`mur eval run --workspace`), one
+    /// case after another; a fresh workspace per case when `None`.
+    pub workspace: Option<PathBuf>,
 }
 
 /// What the runner takes from its host.
@@ -126,6 +138,9 @@ pub async fn run(
             ));
         }
     }
+    if let Some(workspace) = &plan.workspace {
+        in_place_allowed(&plan.dataset, workspace, &plan.runs_dir)?;
+    }
     // Each arm staged once up front: a broken arm stops the run before any case.
     let mut choices = Vec::new();
     let mut capsule_name = String::new();
@@ -175,9 +190,17 @@ pub async fn run(
             .map(|case| case.id.clone())
             .collect(),
         repeat: plan.repeat,
-        jobs: plan.jobs as u32,
+        jobs: if plan.workspace.is_some() {
+            1
+        } else {
+            plan.jobs as u32
+        },
         started_unix_ms: unix_ms(),
         finished_unix_ms: None,
+        workspace: plan
+            .workspace
+            .as_ref()
+            .map(|path| path.display().to_string()),
         murmur_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     write_info(&dir, &info)?;
@@ -195,49 +218,73 @@ pub async fn run(
     });
 
     let plan = Arc::new(plan);
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(plan.jobs.max(1)));
     let done = Arc::new(Mutex::new(0usize));
-    let mut tasks = tokio::task::JoinSet::new();
-    for repeat in 0..plan.repeat {
-        for (arm_index, choice) in choices.iter().copied().enumerate() {
-            for case_index in 0..plan.dataset.cases.len() {
-                let (plan, host, dir, semaphore, done, progress, results_file) = (
-                    plan.clone(),
-                    host.clone(),
-                    dir.clone(),
-                    semaphore.clone(),
-                    done.clone(),
-                    progress.clone(),
-                    results_file.clone(),
-                );
-                tasks.spawn(async move {
-                    let Ok(_permit) = semaphore.acquire_owned().await else {
-                        return;
-                    };
-                    if plan.cancel.reason().is_some() {
-                        return;
-                    }
-                    let arm = &plan.arms[arm_index];
-                    let case = &plan.dataset.cases[case_index];
-                    let result = run_case(&plan, &host, arm, choice, case, repeat, &dir).await;
-                    let line = serde_json::to_string(&result).unwrap_or_default();
-                    {
-                        use std::io::Write;
-                        let mut file = results_file.lock().unwrap_or_else(|p| p.into_inner());
-                        let _ = writeln!(file, "{line}");
-                    }
-                    let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
-                    *done += 1;
-                    progress(Progress::CaseDone {
-                        result: &result,
-                        done: *done,
-                        total,
-                    });
+    // Runs one case on one arm and keeps its result.
+    let one = {
+        let (plan, host, dir) = (plan.clone(), host.clone(), dir.clone());
+        move |arm_index: usize, choice: usize, case_index: usize, repeat: u32| {
+            let (plan, host, dir, done, progress, results_file) = (
+                plan.clone(),
+                host.clone(),
+                dir.clone(),
+                done.clone(),
+                progress.clone(),
+                results_file.clone(),
+            );
+            async move {
+                if plan.cancel.reason().is_some() {
+                    return;
+                }
+                let arm = &plan.arms[arm_index];
+                let case = &plan.dataset.cases[case_index];
+                let result = run_case(&plan, &host, arm, choice, case, repeat, &dir).await;
+                let line = serde_json::to_string(&result).unwrap_or_default();
+                {
+                    use std::io::Write;
+                    let mut file = results_file.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = writeln!(file, "{line}");
+                }
+                let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
+                *done += 1;
+                progress(Progress::CaseDone {
+                    result: &result,
+                    done: *done,
+                    total,
                 });
             }
         }
+    };
+    let cases = plan.dataset.cases.len();
+    let mut order = Vec::with_capacity(total);
+    for repeat in 0..plan.repeat {
+        for (arm_index, choice) in choices.iter().copied().enumerate() {
+            for case_index in 0..cases {
+                order.push((arm_index, choice, case_index, repeat));
+            }
+        }
     }
-    while tasks.join_next().await.is_some() {}
+    if plan.workspace.is_some() {
+        // One directory, worked on in place: one case after another, in order.
+        for (arm_index, choice, case_index, repeat) in order {
+            one(arm_index, choice, case_index, repeat).await;
+        }
+    } else {
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(plan.jobs.max(1)));
+        let mut tasks = tokio::task::JoinSet::new();
+        for (arm_index, choice, case_index, repeat) in order {
+            let (semaphore, case) = (
+                semaphore.clone(),
+                one(arm_index, choice, case_index, repeat),
+            );
+            tasks.spawn(async move {
+                let Ok(_permit) = semaphore.acquire_owned().await else {
+                    return;
+                };
+                case.await;
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
     info.finished_unix_ms = Some(unix_ms());
     write_info(&dir, &info)?;
     // The lines as written (a line that could not be written is not in the report either).
@@ -251,6 +298,61 @@ pub async fn run(
     std::fs::write(dir.join(REPORT_FILE), crate::report::html(&run, &summaries))
         .map_err(|error| written(&dir, &error))?;
     Ok(run)
+}
+
+/// Whether every case of `dataset` may work on `workspace` in place, with the runs' records
+/// under `runs`: no case brings a `workdir` fixture (`E-EVAL-005`), and the directory can be a
+/// workspace no other session holds now (`E-RUN-033`, `E-RUN-034`; the hold is let go at
+/// once: each case's session takes it for itself).
+fn in_place_allowed(dataset: &Dataset, workspace: &Path, runs: &Path) -> Result<(), RunError> {
+    let seeded: Vec<String> = dataset
+        .cases
+        .iter()
+        .filter(|case| case.workdir.is_some())
+        .map(|case| format!("`{}` (line {})", case.id, case.line))
+        .collect();
+    if let Some(first) = seeded.first() {
+        let named = if seeded.len() == 1 {
+            format!("case {first} has")
+        } else if seeded.len() <= 10 {
+            format!("cases {} have", seeded.join(", "))
+        } else {
+            format!(
+                "cases {} and {} more have",
+                seeded[..10].join(", "),
+                seeded.len() - 10
+            )
+        };
+        return Err(RunError {
+            code: "E-EVAL-005",
+            message: format!(
+                "{named} a `workdir:` fixture of {}, but --workspace {} makes every case work on that directory in place (the fixture would be copied over it)",
+                if seeded.len() == 1 { "its own" } else { "their own" },
+                workspace.display()
+            ),
+            hint: "drop `workdir:` from those cases (put what they need in the directory), or run them without --workspace".to_string(),
+            diagnostics: Vec::new(),
+        });
+    }
+    use murmur_runtime::session::workdir::{WorkdirError, WorkspaceLock};
+    match WorkspaceLock::take(workspace, runs) {
+        Ok(_lock) => Ok(()),
+        Err(WorkdirError::Held { path, holder }) => Err(RunError {
+            code: "E-RUN-034",
+            message: format!(
+                "the workspace {} is in use by another session: {holder}",
+                path.display()
+            ),
+            hint: "two sessions never write one workspace at once: wait for that session to end, or work on another directory".to_string(),
+            diagnostics: Vec::new(),
+        }),
+        Err(error) => Err(RunError {
+            code: "E-RUN-033",
+            message: format!("--workspace: {error}"),
+            hint: "name an existing directory with --workspace, apart from the workdir root (--workdir) where the runs and their sessions' records go".to_string(),
+            diagnostics: Vec::new(),
+        }),
+    }
 }
 
 fn refused(message: &str, hint: &str) -> RunError {
@@ -399,6 +501,7 @@ async fn run_case(
         duration_ms: 0,
         session: None,
         trace: None,
+        workspace: None,
         error: None,
     };
     let fail = |mut result: CaseResult, code: &str, message: String| {
@@ -438,7 +541,7 @@ async fn run_case(
         resume: None,
         seed: case.workdir.clone(),
         containment: plan.containment,
-        workspace: None,
+        workspace: plan.workspace.clone(),
     };
     let report = match session::run(
         host.engine.clone(),
@@ -453,6 +556,14 @@ async fn run_case(
     };
     result.session = Some(report.session_id.clone());
     result.trace = Some(format!("{SESSIONS_DIR}/{}/trace.jsonl", report.session_id));
+    result.workspace = Some(
+        report
+            .workspace
+            .strip_prefix(dir)
+            .unwrap_or(&report.workspace)
+            .display()
+            .to_string(),
+    );
     result.exit_status = report.exit_status.as_str().to_string();
     let events = murmur_trace::analysis::load(&report.trace_path)
         .map(|loaded| loaded.events)
@@ -656,5 +767,83 @@ mod tests {
             "{id}"
         );
         assert!(crate::dataset::is_plain_name(&id));
+    }
+
+    fn dataset(dir: &Path, lines: &str) -> Dataset {
+        std::fs::create_dir_all(dir.join("fixture")).unwrap();
+        let path = dir.join("cases.jsonl");
+        std::fs::write(&path, lines).unwrap();
+        Dataset::load(&path).unwrap()
+    }
+
+    #[test]
+    fn working_in_place_refuses_cases_with_a_fixture_by_name_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let plain = dataset(
+            dir.path(),
+            "{\"id\": \"a\", \"task\": \"t\"}\n{\"id\": \"b\", \"task\": \"t\"}\n",
+        );
+        let one = dataset(
+            dir.path(),
+            "{\"id\": \"a\", \"task\": \"t\"}\n\n{\"id\": \"seeded\", \"task\": \"t\", \"workdir\": \"fixture\"}\n",
+        );
+        let error = in_place_allowed(&one, place.path(), &runs).unwrap_err();
+        assert_eq!(error.code, "E-EVAL-005");
+        assert!(
+            error.message.starts_with(
+                "case `seeded` (line 3) has a `workdir:` fixture of its own, but --workspace "
+            ),
+            "{}",
+            error.message
+        );
+        let lines: String = (0..12)
+            .map(|n| format!("{{\"id\": \"c{n}\", \"task\": \"t\", \"workdir\": \"fixture\"}}\n"))
+            .collect();
+        let many = in_place_allowed(&dataset(dir.path(), &lines), place.path(), &runs)
+            .unwrap_err()
+            .message;
+        assert!(
+            many.starts_with("cases `c0` (line 1), `c1` (line 2),")
+                && many.contains("`c9` (line 10) and 2 more have"),
+            "{many}"
+        );
+        // Nothing was checked or made for a refused dataset: the runs' directory is not there.
+        assert!(!runs.exists());
+        assert!(in_place_allowed(&plain, place.path(), &runs).is_ok());
+    }
+
+    #[test]
+    fn working_in_place_refuses_a_directory_over_the_records_or_held_by_a_session() {
+        use murmur_runtime::session::workdir::WorkspaceLock;
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dataset(dir.path(), "{\"id\": \"a\", \"task\": \"t\"}\n");
+        let runs = dir.path().join("work/eval");
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        let over = in_place_allowed(&plain, &dir.path().join("work"), &runs).unwrap_err();
+        assert_eq!(over.code, "E-RUN-033");
+        assert!(
+            over.message.contains("overlaps the records' root"),
+            "{}",
+            over.message
+        );
+        let missing = in_place_allowed(&plain, &dir.path().join("nowhere"), &runs).unwrap_err();
+        assert_eq!(missing.code, "E-RUN-033");
+        let place = tempfile::tempdir().unwrap();
+        let held = WorkspaceLock::take(place.path(), &runs).unwrap();
+        let error = in_place_allowed(&plain, place.path(), &runs).unwrap_err();
+        assert_eq!(error.code, "E-RUN-034");
+        assert!(
+            error
+                .message
+                .contains(&format!("pid {}", std::process::id())),
+            "{}",
+            error.message
+        );
+        drop(held);
+        // The check lets go of the directory: a session takes it next.
+        assert!(in_place_allowed(&plain, place.path(), &runs).is_ok());
+        assert!(WorkspaceLock::take(place.path(), &runs).is_ok());
     }
 }

@@ -1,7 +1,8 @@
 //! Scorers: each expectation of a case, checked against its session.
 //!
 //! What is read: the session's report (exit status, the task's final text), its trace (turns,
-//! tool calls in the order they were written, tokens), and its workspace. Files of the workspace
+//! tool calls in the order they were written, tokens, what `session_end` says the session
+//! changed in its workspace: [`crate::changes`]), and its workspace. Files of the workspace
 //! are read beneath it: a link the agent planted is not followed, and a file that is one fails
 //! its scorer.
 //!
@@ -166,7 +167,21 @@ pub fn score(expect: &Expect, session: &Session<'_>) -> Vec<Score> {
     for file in &expect.files {
         scores.push(score_file(file, session.workspace));
     }
+    if let Some(changes) = &expect.changes {
+        scores.extend(crate::changes::score(
+            changes,
+            recorded_changes(session.events),
+        ));
+    }
     scores
+}
+
+/// What the session changed in its workspace: its `session_end.changes`.
+pub fn recorded_changes(events: &[Event]) -> Option<&murmur_trace::schema::WorkspaceChanges> {
+    events.iter().rev().find_map(|event| match &event.body {
+        EventBody::SessionEnd { changes, .. } => changes.as_ref(),
+        _ => None,
+    })
 }
 
 /// How a case's commands are held: the class its session ran under, and the capsule's limits.

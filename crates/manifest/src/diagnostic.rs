@@ -351,6 +351,7 @@ codes! {
     E_EVAL_002 = "E-EVAL-002": "`mur eval run`: the arms file cannot be read, names no such arm, or an arm cannot run (its overlay refused, a choice the capsule has not, no cassette directory to record into)";
     E_EVAL_003 = "E-EVAL-003": "`mur eval show`/`diff`: no such run, or its files are not a run's";
     E_EVAL_004 = "E-EVAL-004": "`mur eval`: a run's results or report cannot be written";
+    E_EVAL_005 = "E-EVAL-005": "`mur eval run --workspace`: a case has a `workdir:` fixture of its own, which would be copied over the directory every case works on in place";
 
     E_TRC_001 = "E-TRC-001": "the trace cannot be written";
     E_TRC_002 = "E-TRC-002": "no trace found: no such trace file, session directory or session id (`mur trace`)";

@@ -81,6 +81,12 @@ pub struct RunArgs {
     /// `capabilities.containment` holds; default `scoped`.
     #[arg(long, value_parser = crate::commands::run::parse_containment, value_name = "CLASS")]
     containment: Option<murmur_manifest::capsule::Containment>,
+    /// Work every case on this existing directory in place, one case after another (each sees
+    /// what the cases before it left; `--jobs` is 1); it must lie apart from the workdir root.
+    /// Cases with a `workdir:` fixture are refused (E-EVAL-005). Default: a fresh workspace per
+    /// case.
+    #[arg(long, value_name = "PATH")]
+    workspace: Option<PathBuf>,
     /// Print the run (its summaries and every result) as JSON.
     #[arg(long)]
     json: bool,
@@ -201,6 +207,7 @@ fn run_dataset(args: RunArgs) -> Exit {
         runs_dir,
         cancel: cancel.clone(),
         containment: args.containment,
+        workspace: args.workspace.clone(),
     };
     let host = Host {
         engine: Arc::new(engine),
@@ -209,13 +216,16 @@ fn run_dataset(args: RunArgs) -> Exit {
     };
     let progress: Arc<dyn Fn(Progress<'_>) + Send + Sync> = Arc::new(move |event| match event {
         Progress::Started { run, dir, total } => eprintln!(
-            "eval {}: {} × {} × {} = {} case runs, {} at a time; results in {}",
+            "eval {}: {} × {} × {} = {} case runs, {}; results in {}",
             run.run,
             render::plural(run.cases as usize, "case"),
             render::plural(run.arms.len(), "arm"),
             render::plural(run.repeat as usize, "repeat"),
             total,
-            run.jobs,
+            match &run.workspace {
+                Some(workspace) => format!("one after another on {workspace} in place"),
+                None => format!("{} at a time", run.jobs),
+            },
             dir.display()
         ),
         Progress::CaseDone {
@@ -344,6 +354,10 @@ fn print_run(run: &Run, summaries: &[ArmSummary], with_cases: bool) {
             println!("{}", case_line(result));
             if let Some(trace) = &result.trace {
                 println!("      trace: {}", run.dir.join(trace).display());
+            }
+            if let Some(workspace) = &result.workspace {
+                // `join` keeps an absolute path (a directory worked on in place) as it is.
+                println!("      workspace: {}", run.dir.join(workspace).display());
             }
         }
     } else {
