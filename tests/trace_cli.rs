@@ -728,3 +728,350 @@ fn mur_send_prints_a_hostile_peer_answer_escaped() {
     assert_nothing_raw("mur send --json", &json.stdout);
     assert!(holds_string(&json.json(), HOSTILE), "{}", json.stdout);
 }
+
+// ---------------------------------------------------------------------------------------------
+// What a session changed in its workspace, and where its record and workspace are.
+
+/// A capsule in `dir` whose model is `emulator`, with the shell (bash and what its scripts
+/// run).
+fn shell_capsule(dir: &Path, emulator: &Emulator) {
+    let manifest = emulator.capsule_manifest(
+        "changer",
+        "",
+        "capabilities:\n  shell: { allow: [ bash, mkdir, rm, ln ] }",
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
+}
+
+/// A script whose turns each run `bash -c SCRIPT` then answer, one pair a task.
+fn shell_turns(scripts: &[&str]) -> Value {
+    let mut turns = Vec::new();
+    for (n, script) in scripts.iter().enumerate() {
+        turns.push(serde_json::json!({"reply": {"tool_calls": [{
+            "id": format!("call_s{}", n + 1), "name": "shell",
+            "input": {"binary": "bash", "args": ["-c", script]}}]}}));
+        turns.push(serde_json::json!({"reply": {"text": "done"}}));
+    }
+    serde_json::json!({ "turns": turns })
+}
+
+/// The `mur trace show` line that starts with `start` (after its indent).
+fn line_starting<'a>(text: &'a str, start: &str) -> &'a str {
+    text.lines()
+        .find(|line| line.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("no line starting `{start}`:\n{text}"))
+}
+
+/// The rows of the `workspace changes` table: `[change, path, size]` each.
+fn change_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .skip_while(|line| !line.starts_with("workspace changes:"))
+        .skip(2)
+        .take_while(|line| {
+            let cells = line.trim_start();
+            ["created", "modified", "deleted"]
+                .iter()
+                .any(|kind| cells.starts_with(kind))
+        })
+        .map(|line| {
+            let (kind, rest) = line.trim_start().split_once("  ").unwrap();
+            let rest = rest.trim_start();
+            let (path, size) = rest.split_once("  ").unwrap();
+            vec![
+                kind.trim().to_string(),
+                path.trim().to_string(),
+                size.trim().to_string(),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn show_lists_what_a_session_created_modified_and_deleted_in_its_workspace() {
+    let emulator = emulator_of(shell_turns(&[
+        "printf newer > edit.txt; rm gone.txt; printf fresh > fresh.txt; ln -s edit.txt alias; \
+         mkdir many; for i in {01..25}; do printf x > many/f$i; done",
+        "printf again >> fresh.txt",
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    shell_capsule(dir.path(), &emulator);
+    // An existing directory, worked on in place.
+    let place = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("edit.txt", "old"),
+        ("gone.txt", "bye"),
+        ("keep.txt", "same"),
+    ] {
+        std::fs::write(place.path().join(name), text).unwrap();
+    }
+    let run = mur_run(
+        dir.path(),
+        &[
+            "--json",
+            "--task",
+            "edit",
+            "--task",
+            "append",
+            "--workspace",
+            place.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report = run.json();
+
+    let show = trace_json(dir.path(), &["show", "--json"]);
+    assert_eq!(show["places"]["record"], report["workdir"], "{show:#}");
+    assert_eq!(show["places"]["workspace"], report["workspace"], "{show:#}");
+    assert_eq!(show["places"]["in_place"], true);
+    assert_eq!(show["places"]["record_layout"], 2);
+    let changes = &show["changes"];
+    assert_eq!(
+        changes["counts"],
+        serde_json::json!({"created": 27, "modified": 1, "deleted": 1}),
+        "{changes:#}"
+    );
+    let created: Vec<&str> = changes["created"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(created.len(), 27);
+    assert_eq!(created[..3], ["alias", "fresh.txt", "many/f01"]);
+    assert_eq!(changes["modified"][0]["path"], "edit.txt");
+    assert_eq!(changes["modified"][0]["size_before"], 3);
+    assert_eq!(changes["modified"][0]["size_after"], 5);
+    assert_eq!(
+        changes["deleted"],
+        serde_json::json!([{"path": "gone.txt", "size": 3, "sha256_before": sha256_hex(b"bye")}])
+    );
+    assert_eq!(show["git"], Value::Null, "not a checkout");
+    // Each task's own changes.
+    let tasks = show["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(
+        tasks[0]["changes"]["counts"],
+        serde_json::json!({"created": 27, "modified": 1, "deleted": 1})
+    );
+    assert_eq!(
+        tasks[1]["changes"]["counts"],
+        serde_json::json!({"created": 0, "modified": 1, "deleted": 0})
+    );
+    assert_eq!(tasks[1]["changes"]["modified"][0]["path"], "fresh.txt");
+
+    let text = trace(dir.path(), &["show"]).stdout;
+    let record = report["workdir"].as_str().unwrap();
+    let workspace = report["workspace"].as_str().unwrap();
+    assert_eq!(
+        line_starting(&text, "record "),
+        format!("record {record}  (record layout 2)")
+    );
+    assert_eq!(
+        line_starting(&text, "workspace /"),
+        format!("workspace {workspace}  (in place)")
+    );
+    let task_lines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("  workspace: "))
+        .collect();
+    assert_eq!(
+        task_lines,
+        [
+            "  workspace: 29 files changed: 27 created, 1 modified, 1 deleted",
+            "  workspace: 1 file changed: 1 modified",
+        ]
+    );
+    assert_eq!(
+        line_starting(&text, "workspace changes:"),
+        "workspace changes: 29 files changed: 27 created, 1 modified, 1 deleted"
+    );
+    // A page of paths in path order, with their sizes; the rest counted.
+    let rows = change_rows(&text);
+    assert_eq!(rows.len(), 20, "{text}");
+    assert_eq!(rows[0], ["created (link)", "alias", "8 B"]);
+    assert_eq!(rows[1], ["modified", "edit.txt", "3 B -> 5 B"]);
+    assert_eq!(rows[2], ["created", "fresh.txt", "10 B"]);
+    assert_eq!(rows[3], ["deleted", "gone.txt", "3 B"]);
+    assert_eq!(rows[4], ["created", "many/f01", "1 B"]);
+    assert_eq!(rows[19], ["created", "many/f16", "1 B"]);
+    assert!(!text.contains("keep.txt"), "{text}");
+    assert_eq!(
+        line_starting(&text, "and "),
+        "  and 9 more (`--json` has up to 1000 of each kind)"
+    );
+    assert!(!text.contains("truncated"), "{text}");
+    assert!(!text.lines().any(|line| line.starts_with("git ")), "{text}");
+
+    // A fresh workspace: the record's `workspace/`, not in place.
+    let emulator = emulator_of(shell_turns(&["printf hi > hello.txt"]));
+    shell_capsule(dir.path(), &emulator);
+    let run = mur_run(dir.path(), &["--json", "--task", "greet"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report = run.json();
+    let session = report["session_id"].as_str().unwrap();
+    let show = trace_json(dir.path(), &["show", session, "--json"]);
+    assert_eq!(show["places"]["in_place"], false);
+    assert_eq!(show["places"]["workspace"], report["workspace"]);
+    let text = trace(dir.path(), &["show", session]).stdout;
+    let record = report["workdir"].as_str().unwrap();
+    assert_eq!(
+        line_starting(&text, "workspace /"),
+        format!("workspace {record}/workspace")
+    );
+    assert_eq!(
+        line_starting(&text, "workspace changes:"),
+        "workspace changes: 1 file changed: 1 created"
+    );
+    assert_eq!(change_rows(&text), [["created", "hello.txt", "2 B"]]);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// The session of `tests/fixtures/trace-layout-1.jsonl`: written before the record and the
+/// workspace were apart (no `record_layout`, no `workspace`; the agent's files beside the
+/// trace).
+const LAYOUT_1_SESSION: &str = "ses_3f9c2d0a7b1e4c58a6d2e9f1b4c7a301";
+const LAYOUT_1_WORKDIR: &str = "/home/ana/notes/workdir/ses_3f9c2d0a7b1e4c58a6d2e9f1b4c7a301";
+
+#[test]
+fn a_session_of_record_layout_1_is_read_its_workspace_the_record_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    // Laid out as layout 1 left it: the agent's files, the result and logs beside the trace.
+    let session = dir.path().join("workdir").join(LAYOUT_1_SESSION);
+    std::fs::create_dir_all(session.join("out")).unwrap();
+    std::fs::create_dir_all(session.join("logs")).unwrap();
+    std::fs::copy(
+        repo_root().join("tests/fixtures/trace-layout-1.jsonl"),
+        session.join("trace.jsonl"),
+    )
+    .unwrap();
+    for (name, text) in [
+        ("notes.md", "buy bread"),
+        ("todo.md", "- buy bread\n- call mo"),
+        ("out/result.txt", "Noted."),
+        ("logs/shell-0001.log", "notes.md:1:buy bread\n"),
+    ] {
+        std::fs::write(session.join(name), text).unwrap();
+    }
+
+    // No argument: the newest (only) session under ./workdir.
+    let show = trace_json(dir.path(), &["show", "--json"]);
+    assert_eq!(show["session"]["session_id"], LAYOUT_1_SESSION);
+    assert_eq!(show["session"]["exit_status"], "ok");
+    assert!(
+        show["trace_path"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{LAYOUT_1_SESSION}/trace.jsonl"))
+    );
+    assert_eq!(
+        show["places"],
+        serde_json::json!({
+            "record": LAYOUT_1_WORKDIR,
+            "workspace": LAYOUT_1_WORKDIR,
+            "in_place": false,
+            "record_layout": 1,
+        })
+    );
+    assert_eq!(
+        show["changes"]["counts"],
+        serde_json::json!({"created": 1, "modified": 1, "deleted": 0})
+    );
+    assert_eq!(show["tasks"][0]["changes"], show["changes"]);
+    assert_eq!(show["git"], Value::Null);
+    let calls = calls(&show);
+    let ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["toolu_01", "toolu_02", "toolu_03"]);
+    assert_eq!(calls[1]["kind"], "shell");
+    assert_eq!(show["totals"]["turns"], 4);
+
+    let text = trace(dir.path(), &["show"]).stdout;
+    assert_eq!(
+        line_starting(&text, "record "),
+        format!("record {LAYOUT_1_WORKDIR}  (record layout 1)")
+    );
+    assert_eq!(
+        line_starting(&text, "workspace /"),
+        format!(
+            "workspace {LAYOUT_1_WORKDIR}  (the record itself: layout 1 kept the agent's files beside the trace)"
+        )
+    );
+    assert_eq!(
+        line_starting(&text, "workspace:"),
+        "  workspace: 2 files changed: 1 created, 1 modified"
+    );
+    assert_eq!(
+        change_rows(&text),
+        [
+            ["created", "notes.md", "9 B"],
+            ["modified", "todo.md", "20 B -> 21 B"],
+        ]
+    );
+    // By id, by its start, by the directory, by the file: the same view.
+    for given in [
+        LAYOUT_1_SESSION.to_string(),
+        LAYOUT_1_SESSION[..10].to_string(),
+        session.display().to_string(),
+        session.join("trace.jsonl").display().to_string(),
+    ] {
+        let output = trace(dir.path(), &["show", &given]);
+        assert_eq!(output.code, 0, "{given}: {output:#?}");
+        assert_eq!(output.stdout, text, "{given}");
+    }
+
+    // report, diff and export read it too.
+    let report = trace_json(dir.path(), &["report", "--json"]);
+    let tools: Vec<(&str, u64)> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tool_name"].as_str().unwrap(),
+                t["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [("write-file", 1), ("shell", 1), ("read-file", 1)],
+        "{report:#}"
+    );
+    assert_eq!(report["choices"][0]["calls"], 4);
+    let text = trace(dir.path(), &["report"]).stdout;
+    assert!(
+        text.contains(&format!("session {LAYOUT_1_SESSION}")),
+        "{text}"
+    );
+
+    let diff = trace_json(
+        dir.path(),
+        &["diff", LAYOUT_1_SESSION, LAYOUT_1_SESSION, "--json"],
+    );
+    assert_eq!(diff["warnings"], Value::Array(Vec::new()));
+    assert_eq!(diff["tasks"][0]["input_changed"], false);
+    assert_eq!(diff["tasks"][0]["turns"]["delta"], 0);
+
+    let receiver = murmur_testkit::RecordingServer::start("");
+    let exported = trace(
+        dir.path(),
+        &[
+            "export",
+            LAYOUT_1_SESSION,
+            "--endpoint",
+            &receiver.url(),
+            "--json",
+        ],
+    );
+    assert_eq!(exported.code, 0, "{exported:#?}");
+    let received = murmur_testkit::otlp::spans(&receiver.requests());
+    // The session, its task, four turns, two tool calls and a shell call.
+    assert_eq!(received.len(), 9, "{received:#?}");
+    assert_eq!(exported.json()["spans"], 9);
+}

@@ -775,7 +775,10 @@ impl WorkspaceChanges {
     /// `no files changed`; ` (truncated: entries)` when a bound was hit.
     pub fn summary(&self) -> String {
         let c = &self.counts;
-        let total = c.created + c.modified + c.deleted;
+        let total = c
+            .created
+            .saturating_add(c.modified)
+            .saturating_add(c.deleted);
         let mut line = if total == 0 {
             "no files changed".to_string()
         } else {

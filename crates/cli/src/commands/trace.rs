@@ -9,7 +9,12 @@
 //! - `show`: per task, its turns (choice, model, decision, tools, estimated and reported
 //!   tokens, cache read and write, time, stop reason) and its calls (status, state effect,
 //!   resource, time, redundant or not), hooks' calls and compactions; the totals; the redundant
-//!   reads.
+//!   reads. And the session's workspace: where the record and the workspace were
+//!   (`session_start`), the line of what each task changed (`task_end.changes`), what the
+//!   session changed (`session_end.changes`: a page of paths with sizes, `and N more`, each
+//!   bound hit said in words) and the git commit it was on (`session_end.git`). A trace of
+//!   record layout 1 (no `record_layout`, no `workspace`: written before the two were apart)
+//!   is read as any other; its workspace is the record itself.
 //! - `report`: tokens and the cache hit ratio per driver choice; calls, outcomes, time and
 //!   output per tool; each hook's calls, compactions, dispatch errors, denials and reopens.
 //! - `diff A B`: what changed from session A to B.
@@ -17,7 +22,8 @@
 //!   the session's own export makes them (`murmur_trace::otel`): again after a failed
 //!   export, or for a session run without one.
 //! - `--json`: the view as JSON, with `trace_path` (`a_trace_path`/`b_trace_path` for a diff)
-//!   first; field names as [`murmur_trace::analysis`] defines them.
+//!   first; field names as [`murmur_trace::analysis`] defines them, and for `show` also
+//!   `places`, `changes`, `git` and `tasks[].changes` (the trace's own values, lists whole).
 //! - What a trace holds was written by components, models and peers: the human views show its
 //!   control characters escaped (a table cell on one line, [`render::line`]; the whole view
 //!   through [`render::text`]), and `--json` writes them as JSON escapes ([`render::json`]).
@@ -34,6 +40,7 @@ use murmur_trace::analysis::{
     TaskView, Tokens, TokensChange, TotalsFrom,
 };
 use murmur_trace::otel::{OtelExport, ServiceInfo};
+use murmur_trace::schema::{WorkspaceChanges, WorkspaceGit};
 use murmur_trace::time::utc;
 use murmur_trace::{Event, EventBody, Totals};
 use serde::Serialize;
@@ -142,10 +149,11 @@ pub fn run(command: TraceCommand) -> Exit {
             match resolve_and_load(session.as_deref(), &options.root()) {
                 Ok((path, events)) => {
                     let view = analysis::show(&events);
+                    let workspace = WorkspaceView::of(&events);
                     if options.json {
-                        print_json(&[("trace_path", &path)], &view);
+                        println!("{}", render::json(&show_json(&path, &view, &workspace)));
                     } else {
-                        print!("{}", render::text(&show_text(&path, &view)));
+                        print!("{}", render::text(&show_text(&path, &view, &workspace)));
                     }
                     Exit::Ok
                 }
@@ -279,6 +287,11 @@ fn export(path: &Path, events: &[Event], endpoint: &str, json: bool) -> Exit {
 
 /// Prints `view` as one JSON object, `paths` first.
 fn print_json(paths: &[(&str, &Path)], view: &impl Serialize) {
+    println!("{}", render::json(&json_object(paths, view)));
+}
+
+/// `view` as one JSON object, `paths` first.
+fn json_object(paths: &[(&str, &Path)], view: &impl Serialize) -> Value {
     let mut object = serde_json::Map::new();
     for (name, path) in paths {
         object.insert(
@@ -289,7 +302,33 @@ fn print_json(paths: &[(&str, &Path)], view: &impl Serialize) {
     if let Ok(Value::Object(fields)) = serde_json::to_value(view) {
         object.extend(fields);
     }
-    println!("{}", render::json(&Value::Object(object)));
+    Value::Object(object)
+}
+
+/// `show --json`: the view, with where the session worked (`places`), what it changed there
+/// (`changes`, `git`: `session_end`'s) and what each task changed (`tasks[].changes`).
+fn show_json(path: &Path, view: &Show, workspace: &WorkspaceView) -> Value {
+    let mut object = json_object(&[("trace_path", path)], view);
+    fn to_value(value: &impl Serialize) -> Value {
+        serde_json::to_value(value).unwrap_or(Value::Null)
+    }
+    if let Value::Object(fields) = &mut object {
+        fields.insert("places".to_string(), to_value(&workspace.places));
+        fields.insert("changes".to_string(), to_value(&workspace.session));
+        fields.insert("git".to_string(), to_value(&workspace.git));
+        if let Some(Value::Array(tasks)) = fields.get_mut("tasks") {
+            for task in tasks {
+                let changes = task["task_id"]
+                    .as_str()
+                    .and_then(|id| workspace.task(id))
+                    .map_or(Value::Null, to_value);
+                if let Value::Object(task) = task {
+                    task.insert("changes".to_string(), changes);
+                }
+            }
+        }
+    }
+    object
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,6 +500,245 @@ fn newest(root: &Path) -> Result<PathBuf, Failure> {
                 .to_string(),
         }),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the session worked, and what it changed there
+
+/// Where a session's record and workspace were, from its `session_start`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct Places {
+    /// The record: the directory of the trace, as `session_start.workdir` names it.
+    record: String,
+    /// The directory the agent worked in. In a trace of record layout 1 (written before the
+    /// two were apart: no `workspace`, no `record_layout`), the record itself.
+    workspace: String,
+    /// Whether the workspace was an existing directory worked on in place (`--workspace`).
+    in_place: bool,
+    /// 1 when the trace has no `record_layout`.
+    record_layout: u32,
+}
+
+/// What `show` says about the session's workspace: where it was, what the session and each
+/// task changed there (`session_end.changes`, `task_end.changes`) and the git commit it was
+/// on (`session_end.git`). Absent parts are absent from the trace.
+#[derive(Debug, Default)]
+struct WorkspaceView {
+    places: Option<Places>,
+    session: Option<WorkspaceChanges>,
+    git: Option<WorkspaceGit>,
+    /// Whether the trace holds `session_end`.
+    ended: bool,
+    /// `task_end.changes` by task id (the last `task_end` of a task counts).
+    tasks: Vec<(String, WorkspaceChanges)>,
+}
+
+impl WorkspaceView {
+    fn of(events: &[Event]) -> WorkspaceView {
+        let mut view = WorkspaceView::default();
+        for event in events {
+            match &event.body {
+                EventBody::SessionStart {
+                    workdir,
+                    workspace,
+                    in_place,
+                    record_layout,
+                    ..
+                } if view.places.is_none() => {
+                    view.places = Some(Places {
+                        record: workdir.clone(),
+                        workspace: if workspace.is_empty() {
+                            workdir.clone()
+                        } else {
+                            workspace.clone()
+                        },
+                        in_place: *in_place,
+                        record_layout: record_layout.unwrap_or(1),
+                    });
+                }
+                EventBody::TaskEnd {
+                    task_id, changes, ..
+                } => {
+                    view.tasks.retain(|(id, _)| id != task_id);
+                    if let Some(changes) = changes {
+                        view.tasks.push((task_id.clone(), changes.clone()));
+                    }
+                }
+                EventBody::SessionEnd { changes, git, .. } => {
+                    view.ended = true;
+                    view.session = changes.clone();
+                    view.git = git.clone();
+                }
+                _ => {}
+            }
+        }
+        view
+    }
+
+    fn task(&self, task_id: &str) -> Option<&WorkspaceChanges> {
+        self.tasks
+            .iter()
+            .find(|(id, _)| id == task_id)
+            .map(|(_, changes)| changes)
+    }
+}
+
+/// The most paths the human view lists: a page.
+const PAGE: usize = 20;
+
+/// `1234 B`, `1.2 KiB`, `3.0 MiB`, `2.5 GiB`.
+fn size_text(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The record and the workspace, one line each, and the git commit the workspace was on.
+fn places_text(workspace: &WorkspaceView) -> String {
+    let mut text = String::new();
+    if let Some(places) = &workspace.places {
+        text.push_str(&format!(
+            "record {}  (record layout {})\n",
+            places.record, places.record_layout
+        ));
+        let how = if places.record_layout < 2 {
+            "  (the record itself: layout 1 kept the agent's files beside the trace)"
+        } else if places.in_place {
+            "  (in place)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("workspace {}{how}\n", places.workspace));
+    }
+    if let Some(git) = &workspace.git {
+        text.push_str(&format!("git commit {}", git.commit));
+        if let Some(branch) = &git.branch {
+            text.push_str(&format!(" on {branch}"));
+        }
+        text.push_str(match git.clean {
+            Some(true) => ", tracked files clean",
+            Some(false) => ", tracked files changed",
+            None => ", clean or not unknown",
+        });
+        text.push_str(" when the first task began\n");
+    }
+    text
+}
+
+/// What each bound in `truncated_by` means, in plain words.
+fn bound_text(bound: &str) -> String {
+    use murmur_runtime::session::changes::{DEPTH_MAX, ENTRIES_MAX};
+    match bound {
+        "entries" => format!(
+            "the look stopped at its bound of {ENTRIES_MAX} entries: files past it are not \
+             counted or listed, and none is reported deleted"
+        ),
+        "depth" => format!(
+            "directories deeper than {DEPTH_MAX} levels were not looked into: nothing is said \
+             of the files there"
+        ),
+        "unreadable" => {
+            "a directory could not be opened: nothing is said of the files in it".to_string()
+        }
+        "listed" => format!(
+            "the trace lists at most {} paths of each kind; the counts are exact",
+            WorkspaceChanges::LISTED
+        ),
+        other => format!("bound `{other}`: nothing is said of what lay past it"),
+    }
+}
+
+/// A task's one line: `  workspace: 2 files changed: 1 created, 1 modified`.
+fn task_changes_text(changes: &WorkspaceChanges) -> String {
+    format!("  workspace: {}\n", changes.summary())
+}
+
+/// The session's changes: the summary, then at most [`PAGE`] paths in path order (kind,
+/// path, size), `and N more`, and what each bound hit means.
+fn session_changes_text(workspace: &WorkspaceView) -> String {
+    let Some(changes) = &workspace.session else {
+        return if !workspace.ended {
+            "workspace changes: no session_end; each task's line says what it changed\n".to_string()
+        } else if workspace.tasks.is_empty() {
+            "workspace changes: not recorded (no agent task ran, or the trace was written before \
+             they were)\n"
+                .to_string()
+        } else {
+            "workspace changes: not recorded for the session; each task's line says what it \
+             changed\n"
+                .to_string()
+        };
+    };
+    let mut text = format!("workspace changes: {}\n", changes.summary());
+    let mut rows: Vec<(&str, &str, String, bool)> = Vec::new();
+    rows.extend(
+        changes
+            .created
+            .iter()
+            .map(|c| ("created", c.path.as_str(), size_text(c.size), c.link)),
+    );
+    rows.extend(changes.modified.iter().map(|m| {
+        (
+            "modified",
+            m.path.as_str(),
+            format!(
+                "{} -> {}",
+                size_text(m.size_before),
+                size_text(m.size_after)
+            ),
+            m.link,
+        )
+    }));
+    rows.extend(
+        changes
+            .deleted
+            .iter()
+            .map(|d| ("deleted", d.path.as_str(), size_text(d.size), d.link)),
+    );
+    rows.sort_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+    if !rows.is_empty() {
+        let mut table = Table::new(&[("change", false), ("path", false), ("size", true)]);
+        for (kind, path, size, link) in rows.iter().take(PAGE) {
+            let kind = if *link {
+                format!("{kind} (link)")
+            } else {
+                kind.to_string()
+            };
+            table.row(vec![kind, path.to_string(), size.clone()]);
+        }
+        text.push_str(&table.render("  "));
+    }
+    let counts = &changes.counts;
+    let total = counts
+        .created
+        .saturating_add(counts.modified)
+        .saturating_add(counts.deleted);
+    let shown = rows.len().min(PAGE) as u64;
+    if total > shown {
+        text.push_str(&format!(
+            "  and {} more (`--json` has up to {} of each kind)\n",
+            total - shown,
+            WorkspaceChanges::LISTED
+        ));
+    }
+    if changes.truncated {
+        for bound in &changes.truncated_by {
+            text.push_str(&format!("  truncated: {}\n", bound_text(bound)));
+        }
+        if changes.truncated_by.is_empty() {
+            text.push_str("  truncated: a bound was hit; nothing is said of what lay past it\n");
+        }
+    }
+    text
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -692,7 +970,11 @@ fn hook_calls_table(calls: &[HookCall]) -> Table {
     table
 }
 
-fn task_text(task: &TaskView, redundant: &[analysis::RedundantCall]) -> String {
+fn task_text(
+    task: &TaskView,
+    redundant: &[analysis::RedundantCall],
+    changes: Option<&WorkspaceChanges>,
+) -> String {
     let mut text = format!(
         "task {} ({}): {}, {}",
         task.task_id,
@@ -778,19 +1060,29 @@ fn task_text(task: &TaskView, redundant: &[analysis::RedundantCall]) -> String {
         }
         text.push_str(&table.render("  "));
     }
+    if let Some(changes) = changes {
+        text.push_str(&task_changes_text(changes));
+    }
     text
 }
 
-fn show_text(path: &Path, view: &Show) -> String {
+fn show_text(path: &Path, view: &Show, workspace: &WorkspaceView) -> String {
     let mut text = session_header(&view.session, path);
+    text.push_str(&places_text(workspace));
     for task in &view.tasks {
         text.push('\n');
-        text.push_str(&task_text(task, &view.redundant_calls));
+        text.push_str(&task_text(
+            task,
+            &view.redundant_calls,
+            workspace.task(&task.task_id),
+        ));
     }
     if !view.session_hook_calls.is_empty() {
         text.push_str("\nhook calls outside any task\n");
         text.push_str(&hook_calls_table(&view.session_hook_calls).render("  "));
     }
+    text.push('\n');
+    text.push_str(&session_changes_text(workspace));
     text.push('\n');
     text.push_str(&totals_text(&view.totals, view.totals_from));
     text.push('\n');
@@ -1099,6 +1391,103 @@ mod tests {
         assert_eq!(table.render(""), "name   n\na     10\nlong   2\n");
     }
 
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(size_text(0), "0 B");
+        assert_eq!(size_text(1023), "1023 B");
+        assert_eq!(size_text(1536), "1.5 KiB");
+        assert_eq!(size_text(3 << 20), "3.0 MiB");
+        assert_eq!(size_text(u64::MAX), "17179869184.0 GiB");
+    }
+
+    #[test]
+    fn a_long_list_shows_a_page_and_says_how_many_more_and_why_it_is_cut() {
+        use murmur_trace::schema::{ChangeCounts, FileCreated};
+        let created: Vec<FileCreated> = (0..WorkspaceChanges::LISTED)
+            .map(|n| FileCreated {
+                path: format!("f{n:04}"),
+                size: 2048,
+                sha256: None,
+                link: false,
+            })
+            .collect();
+        let view = WorkspaceView {
+            session: Some(WorkspaceChanges {
+                created,
+                counts: ChangeCounts {
+                    created: 1_500,
+                    modified: 0,
+                    deleted: 0,
+                },
+                entries: 200_000,
+                truncated: true,
+                truncated_by: vec!["entries".to_string(), "listed".to_string()],
+                ..WorkspaceChanges::default()
+            }),
+            ended: true,
+            ..WorkspaceView::default()
+        };
+        let text = session_changes_text(&view);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "workspace changes: 1500 files changed: 1500 created (truncated: entries, listed)"
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["change", "path", "size"]
+        );
+        assert!(
+            lines[2].contains("created") && lines[2].contains("f0000"),
+            "{text}"
+        );
+        assert!(lines[2].ends_with("2.0 KiB"), "{text}");
+        assert!(
+            lines[PAGE + 1].contains(&format!("f{:04}", PAGE - 1)),
+            "{text}"
+        );
+        assert_eq!(
+            lines[PAGE + 2],
+            "  and 1480 more (`--json` has up to 1000 of each kind)"
+        );
+        assert_eq!(
+            lines[PAGE + 3],
+            "  truncated: the look stopped at its bound of 100000 entries: files past it are not counted or listed, and none is reported deleted"
+        );
+        assert_eq!(
+            lines[PAGE + 4],
+            "  truncated: the trace lists at most 1000 paths of each kind; the counts are exact"
+        );
+        assert_eq!(lines.len(), PAGE + 5, "{text}");
+    }
+
+    #[test]
+    fn the_git_line_names_the_commit_the_branch_and_whether_it_was_clean() {
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let line = |branch: Option<&str>, clean: Option<bool>| {
+            places_text(&WorkspaceView {
+                git: Some(WorkspaceGit {
+                    commit: commit.to_string(),
+                    branch: branch.map(str::to_string),
+                    clean,
+                }),
+                ..WorkspaceView::default()
+            })
+        };
+        assert_eq!(
+            line(Some("main"), Some(true)),
+            format!("git commit {commit} on main, tracked files clean when the first task began\n")
+        );
+        assert_eq!(
+            line(None, Some(false)),
+            format!("git commit {commit}, tracked files changed when the first task began\n")
+        );
+        assert_eq!(
+            line(None, None),
+            format!("git commit {commit}, clean or not unknown when the first task began\n")
+        );
+    }
+
     /// The event types the generated lines have, and last one no trace has.
     const EVENT_TYPES: [&str; 13] = [
         "session_start",
@@ -1198,7 +1587,65 @@ mod tests {
                 prop::sample::select(vec!["task_id", "turn", "state_effect", "resource_id"]),
                 Just(Value::Null),
             ),
+            1 => (Just("changes"), changes_value()),
+            1 => (
+                Just("git"),
+                (text_value(), prop::option::of(text_value()), prop::option::of(any::<bool>()))
+                    .prop_map(|(commit, branch, clean)| {
+                        serde_json::json!({"commit": commit, "branch": branch, "clean": clean})
+                    }),
+            ),
         ]
+    }
+
+    /// A path or name, sometimes with controls in it.
+    fn text_value() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a.txt",
+            "d/b.md",
+            "",
+            "x\x1b]0;t\x07\r",
+            "\u{202e}gnp.exe",
+        ])
+        .prop_map(str::to_string)
+    }
+
+    /// A `changes` value: lists of any length a page holds and past it, counts of any size
+    /// (not matching the lists), any bounds named.
+    fn changes_value() -> impl Strategy<Value = Value> {
+        let entry = || (text_value(), any::<u64>(), any::<u64>(), any::<bool>());
+        (
+            prop::collection::vec(entry(), 0..30),
+            prop::collection::vec(entry(), 0..3),
+            prop::collection::vec(entry(), 0..3),
+            [any::<u64>(), any::<u64>(), any::<u64>()],
+            any::<bool>(),
+            prop::collection::vec(
+                prop::sample::select(vec!["entries", "depth", "unreadable", "listed", "other"]),
+                0..3,
+            ),
+        )
+            .prop_map(|(created, modified, deleted, counts, truncated, by)| {
+                let created: Vec<Value> = created
+                    .into_iter()
+                    .map(|(path, size, _, link)| serde_json::json!({"path": path, "size": size, "link": link}))
+                    .collect();
+                let modified: Vec<Value> = modified
+                    .into_iter()
+                    .map(|(path, before, after, link)| {
+                        serde_json::json!({"path": path, "size_before": before, "size_after": after, "link": link})
+                    })
+                    .collect();
+                let deleted: Vec<Value> = deleted
+                    .into_iter()
+                    .map(|(path, size, _, link)| serde_json::json!({"path": path, "size": size, "link": link}))
+                    .collect();
+                serde_json::json!({
+                    "created": created, "modified": modified, "deleted": deleted,
+                    "counts": {"created": counts[0], "modified": counts[1], "deleted": counts[2]},
+                    "entries": counts[0], "truncated": truncated, "truncated_by": by,
+                })
+            })
     }
 
     #[test]
@@ -1240,7 +1687,9 @@ mod tests {
                 let shown = analysis::show(&events);
                 let reported = analysis::report(&events);
                 let diffed = analysis::diff(&events, &events);
-                let _ = show_text(Path::new("t"), &shown);
+                let workspace = WorkspaceView::of(&events);
+                let _ = show_text(Path::new("t"), &shown, &workspace);
+                prop_assert!(show_json(Path::new("t"), &shown, &workspace).is_object());
                 let _ = report_text(Path::new("t"), &reported);
                 let _ = diff_text(Path::new("a"), Path::new("b"), &diffed);
                 prop_assert!(serde_json::to_string(&shown).is_ok());
