@@ -66,6 +66,9 @@ pub struct Workdir {
     /// The workspace is a directory the operator named, not the session's own.
     pub in_place: bool,
     _lock: Option<Arc<WorkspaceLock>>,
+    /// The door principals given a directory of the workspace ([`Workdir::for_principal`]),
+    /// whose scratch [`Workdir::tidy_scratch`] tidies too.
+    principals: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl Workdir {
@@ -108,6 +111,7 @@ impl Workdir {
             workspace_dir: Arc::new(workspace_dir),
             in_place: held.is_some(),
             _lock: held.map(Arc::new),
+            principals: Arc::default(),
         })
     }
 
@@ -135,6 +139,7 @@ impl Workdir {
             workspace_dir: Arc::new(workspace_dir),
             in_place: false,
             _lock: None,
+            principals: Arc::default(),
         })
     }
 
@@ -174,6 +179,10 @@ impl Workdir {
             dir.create_dir_all("out")?;
             dir.write_whole("MURMUR.md", murmur_md(staged).as_bytes())?;
         }
+        self.principals
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(principal.to_string());
         Ok(Workdir {
             workspace: self.workspace.join(principal),
             workspace_dir: Arc::new(dir),
@@ -185,10 +194,21 @@ impl Workdir {
     /// workspace, and `SCRATCH` itself when nothing else is in it, so a directory worked on in
     /// place keeps nothing of the session but what the agent made there (and the whole text
     /// of a cut output, when one was cut). Nothing planted there is followed.
+    /// Each door principal's directory of the workspace is tidied alike.
     pub fn tidy_scratch(&self) {
-        let tmp = Path::new(SCRATCH).join("tmp");
-        let _ = self.workspace_dir.remove_tree(&tmp, SCRATCH_TIDY_MAX);
-        let _ = self.workspace_dir.remove(SCRATCH, true);
+        let principals = self
+            .principals
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone();
+        for top in std::iter::once(PathBuf::new()).chain(principals.into_iter().map(PathBuf::from))
+        {
+            let scratch = top.join(SCRATCH);
+            let _ = self
+                .workspace_dir
+                .remove_tree(scratch.join("tmp"), SCRATCH_TIDY_MAX);
+            let _ = self.workspace_dir.remove(&scratch, true);
+        }
     }
 
     /// The handle the workspace is reached through (no link planted there is followed).
