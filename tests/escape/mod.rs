@@ -12,5 +12,6 @@ mod limits;
 mod manifest;
 mod overload;
 mod record;
+mod record_door;
 mod signals;
 mod workdir;
