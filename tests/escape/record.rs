@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::record_door::{links_beneath, shell_stdout, tool_result};
+
 use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::{Mur, MurOutput, repo_root};
 use serde_json::{Value, json};
@@ -129,38 +131,6 @@ fn run(dir: &Path, extra: &[&str]) -> MurOutput {
         .run()
 }
 
-/// The text of the tool result for call `id` the model was sent (its first sending).
-fn tool_result(emulator: &Emulator, id: &str) -> String {
-    for request in emulator.requests() {
-        for message in request.body["messages"].as_array().into_iter().flatten() {
-            for block in message["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                    return block["content"].to_string();
-                }
-            }
-        }
-    }
-    panic!("no result for {id} was sent to the model");
-}
-
-/// Every path beneath `dir` that is a symbolic link.
-fn links_beneath(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_symlink() {
-                found.push(path);
-            } else if meta.is_dir() {
-                stack.push(path);
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn nothing_sandboxed_reaches_the_record_and_resume_sees_the_true_conversation() {
     let script = json!({"turns": [
@@ -218,7 +188,8 @@ fn nothing_sandboxed_reaches_the_record_and_resume_sees_the_true_conversation() 
     }
 
     // The shell child: every attempt refused by the kernel (its output, as the model got it).
-    let stdout = tool_result(&emulator, "s0");
+    let sent: Vec<Value> = emulator.requests().into_iter().map(|r| r.body).collect();
+    let stdout = shell_stdout(&sent, "s0");
     for done in [
         "wrote",
         "unlinked",
@@ -243,11 +214,11 @@ fn nothing_sandboxed_reaches_the_record_and_resume_sees_the_true_conversation() 
     assert_eq!(calls, 2 * TARGETS.len() + 1, "{events:#?}");
     for n in 0..TARGETS.len() {
         for id in [format!("w{n}"), format!("l{n}")] {
-            let result = tool_result(&emulator, &id);
-            assert!(result.contains("ok\\\":false"), "{id}: {result}");
+            let result = tool_result(&sent, &id);
+            assert!(result.contains("\"ok\":false"), "{id}: {result}");
         }
     }
-    assert!(tool_result(&emulator, "r0").contains("PermissionDenied"));
+    assert!(tool_result(&sent, "r0").contains("PermissionDenied"));
 
     // The MCP server: every try refused.
     let log = std::fs::read_to_string(record.join("logs/mcp-hostile.log")).unwrap();

@@ -141,7 +141,7 @@ fn send(served: &Served, id: &str, context: &str, text: &str) -> Value {
 }
 
 /// The text of the tool result for call `id` the model was sent (its first sending).
-fn tool_result(requests: &[Value], id: &str) -> String {
+pub(super) fn tool_result(requests: &[Value], id: &str) -> String {
     for body in requests {
         for message in body["messages"].as_array().into_iter().flatten() {
             for block in message["content"].as_array().into_iter().flatten() {
@@ -163,7 +163,7 @@ fn tool_result(requests: &[Value], id: &str) -> String {
 }
 
 /// The standard output of shell call `id`, from its fenced result as the model got it.
-fn shell_stdout(requests: &[Value], id: &str) -> String {
+pub(super) fn shell_stdout(requests: &[Value], id: &str) -> String {
     let text = tool_result(requests, id);
     let json = text
         .split_once('\n')
@@ -204,7 +204,7 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// Every path beneath `dir` that is a symbolic link.
-fn links_beneath(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn links_beneath(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(at) = stack.pop() {
