@@ -128,6 +128,13 @@ pub struct Principal {
 pub struct Peer {
     #[serde(default)]
     pub url: String,
+    /// The peer's name: a named peer is offered to the model as the tool `ask-<name>`. An
+    /// unnamed entry only holds the credential presented to its origin.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the model is told the peer does; without it, what the peer's agent card says.
+    #[serde(default)]
+    pub description: Option<String>,
     pub bearer: Option<String>,
     pub api_key: Option<String>,
     /// The header of an `api_key` (default [`DEFAULT_API_KEY_HEADER`]).
@@ -569,6 +576,8 @@ mod tests {
     fn a_peer_matches_its_origin_only() {
         let peer = Peer {
             url: "http://127.0.0.1:9000".into(),
+            name: None,
+            description: None,
             bearer: Some("${T}".into()),
             api_key: None,
             header: None,

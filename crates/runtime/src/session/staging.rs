@@ -236,6 +236,9 @@ pub struct Staged {
     /// The capsule's `peers:`, each with its credential's value (`None`: set nowhere; a send
     /// to that peer is refused).
     pub peers: Arc<[crate::grants::message::PeerCredential]>,
+    /// The named `peers:`, each offered to the model as its tool `ask-<name>`, in manifest
+    /// order.
+    pub peer_tools: Vec<StagedPeer>,
     /// Warnings found while staging.
     pub warnings: Vec<Diagnostic>,
     /// Where the drivers' exchanges are recorded or served from (`mur run --record` /
@@ -622,6 +625,7 @@ pub fn stage_source(
         hooks: hooks.into(),
         mcp_servers: stage_mcp_servers(&capsule, capsule_file, lookups, &mut warnings)?,
         peers: peer_credentials(&capsule, capsule_file, lookups),
+        peer_tools: staged_peers(&capsule),
         system_prompt,
         components: resolved.into_components(),
         manifest_sha256,
@@ -822,6 +826,39 @@ fn agent_inference(
 
 /// How long an MCP server's handshake, and each call, may take when its entry names no limit.
 const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A named `peers:` entry: the peer the model asks through the tool `ask-<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedPeer {
+    /// Its `name`.
+    pub name: String,
+    /// `ask-<name>`.
+    pub tool_name: String,
+    /// Its A2A endpoint.
+    pub url: String,
+    /// The manifest's `description`; else the card's, read when the session starts.
+    pub description: Option<String>,
+}
+
+/// The prefix of a peer's tool name.
+pub const PEER_TOOL_PREFIX: &str = "ask-";
+
+/// The named `peers:` of `capsule`, in manifest order.
+fn staged_peers(capsule: &CapsuleManifest) -> Vec<StagedPeer> {
+    capsule
+        .peers
+        .iter()
+        .filter_map(|peer| {
+            let name = peer.name.clone()?;
+            Some(StagedPeer {
+                tool_name: format!("{PEER_TOOL_PREFIX}{name}"),
+                name,
+                url: peer.url.clone(),
+                description: peer.description.clone(),
+            })
+        })
+        .collect()
+}
 
 /// An MCP server entry, staged.
 #[derive(Debug, Clone)]
