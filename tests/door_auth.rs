@@ -1331,3 +1331,46 @@ fn one_directory_worked_in_place_is_served_to_one_principal_only() {
     assert_eq!(start["event_type"], "session_start");
     assert_eq!(start["in_place"], true, "{start:#}");
 }
+
+/// Stdio MCP servers start once for a served session, in its workspace, where every
+/// principal's directory is: serving several principals with one warns (`W-A2A-024`), naming
+/// the server; one principal alone is not warned.
+#[test]
+fn principals_sharing_a_stdio_mcp_server_are_warned_when_the_door_opens() {
+    let capsule = two_principals(&json!({"turns": []}).to_string());
+    let path = capsule.dir.path().join("murmur.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "inference:\n",
+        "  - name: files\n    runtime: mcp\n    server: { command: cat, timeout_seconds: 2 }\ninference:\n",
+        1,
+    );
+    std::fs::write(&path, &text).unwrap();
+    let serve = || {
+        Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("EMU_KEY", KEY)
+            .env("OPS_TOKEN", OPS)
+            .env("CI_KEY", CI)
+            .args(["run", "--serve", "--port", "0"])
+            .arg(capsule.dir.path())
+            .arg("--workdir")
+            .arg(capsule.dir.path().join("work"))
+            .run()
+    };
+    // `cat` is no MCP server: the session does not start, after the warning was given.
+    let shared = serve();
+    assert_ne!(shared.code, 0, "{shared:#?}");
+    assert!(
+        shared.stderr.contains(
+            "warning[W-A2A-024]: the door's 2 principals share the stdio MCP server(s) files"
+        ),
+        "{shared:#?}"
+    );
+    let alone: String = text
+        .lines()
+        .filter(|line| !line.contains("principal: bob,"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&path, alone).unwrap();
+    let single = serve();
+    assert!(!single.stderr.contains("W-A2A-024"), "{single:#?}");
+}

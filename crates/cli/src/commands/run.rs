@@ -305,6 +305,21 @@ pub fn run(args: RunArgs) -> Exit {
             insecure_no_tls: args.insecure_no_tls,
             ..DoorConfig::default()
         };
+        // Stdio MCP servers start once per session, in its workspace, which holds every
+        // principal's directory: they are not kept apart as the principals' own calls are.
+        let stdio_servers: Vec<&str> = staged
+            .mcp_servers
+            .iter()
+            .filter(|server| server.server.command.is_some())
+            .map(|server| server.entry.name.as_str())
+            .collect();
+        if staged.capsule.door.auth.len() > 1 && !stdio_servers.is_empty() {
+            eprintln!(
+                "warning[W-A2A-024]: the door's {} principals share the stdio MCP server(s) {}:                  each starts once for the served session, in its workspace, which holds every                  principal's directory; give such servers no access to the principals' files, or                  serve one principal per capsule",
+                staged.capsule.door.auth.len(),
+                stdio_servers.join(", ")
+            );
+        }
         if args.insecure_no_tls && !args.host.is_loopback() && door.tls.is_none() {
             eprintln!(
                 "warning[W-A2A-023]: --insecure-no-tls: the door on {} speaks plain HTTP; \
