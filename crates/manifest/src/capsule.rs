@@ -909,10 +909,36 @@ impl CapsuleManifest {
         self.control.validate(&mut found);
         self.door.validate(&mut found);
         crate::door::validate_peers(&self.peers, &self.capabilities.network.allow, &mut found);
+        self.validate_peer_tool_names(&mut found);
         if let Some(endpoint) = &self.observability.otel_endpoint {
             found.extend(check_http_url(endpoint, "observability.otel_endpoint"));
         }
         found
+    }
+
+    /// `E-A2A-026` when a named peer's tool `ask-<name>` is the name of a declared tool or
+    /// skill: the model would be offered two tools of one name.
+    fn validate_peer_tool_names(&self, found: &mut Vec<Diagnostic>) {
+        for (i, tool) in crate::door::peer_tool_names(&self.peers) {
+            let Some(entry) = self.artifacts.iter().find(|entry| {
+                matches!(entry.runtime, Runtime::Tool | Runtime::Skill) && entry.name == tool
+            }) else {
+                continue;
+            };
+            found.push(
+                Diagnostic::new(
+                    code::E_A2A_026,
+                    format!(
+                        "peer `{}` is offered as the tool `{tool}`, which is the name of the {} `{}` the capsule declares",
+                        self.peers[i].name.as_deref().unwrap_or_default(),
+                        entry.runtime.as_str(),
+                        entry.name
+                    ),
+                )
+                .hint("rename the peer (its tool is `ask-<name>`) or the artifact: the model tells tools apart by name")
+                .at_path(format!("peers[{i}].name")),
+            );
+        }
     }
 
     fn validate_artifacts(&self, found: &mut Vec<Diagnostic>) {

@@ -390,13 +390,13 @@ codes! {
     E_A2A_021 = "E-A2A-021": "the door's TLS certificate or key cannot be read, or the key does not fit the certificate";
     E_A2A_022 = "E-A2A-022": "the door would serve on an address that is not loopback without TLS: credentials and tasks would cross the network in clear";
     W_A2A_023 = "W-A2A-023": "the door serves on an address that is not loopback without TLS (--insecure-no-tls)";
-    E_A2A_024 = "E-A2A-024": "a named `peers` entry cannot be offered to the model as a tool: its `name` is not 1 to 59 lowercase letters, digits and `-` starting with a letter, another entry has it, or its `description` is empty or over 2,000 characters";
-    E_A2A_025 = "E-A2A-025": "a named peer's tool `ask-<name>` has the name of a tool or skill the capsule declares";
-    E_A2A_026 = "E-A2A-026": "a named peer's agent card changed since `mur install` pinned it in murmur.lock";
-    W_A2A_027 = "W-A2A-027": "a named peer's agent card is not pinned in murmur.lock: it is taken as the peer serves it";
-    E_A2A_028 = "E-A2A-028": "a named peer's agent card cannot be fetched, and the manifest gives no `description` the model could be told instead";
-    W_A2A_029 = "W-A2A-029": "a named peer's agent card cannot be fetched; the manifest's `description` is used, unpinned";
     W_A2A_024 = "W-A2A-024": "a served capsule's door principals share its stdio MCP servers, which work in the session's workspace (every principal's directory beneath it)";
+    E_A2A_025 = "E-A2A-025": "a named `peers` entry cannot be offered to the model as a tool: its `name` is not 1 to 59 lowercase letters, digits and `-` starting with a letter, another entry has it, or its `description` is empty, over 2,000 characters or on an unnamed entry";
+    E_A2A_026 = "E-A2A-026": "a named peer's tool `ask-<name>` has the name of a tool or skill the capsule declares";
+    E_A2A_027 = "E-A2A-027": "a named peer's agent card changed since `mur install` pinned it in murmur.lock";
+    W_A2A_028 = "W-A2A-028": "a named peer's agent card is not pinned in murmur.lock: it is taken as the peer serves it";
+    E_A2A_029 = "E-A2A-029": "a named peer's agent card cannot be fetched, and the manifest gives no `description` the model could be told instead";
+    W_A2A_030 = "W-A2A-030": "a named peer's agent card cannot be fetched; the manifest's `description` is used, unpinned";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";

@@ -539,8 +539,91 @@ pub(crate) fn validate_peers(peers: &[Peer], allow: &[NetworkRule], found: &mut 
             origins.push(origin);
         }
         validate_credential(&peer.bearer, &peer.api_key, &peer.header, &at, &what, found);
+        validate_peer_tool(peers, i, found);
     }
 }
+
+/// The longest peer name: `ask-` and it are at most 63 characters.
+pub const MAX_PEER_NAME: usize = 59;
+
+/// The longest `description` of a peer.
+pub const MAX_PEER_DESCRIPTION: usize = 2_000;
+
+/// A peer's name: 1 to [`MAX_PEER_NAME`] lowercase ASCII letters, digits and `-`, starting with
+/// a letter (so its tool `ask-<name>` never holds `__`, the MCP tools' separator).
+pub fn is_peer_name(name: &str) -> bool {
+    (1..=MAX_PEER_NAME).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The problems (`E-A2A-025`) of `peers[i]`'s `name` and `description`.
+fn validate_peer_tool(peers: &[Peer], i: usize, found: &mut Vec<Diagnostic>) {
+    let peer = &peers[i];
+    let bad = |field: &str, message: String, hint: &str| {
+        Diagnostic::new(code::E_A2A_025, message)
+            .hint(hint)
+            .at_path(format!("peers[{i}].{field}"))
+    };
+    if let Some(name) = &peer.name {
+        if !is_peer_name(name) {
+            found.push(bad(
+                "name",
+                format!("`peers[{i}].name` is `{name}`, which is not a peer's name"),
+                "name the peer as its tool `ask-<name>` will say it, such as `name: researcher`: 1 to 59 lowercase letters, digits and `-`, starting with a letter",
+            ));
+        } else if let Some(first) = peers[..i]
+            .iter()
+            .position(|other| other.name.as_deref() == Some(name))
+        {
+            found.push(bad(
+                "name",
+                format!(
+                    "peer name `{name}` is given twice (peers[{first}] and peers[{i}]): the model would see two tools `ask-{name}`"
+                ),
+                "give each peer a name of its own",
+            ));
+        }
+    }
+    if let Some(description) = &peer.description {
+        let chars = description.chars().count();
+        if description.trim().is_empty() {
+            found.push(bad(
+                "description",
+                format!("`peers[{i}].description` is empty"),
+                "say in a sentence what the peer does, or remove the key to take its agent card's",
+            ));
+        } else if chars > MAX_PEER_DESCRIPTION {
+            found.push(bad(
+                "description",
+                format!(
+                    "`peers[{i}].description` is {chars} characters; a peer's is at most {MAX_PEER_DESCRIPTION}"
+                ),
+                "shorten it: it is what the model reads of the tool on every turn",
+            ));
+        }
+        if peer.name.is_none() {
+            found.push(bad(
+                "description",
+                format!("`peers[{i}]` has a `description` but no `name`: only a named peer is offered to the model"),
+                "add `name:` to offer the peer as the tool `ask-<name>`, or remove `description:`",
+            ));
+        }
+    }
+}
+
+/// The tool names of the named `peers`: `ask-<name>`, with the entry's index.
+pub fn peer_tool_names(peers: &[Peer]) -> impl Iterator<Item = (usize, String)> + '_ {
+    peers.iter().enumerate().filter_map(|(i, peer)| {
+        let name = peer.name.as_deref().filter(|name| is_peer_name(name))?;
+        Some((i, format!("{PEER_TOOL_PREFIX}{name}")))
+    })
+}
+
+/// What a named peer's tool name starts with.
+pub const PEER_TOOL_PREFIX: &str = "ask-";
 
 /// Whether the value at `path` is a door or peer credential reference, left as written at
 /// load.

@@ -20,6 +20,11 @@
 //!   ([`tools_sha256`]). Nothing here panics, whatever the file holds.
 //! - **Servers are optional**: a lock without `servers` has none, and a lock with none is
 //!   written without the key, byte for byte as before servers were pinned.
+//! - **Peers are optional** too: each named `peers:` entry whose agent card `mur install`
+//!   fetched is pinned as [`LockedPeer`] (its name, URL and the sha256 of the card's bytes),
+//!   sorted by name; a lock with none is written without the key. A peer pin with an empty or
+//!   repeated name, an empty URL or a `card_sha256` that is not 64 lowercase hex digits is
+//!   `E-REG-008`.
 //! - **Atomic writes** ([`Lock::write`]): the text goes to a temporary file beside the lock,
 //!   which is then renamed over it, so a reader sees the old lock or the new one, never half.
 
@@ -62,6 +67,21 @@ pub struct Lock {
     /// The MCP servers pinned, sorted by name.
     #[serde(default)]
     pub servers: Vec<LockedServer>,
+    /// The named peers whose agent cards are pinned, sorted by name.
+    #[serde(default)]
+    pub peers: Vec<LockedPeer>,
+}
+
+/// One named peer, pinned by its agent card.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedPeer {
+    /// Its entry's `name` in `murmur.yaml`.
+    pub name: String,
+    /// Its entry's `url`.
+    pub url: String,
+    /// The sha256 (64 lowercase hex digits) of the card's bytes as they were fetched.
+    pub card_sha256: String,
 }
 
 /// One MCP server, pinned by what it is and what it offers.
@@ -128,6 +148,8 @@ struct LockFile {
     artifacts: Vec<LockedArtifact>,
     #[serde(default)]
     servers: Vec<LockedServer>,
+    #[serde(default)]
+    peers: Vec<LockedPeer>,
 }
 
 impl Lock {
@@ -197,12 +219,14 @@ impl Lock {
         }
         found.extend(check(&lock_file.artifacts));
         found.extend(check_servers(&lock_file.servers));
+        found.extend(check_peers(&lock_file.peers));
         if !found.is_empty() {
             return Err(finish(found, file, &document.map));
         }
         let mut lock = Lock {
             artifacts: lock_file.artifacts,
             servers: lock_file.servers,
+            peers: lock_file.peers,
         };
         lock.sort();
         Ok(lock)
@@ -229,6 +253,18 @@ impl Lock {
     pub fn upsert_server(&mut self, server: LockedServer) {
         self.servers.retain(|s| s.name != server.name);
         self.servers.push(server);
+        self.sort();
+    }
+
+    /// The pin of the named peer `name`.
+    pub fn peer(&self, name: &str) -> Option<&LockedPeer> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+
+    /// Pins `peer`, replacing any pin of the same name; peers stay sorted by name.
+    pub fn upsert_peer(&mut self, peer: LockedPeer) {
+        self.peers.retain(|p| p.name != peer.name);
+        self.peers.push(peer);
         self.sort();
     }
 
@@ -265,6 +301,19 @@ impl Lock {
                     quoted(&tool.annotations),
                 ));
             }
+        }
+        let mut peers: Vec<&LockedPeer> = self.peers.iter().collect();
+        peers.sort_by(|a, b| a.name.cmp(&b.name));
+        if !peers.is_empty() {
+            text.push_str("peers:\n");
+        }
+        for peer in peers {
+            text.push_str(&format!(
+                "  - {{ name: {}, url: {}, card_sha256: {} }}\n",
+                quoted(&peer.name),
+                quoted(&peer.url),
+                quoted(&peer.card_sha256)
+            ));
         }
         text
     }
@@ -320,6 +369,7 @@ impl Lock {
     fn sort(&mut self) {
         self.artifacts.sort_by(|a, b| a.name.cmp(&b.name));
         self.servers.sort_by(|a, b| a.name.cmp(&b.name));
+        self.peers.sort_by(|a, b| a.name.cmp(&b.name));
         for server in &mut self.servers {
             server.tools.sort();
         }
@@ -490,6 +540,42 @@ fn check_servers(servers: &[LockedServer]) -> Vec<Diagnostic> {
     found
 }
 
+/// Every problem with the peer pins' values.
+fn check_peers(peers: &[LockedPeer]) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for (index, peer) in peers.iter().enumerate() {
+        let mut problem = |field: &str, message: String| {
+            found.push(
+                Diagnostic::new(code::E_REG_008, message)
+                    .hint(REWRITE_HINT)
+                    .at_path(join_key(&join_index("peers", index), field)),
+            );
+        };
+        let which = format!("peer {} in murmur.lock", index + 1);
+        if peer.name.trim().is_empty() {
+            problem("name", format!("{which} has an empty `name`"));
+        } else if peers[..index].iter().any(|p| p.name == peer.name) {
+            problem(
+                "name",
+                format!("peer `{}` is pinned twice in murmur.lock", peer.name),
+            );
+        }
+        if peer.url.trim().is_empty() {
+            problem("url", format!("{which} has an empty `url`"));
+        }
+        if !is_sha256_hex(&peer.card_sha256) {
+            problem(
+                "card_sha256",
+                format!(
+                    "{which} has card_sha256 `{}`, which is not 64 lowercase hex digits",
+                    peer.card_sha256
+                ),
+            );
+        }
+    }
+    found
+}
+
 /// Whether `text` is a sha256 as the lock writes it: 64 lowercase hex digits.
 pub fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -621,6 +707,77 @@ mod tests {
         let mut changed = a.tools.clone();
         changed[1].annotations = "e".repeat(64);
         assert_ne!(tools_sha256(&changed), a.tools_sha256);
+    }
+
+    fn peer(name: &str, digit: char) -> LockedPeer {
+        LockedPeer {
+            name: name.to_string(),
+            url: format!("http://127.0.0.1:9000/{name}"),
+            card_sha256: digit.to_string().repeat(64),
+        }
+    }
+
+    #[test]
+    fn peers_round_trip_sorted_and_a_lock_without_them_has_no_key() {
+        assert!(!Lock::default().to_text().contains("peers"));
+        let mut lock = Lock::default();
+        lock.upsert_peer(peer("scout", 'a'));
+        lock.upsert_peer(peer("critic", 'b'));
+        lock.upsert_peer(peer("scout", 'c'));
+        let text = lock.to_text();
+        assert!(
+            text.ends_with(&format!(
+                "peers:\n  - {{ name: \"critic\", url: \"http://127.0.0.1:9000/critic\", card_sha256: \"{b}\" }}\n  - {{ name: \"scout\", url: \"http://127.0.0.1:9000/scout\", card_sha256: \"{c}\" }}\n",
+                b = "b".repeat(64),
+                c = "c".repeat(64)
+            )),
+            "{text}"
+        );
+        let again = Lock::parse(&text, Path::new("murmur.lock")).unwrap();
+        assert_eq!(again, lock);
+        assert_eq!(again.to_text(), text);
+        assert_eq!(again.peer("scout").unwrap().card_sha256, "c".repeat(64));
+        assert!(again.peer("nobody").is_none());
+    }
+
+    #[test]
+    fn a_malformed_peer_pin_is_refused_at_its_line() {
+        let mut lock = Lock::default();
+        lock.upsert_peer(peer("scout", 'a'));
+        lock.upsert_peer(peer("zed", 'b'));
+        let good = lock.to_text();
+        for (from, to, says) in [
+            ("a".repeat(64), "A".repeat(64), "card_sha256"),
+            (
+                "\"zed\"".to_string(),
+                "\"scout\"".to_string(),
+                "pinned twice",
+            ),
+            (
+                "\"http://127.0.0.1:9000/zed\"".to_string(),
+                "\"\"".to_string(),
+                "empty `url`",
+            ),
+            (
+                "card_sha256".to_string(),
+                "card_sha".to_string(),
+                "card_sha",
+            ),
+        ] {
+            let text = good.replacen(&from, &to, 1);
+            let problems = Lock::parse(&text, Path::new("murmur.lock")).unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].code, code::E_REG_008);
+            assert!(problems[0].message.contains(says), "{problems:?}");
+            // The line the edit changed.
+            let line = text
+                .lines()
+                .zip(good.lines())
+                .position(|(edited, was)| edited != was)
+                .unwrap()
+                + 1;
+            assert_eq!(problems[0].line, Some(line), "{problems:?}");
+        }
     }
 
     #[test]

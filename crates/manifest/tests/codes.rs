@@ -1049,3 +1049,132 @@ fn e_cap_008_and_e_a2a_007_peers_are_allowed_and_distinct() {
     assert_at(&loaded.diagnostics[1], &text, "\"http://127.0.0.1:9999\"");
     assert_hint(&loaded.diagnostics[1], "http://127.0.0.1:9999");
 }
+
+/// A capsule allowed to reach two loopback peers, with `peers` as given.
+fn with_peers(peers: &str) -> String {
+    format!(
+        "{VALID}capabilities:\n  network: {{ allow: [ \"http://127.0.0.1:9000\", \"http://127.0.0.1:9001\" ] }}\npeers:\n{peers}"
+    )
+}
+
+#[test]
+fn a_named_peer_with_a_description_loads() {
+    let text = with_peers(
+        "  - { url: \"http://127.0.0.1:9000\", name: researcher-2, description: \"Finds papers.\", bearer: \"${A}\" }\n",
+    );
+    let loaded = load_text(&text);
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+        panic!("a capsule")
+    };
+    assert_eq!(capsule.peers[0].name.as_deref(), Some("researcher-2"));
+    assert_eq!(
+        capsule.peers[0].description.as_deref(),
+        Some("Finds papers.")
+    );
+}
+
+#[test]
+fn e_a2a_025_a_peer_name_that_cannot_name_a_tool() {
+    let long = "a".repeat(60);
+    for bad in [
+        "Researcher",
+        "1st",
+        "re_search",
+        "-x",
+        "\"\"",
+        long.as_str(),
+    ] {
+        let text = with_peers(&format!(
+            "  - {{ url: \"http://127.0.0.1:9000\", name: {bad}, bearer: \"${{A}}\" }}\n"
+        ));
+        let loaded = load_text(&text);
+        let d = only(&loaded, "E-A2A-025");
+        assert_eq!(
+            codes(&loaded),
+            ["E-A2A-025"],
+            "{bad}: {:#?}",
+            loaded.diagnostics
+        );
+        assert!(d.message.contains("not a peer's name"), "{d}");
+        assert_at(&d, &text, bad);
+        assert_hint(&d, "1 to 59 lowercase letters");
+    }
+    // 59 characters is the most: `ask-<name>` is then 63.
+    let text = with_peers(&format!(
+        "  - {{ url: \"http://127.0.0.1:9000\", name: {}, bearer: \"${{A}}\" }}\n",
+        "a".repeat(59)
+    ));
+    assert!(load_text(&text).diagnostics.is_empty());
+}
+
+#[test]
+fn e_a2a_025_two_peers_of_one_name() {
+    let text = with_peers(
+        "  - { url: \"http://127.0.0.1:9000\", name: scout, bearer: \"${A}\" }\n  - { url: \"http://127.0.0.1:9001\", name: scout, bearer: \"${B}\" }\n",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-A2A-025");
+    assert!(d.message.contains("given twice"), "{d}");
+    assert!(d.message.contains("ask-scout"), "{d}");
+    // The second entry's name.
+    let second = text.rfind("name: scout").unwrap() + "name: ".len();
+    let line = text[..second].matches('\n').count() + 1;
+    assert_eq!(d.line, Some(line), "{d}");
+}
+
+#[test]
+fn e_a2a_025_a_description_too_long_empty_or_without_a_name() {
+    let long = "d".repeat(2_001);
+    let text = with_peers(&format!(
+        "  - {{ url: \"http://127.0.0.1:9000\", name: a, description: {long}, bearer: \"${{A}}\" }}\n  - {{ url: \"http://127.0.0.1:9001\", name: b, description: \" \", bearer: \"${{B}}\" }}\n"
+    ));
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-025"; 2],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    assert!(loaded.diagnostics[0].message.contains("2001 characters"));
+    assert_at(&loaded.diagnostics[0], &text, &long);
+    assert!(loaded.diagnostics[1].message.contains("is empty"));
+    assert_at(&loaded.diagnostics[1], &text, "\" \"");
+
+    let text = with_peers(
+        "  - { url: \"http://127.0.0.1:9000\", description: \"Finds papers.\", bearer: \"${A}\" }\n",
+    );
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-A2A-025");
+    assert!(d.message.contains("no `name`"), "{d}");
+    assert_at(&d, &text, "\"Finds papers.\"");
+    assert_hint(&d, "add `name:`");
+}
+
+#[test]
+fn e_a2a_026_a_peers_tool_has_a_declared_tools_name() {
+    let text = with_peers(
+        "  - { url: \"http://127.0.0.1:9000\", name: researcher, bearer: \"${A}\" }\n  - { url: \"http://127.0.0.1:9001\", name: style, bearer: \"${B}\" }\n",
+    )
+    .replacen(
+        "artifacts:\n",
+        "artifacts:\n  - { name: ask-researcher, version: \"1.0.0\", runtime: tool }\n  - { name: ask-style, version: \"1.0.0\", runtime: skill }\n",
+        1,
+    );
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-026"; 2],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    let d = &loaded.diagnostics[0];
+    assert!(
+        d.message.contains("`ask-researcher`") && d.message.contains("tool `ask-researcher`"),
+        "{d}"
+    );
+    assert_at(d, &text, "researcher, bearer");
+    assert_hint(d, "rename the peer");
+    assert!(loaded.diagnostics[1].message.contains("skill `ask-style`"));
+    assert_at(&loaded.diagnostics[1], &text, "style, bearer");
+}
