@@ -23,10 +23,31 @@
 //!   value and cannot choose another.
 //! - **Every send is recorded**, sent or refused, as a [`PeerSend`]; the session writes each as
 //!   an `a2a_send` trace event.
+//!
+//! The runtime's own peer tools (`ask-<name>`) take the same path through [`ask`]: the same
+//! allowlist check, credential and stamped headers ([`admit`]), then the peer's task followed
+//! to its end:
+//!
+//! - **One send.** `SendStreamingMessage` when the caller says the peer streams, else
+//!   `SendMessage` asking not to wait (`returnImmediately`); a message given `context` and
+//!   `task` ids carries them (the answer to a task that asked for input).
+//! - **Followed to a settled state**: the stream's events, else `GetTask` polled with a wait of
+//!   100 ms doubling to 2 s, until the task is terminal or waits for input or authentication
+//!   (a stream that closes early goes on by polling). A direct reply (a message, no task) is
+//!   a completed task holding it as its status message.
+//! - **Within the deadline.** Past it, `CancelTask` is sent to the peer's task (at most 5 s
+//!   more) and the ask fails `E-RUN-002`.
+//! - **A dropped ask cancels.** When the future of [`ask`] is dropped (the caller's task was
+//!   canceled) after the peer named its task and before the task settled, `CancelTask` is sent
+//!   to it on the runtime's executor, without waiting for the answer.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use murmur_a2a::{Message, Role, SendMessageParams, SendMessageResult, TaskState, Version};
+use murmur_a2a::{
+    Artifact, GetTaskParams, Message, Role, SendMessageConfiguration, SendMessageParams,
+    SendMessageResult, StreamEvent, Task, TaskState, TaskStatus, Version,
+};
 use murmur_manifest::Coded;
 
 use crate::bindings::host::murmur::message::send::{
@@ -184,33 +205,16 @@ impl Host for MessageGrant {
                 "murmur:message/send is available to tools only".to_string()
             ));
         };
-        let traceparent = sender.traceparent();
-        let mut record = PeerSend {
-            peer: peer_url.clone(),
-            peer_task_id: None,
-            state: None,
-            trust: sender.trust.clone(),
-            traceparent: traceparent.clone(),
-            error: None,
-        };
-        let permitted = peer_url
-            .parse::<http::Uri>()
-            .is_ok_and(|uri| grant.policy.permits(&uri));
-        if !permitted {
-            let text = format!("network policy: '{peer_url}' not in capabilities.network.allow");
-            record.error = Some(("E-CAP-008".to_string(), text.clone()));
-            grant.sends.push(record);
-            return Ok(Err(text));
-        }
-        let credential = match credential_header(&grant.peers, &peer_url) {
-            Ok(credential) => credential,
-            Err(text) => {
-                record.error = Some(("E-RUN-012".to_string(), text.clone()));
+        let mut record = PeerSend::of(&peer_url, &sender);
+        let headers = match admit(&grant.policy, &grant.peers, &sender, &peer_url) {
+            Ok(headers) => headers,
+            Err((code, text)) => {
+                record.error = Some((code.to_string(), text.clone()));
                 grant.sends.push(record);
                 return Ok(Err(text));
             }
         };
-        let outcome = send(&peer_url, message, &sender, &traceparent, credential).await;
+        let outcome = send(&peer_url, message, &headers).await;
         let answer = match outcome {
             Ok(result) => {
                 record.peer_task_id = Some(result.task_id.clone()).filter(|id| !id.is_empty());
@@ -238,12 +242,55 @@ struct Sent {
     state: TaskState,
 }
 
+/// The headers of every request to `peer_url` for `sender`, once the allowlist and the
+/// capsule's `peers:` admit it: `x-murmur-task-origin: peer`, the sender's trust, its
+/// `traceparent`, and the credential of the peer's entry. Refused (no connection made):
+/// `E-CAP-008` for a URL the allowlist does not permit, `E-RUN-012` for a credential set
+/// nowhere.
+pub fn admit(
+    policy: &NetworkPolicy,
+    peers: &[PeerCredential],
+    sender: &SendingTask,
+    peer_url: &str,
+) -> Result<Vec<(String, String)>, (&'static str, String)> {
+    let permitted = peer_url
+        .parse::<http::Uri>()
+        .is_ok_and(|uri| policy.permits(&uri));
+    if !permitted {
+        return Err((
+            "E-CAP-008",
+            format!("network policy: '{peer_url}' not in capabilities.network.allow"),
+        ));
+    }
+    let credential = credential_header(peers, peer_url).map_err(|text| ("E-RUN-012", text))?;
+    let mut headers = vec![
+        ("x-murmur-task-origin".to_string(), "peer".to_string()),
+        ("x-murmur-task-trust".to_string(), sender.trust.clone()),
+        ("traceparent".to_string(), sender.traceparent()),
+    ];
+    headers.extend(credential);
+    Ok(headers)
+}
+
+impl PeerSend {
+    /// A send to `peer_url` by `sender`, not yet answered.
+    fn of(peer_url: &str, sender: &SendingTask) -> PeerSend {
+        PeerSend {
+            peer: peer_url.to_string(),
+            peer_task_id: None,
+            state: None,
+            trust: sender.trust.clone(),
+            traceparent: sender.traceparent(),
+            error: None,
+        }
+    }
+}
+
+/// A tool component's send: one `SendMessage` that waits for the peer's task to settle.
 async fn send(
     peer_url: &str,
     message: WitMessage,
-    sender: &SendingTask,
-    traceparent: &str,
-    credential: Option<(String, String)>,
+    headers: &[(String, String)],
 ) -> Result<Sent, (&'static str, String)> {
     let client = client().map_err(|error| ("E-A2A-003", error))?;
     let mut outgoing = Message::text(message.message_id, Role::User, message.text);
@@ -253,15 +300,9 @@ async fn send(
         configuration: None,
         metadata: None,
     };
-    let mut headers = vec![
-        ("x-murmur-task-origin".to_string(), "peer".to_string()),
-        ("x-murmur-task-trust".to_string(), sender.trust.clone()),
-        ("traceparent".to_string(), traceparent.to_string()),
-    ];
-    headers.extend(credential);
     let described = |error: PeerError| (error.code(), format!("peer {peer_url}: {error}"));
     match client
-        .send_message(peer_url, &params, &headers)
+        .send_message(peer_url, &params, headers)
         .await
         .map_err(described)?
     {
@@ -278,9 +319,700 @@ async fn send(
     }
 }
 
+/// Where the runtime's peer sends may go and what they carry: the capsule's allowlist and its
+/// `peers:` with their credentials.
+#[derive(Clone, Debug)]
+pub struct PeerLink {
+    pub policy: NetworkPolicy,
+    pub peers: Arc<[PeerCredential]>,
+}
+
+/// One question to a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerAsk {
+    /// The peer's A2A endpoint.
+    pub peer_url: String,
+    /// The message's text (one text part).
+    pub text: String,
+    /// The peer's context to go on in.
+    pub context_id: Option<String>,
+    /// The peer's task this message answers (one waiting for input).
+    pub task_id: Option<String>,
+    /// `SendStreamingMessage` (the peer's card offers streaming), else `SendMessage`.
+    pub streaming: bool,
+    /// How long the send and following the task may take in all.
+    pub deadline: Duration,
+}
+
+/// Why an ask gave no task: a diagnostic code and a sentence naming the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// What an ask came to: the peer's task where it settled (terminal, or waiting for input or
+/// authentication), and every request it sent or was refused, for the trace.
+#[derive(Debug)]
+pub struct Asked {
+    pub outcome: Result<Task, AskFailure>,
+    pub sends: Vec<PeerSend>,
+}
+
+/// The first wait between two `GetTask` polls, and the longest.
+const FIRST_POLL: Duration = Duration::from_millis(100);
+const LAST_POLL: Duration = Duration::from_secs(2);
+/// How long the `CancelTask` of a peer's task past its deadline may take.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// Asks `ask.peer_url` for `sender` and follows the peer's task until it settles, within
+/// `ask.deadline` (see the module's docs).
+pub async fn ask(link: &PeerLink, sender: &SendingTask, ask: PeerAsk) -> Asked {
+    let mut sends = Vec::new();
+    let mut record = PeerSend::of(&ask.peer_url, sender);
+    let refused = |record: &mut PeerSend, code: &str, text: String| {
+        record.error = Some((code.to_string(), text.clone()));
+        AskFailure {
+            code: code.to_string(),
+            message: text,
+        }
+    };
+    let headers = match admit(&link.policy, &link.peers, sender, &ask.peer_url) {
+        Ok(headers) => headers,
+        Err((code, text)) => {
+            let failure = refused(&mut record, code, text);
+            sends.push(record);
+            return Asked {
+                outcome: Err(failure),
+                sends,
+            };
+        }
+    };
+    let client = match client() {
+        Ok(client) => client,
+        Err(text) => {
+            let failure = refused(&mut record, "E-A2A-003", text);
+            sends.push(record);
+            return Asked {
+                outcome: Err(failure),
+                sends,
+            };
+        }
+    };
+    let mut following = Following {
+        guard: CancelOnDrop {
+            client,
+            url: ask.peer_url.clone(),
+            headers: headers.clone(),
+            task_id: None,
+        },
+        record,
+    };
+    let outcome =
+        match tokio::time::timeout(ask.deadline, follow(client, &ask, &headers, &mut following))
+            .await
+        {
+            Ok(Ok(task)) => {
+                following.guard.task_id = None;
+                Ok(task)
+            }
+            Ok(Err(error)) => {
+                let failure = AskFailure {
+                    code: error.code().to_string(),
+                    message: format!("peer {}: {error}", ask.peer_url),
+                };
+                if following.record.state.is_none() {
+                    following.record.error = Some((failure.code.clone(), failure.message.clone()));
+                }
+                Err(failure)
+            }
+            Err(_) => {
+                let mut message = format!(
+                    "peer {} did not finish within {} s",
+                    ask.peer_url,
+                    ask.deadline.as_secs_f64()
+                );
+                if let Some(task_id) = following.guard.task_id.take() {
+                    let canceled = tokio::time::timeout(
+                        CANCEL_WAIT,
+                        client.cancel_task(&ask.peer_url, &task_id, &headers),
+                    )
+                    .await;
+                    message.push_str(&match canceled {
+                        Ok(Ok(task)) => {
+                            format!("; its task {task_id} was canceled ({})", task.status.state)
+                        }
+                        Ok(Err(error)) => format!("; canceling its task {task_id} failed: {error}"),
+                        Err(_) => format!("; its task {task_id} did not answer the cancel"),
+                    });
+                }
+                if following.record.state.is_none() {
+                    following.record.error = Some(("E-RUN-002".to_string(), message.clone()));
+                }
+                Err(AskFailure {
+                    code: "E-RUN-002".to_string(),
+                    message,
+                })
+            }
+        };
+    sends.push(following.record.clone());
+    Asked { outcome, sends }
+}
+
+/// The state of one ask while it follows the peer's task.
+struct Following {
+    /// Cancels the peer's task if the ask is dropped before it settles.
+    guard: CancelOnDrop,
+    /// The send, as the trace records it.
+    record: PeerSend,
+}
+
+impl Following {
+    /// The peer named its task, in `state`: the send's record says so, and the task is
+    /// canceled if the ask is dropped before it settles.
+    fn named(&mut self, task_id: &str, state: TaskState) {
+        if self.record.state.is_none() {
+            self.record.peer_task_id = Some(task_id.to_string()).filter(|id| !id.is_empty());
+            self.record.state = Some(state.to_string());
+        }
+        if !task_id.is_empty() && !settled(state) {
+            self.guard.task_id = Some(task_id.to_string());
+        }
+    }
+}
+
+/// A peer's task that is canceled when this is dropped with `task_id` set.
+struct CancelOnDrop {
+    client: &'static PeerClient,
+    url: String,
+    headers: Vec<(String, String)>,
+    task_id: Option<String>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(task_id) = self.task_id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, url, headers) = (self.client, self.url.clone(), self.headers.clone());
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(CANCEL_WAIT, client.cancel_task(&url, &task_id, &headers))
+                .await;
+        });
+    }
+}
+
+/// Terminal, or waiting for the client.
+fn settled(state: TaskState) -> bool {
+    state.is_terminal() || state.is_interrupted()
+}
+
+/// A direct reply as the completed task it stands for.
+fn replied(reply: Message) -> Task {
+    let mut status = TaskStatus::new(TaskState::Completed);
+    let (task_id, context_id) = (
+        reply.task_id.clone().unwrap_or_default(),
+        reply.context_id.clone().unwrap_or_default(),
+    );
+    status.message = Some(reply);
+    Task::new(task_id, context_id, status)
+}
+
+/// `artifact` added to `task`: appended to the one of the same id when `append`, else in its
+/// place (or after the others).
+fn merge_artifact(task: &mut Task, artifact: Artifact, append: bool) {
+    match task
+        .artifacts
+        .iter_mut()
+        .find(|held| held.artifact_id == artifact.artifact_id)
+    {
+        Some(held) if append => held.parts.extend(artifact.parts),
+        Some(held) => *held = artifact,
+        None => task.artifacts.push(artifact),
+    }
+}
+
+/// The send, then the task followed until it settles (no deadline here: [`ask`] bounds it).
+async fn follow(
+    client: &PeerClient,
+    ask: &PeerAsk,
+    headers: &[(String, String)],
+    following: &mut Following,
+) -> Result<Task, PeerError> {
+    let mut message = Message::text(uuid::Uuid::new_v4().to_string(), Role::User, &ask.text);
+    message.context_id = ask.context_id.clone().filter(|id| !id.is_empty());
+    message.task_id = ask.task_id.clone().filter(|id| !id.is_empty());
+    let url = ask.peer_url.as_str();
+    let mut task = if ask.streaming {
+        let params = SendMessageParams {
+            message,
+            configuration: None,
+            metadata: None,
+        };
+        let mut stream = client.stream_message(url, &params, headers).await?;
+        let mut task: Option<Task> = None;
+        while let Some(event) = stream.next().await {
+            let event = event?.event;
+            let ends = event.ends_stream();
+            match event {
+                StreamEvent::Message(reply) => {
+                    let task = replied(reply);
+                    following.named(&task.id, TaskState::Completed);
+                    return Ok(task);
+                }
+                StreamEvent::Task(whole) => {
+                    following.named(&whole.id, whole.status.state);
+                    task = Some(whole);
+                }
+                StreamEvent::StatusUpdate(update) => {
+                    following.named(&update.task_id, update.status.state);
+                    let held = task.get_or_insert_with(|| {
+                        Task::new(&update.task_id, &update.context_id, update.status.clone())
+                    });
+                    held.status = update.status;
+                }
+                StreamEvent::ArtifactUpdate(update) => {
+                    let held = task.get_or_insert_with(|| {
+                        Task::new(
+                            &update.task_id,
+                            &update.context_id,
+                            TaskStatus::new(TaskState::Working),
+                        )
+                    });
+                    merge_artifact(held, update.artifact, update.append);
+                }
+            }
+            if ends {
+                break;
+            }
+        }
+        task.ok_or_else(|| PeerError::Invalid("the stream closed before naming a task".into()))?
+    } else {
+        let params = SendMessageParams {
+            message,
+            configuration: Some(SendMessageConfiguration {
+                blocking: false,
+                ..SendMessageConfiguration::default()
+            }),
+            metadata: None,
+        };
+        match client.send_message(url, &params, headers).await? {
+            SendMessageResult::Message(reply) => {
+                let task = replied(reply);
+                following.named(&task.id, TaskState::Completed);
+                return Ok(task);
+            }
+            SendMessageResult::Task(task) => {
+                following.named(&task.id, task.status.state);
+                task
+            }
+        }
+    };
+    let mut wait = FIRST_POLL;
+    while !settled(task.status.state) {
+        if task.id.is_empty() {
+            return Err(PeerError::Invalid(
+                "an unsettled task with no id cannot be followed".into(),
+            ));
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(LAST_POLL);
+        let params = GetTaskParams {
+            id: task.id.clone(),
+            history_length: Some(0),
+        };
+        task = client.get_task(url, &params, headers).await?;
+    }
+    following.guard.task_id = None;
+    Ok(task)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::Mutex;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use murmur_a2a::rpc::{self, Method};
+    use murmur_a2a::{Part, TaskArtifactUpdate, TaskStatusUpdate};
+    use murmur_manifest::NetworkRule;
+
+    /// One request a fake peer got: its method, headers and params.
+    #[derive(Debug, Clone)]
+    struct Got {
+        method: Method,
+        headers: http::HeaderMap,
+        params: serde_json::Value,
+    }
+
+    /// What the fake peer answers: one JSON-RPC result, or SSE events.
+    enum Reply {
+        Json(serde_json::Value),
+        Events(Vec<StreamEvent>),
+    }
+
+    type Script = dyn Fn(&rpc::Request, usize) -> Reply + Send + Sync;
+
+    /// An A2A 1.0 peer on loopback answering each request as `script` says (given how many
+    /// `GetTask`s came before), recording every request.
+    struct FakePeer {
+        url: String,
+        got: Arc<Mutex<Vec<Got>>>,
+    }
+
+    impl FakePeer {
+        async fn start(script: Arc<Script>) -> FakePeer {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let got = Arc::new(Mutex::new(Vec::<Got>::new()));
+            let seen = got.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let (script, seen) = (script.clone(), seen.clone());
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(
+                            move |request: http::Request<hyper::body::Incoming>| {
+                                let (script, seen) = (script.clone(), seen.clone());
+                                async move {
+                                    let headers = request.headers().clone();
+                                    let body = request.into_body().collect().await.unwrap();
+                                    let parsed = rpc::parse_request(&body.to_bytes()).unwrap();
+                                    let polls = {
+                                        let mut seen = seen.lock().unwrap();
+                                        let polls = seen
+                                            .iter()
+                                            .filter(|got| got.method == Method::GetTask)
+                                            .count();
+                                        seen.push(Got {
+                                            method: parsed.method,
+                                            headers,
+                                            params: parsed.params.clone(),
+                                        });
+                                        polls
+                                    };
+                                    let (content_type, body) = match script(&parsed, polls) {
+                                        Reply::Json(result) => (
+                                            "application/json",
+                                            serde_json::json!({"jsonrpc": "2.0", "id": parsed.id, "result": result}).to_string(),
+                                        ),
+                                        Reply::Events(events) => (
+                                            "text/event-stream",
+                                            events
+                                                .iter()
+                                                .map(|event| {
+                                                    rpc::sse_event(
+                                                        &parsed.id,
+                                                        Version::V1_0,
+                                                        event,
+                                                        None,
+                                                    )
+                                                })
+                                                .collect::<String>(),
+                                        ),
+                                    };
+                                    let mut response =
+                                        http::Response::new(Full::new(Bytes::from(body)));
+                                    response.headers_mut().insert(
+                                        "content-type",
+                                        http::HeaderValue::from_static(content_type),
+                                    );
+                                    Ok::<_, std::convert::Infallible>(response)
+                                }
+                            },
+                        );
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            });
+            FakePeer {
+                url: format!("http://127.0.0.1:{port}/"),
+                got,
+            }
+        }
+
+        fn got(&self) -> Vec<Got> {
+            self.got.lock().unwrap().clone()
+        }
+
+        fn methods(&self) -> Vec<Method> {
+            self.got().into_iter().map(|got| got.method).collect()
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn wire<T: murmur_a2a::Wire>(value: &T) -> serde_json::Value {
+        value.to_wire(Version::V1_0)
+    }
+
+    fn task(id: &str, state: TaskState, answer: Option<&str>) -> Task {
+        let mut task = Task::new(id, "ctx-peer", TaskStatus::new(state));
+        if let Some(answer) = answer {
+            task.artifacts
+                .push(Artifact::new("answer", vec![Part::text(answer)]));
+        }
+        task
+    }
+
+    fn sender() -> SendingTask {
+        let span = SpanRef::task("ses_1", "evt_task", None);
+        SendingTask::new(Some("tsk_1".into()), "operator".into(), span)
+    }
+
+    /// The allowlist holding the peer's origin, and a `peers:` entry presenting `TOKEN` (with
+    /// `value`, `None`: set nowhere).
+    fn link(peer_url: &str, value: Option<&str>) -> PeerLink {
+        let origin = peer_url.trim_end_matches('/');
+        let peer = murmur_manifest::door::Peer {
+            url: origin.to_string(),
+            name: Some("researcher".into()),
+            description: None,
+            bearer: Some("${TOKEN}".into()),
+            api_key: None,
+            header: None,
+        };
+        PeerLink {
+            policy: NetworkPolicy::allow(vec![NetworkRule::parse(origin).unwrap()]),
+            peers: vec![PeerCredential {
+                peer,
+                value: value.map(str::to_string),
+            }]
+            .into(),
+        }
+    }
+
+    fn question(url: &str, deadline: Duration) -> PeerAsk {
+        PeerAsk {
+            peer_url: url.to_string(),
+            text: "Capital of Peru?".into(),
+            context_id: None,
+            task_id: None,
+            streaming: false,
+            deadline,
+        }
+    }
+
+    #[test]
+    fn an_ask_polls_the_peers_task_to_its_end_with_the_stamped_headers() {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let peer = FakePeer::start(Arc::new(|request: &rpc::Request, polls: usize| {
+                Reply::Json(match request.method {
+                    Method::SendMessage => wire(&SendMessageResult::Task(task(
+                        "t-1",
+                        TaskState::Working,
+                        None,
+                    ))),
+                    _ if polls < 2 => wire(&task("t-1", TaskState::Working, None)),
+                    _ => wire(&task("t-1", TaskState::Completed, Some("Lima."))),
+                })
+            }))
+            .await;
+            let started = std::time::Instant::now();
+            let mut asked = question(&peer.url, Duration::from_secs(10));
+            asked.context_id = Some("ctx-peer".into());
+            asked.task_id = Some("t-0".into());
+            let asked = ask(&link(&peer.url, Some("s3cret")), &sender(), asked).await;
+            let task = asked.outcome.unwrap();
+            assert_eq!(task.status.state, TaskState::Completed);
+            assert_eq!(task.artifacts[0].parts[0], Part::text("Lima."));
+            // 100 ms, 200 ms, 400 ms between the polls.
+            assert!(started.elapsed() >= Duration::from_millis(700));
+            assert_eq!(
+                peer.methods(),
+                [
+                    Method::SendMessage,
+                    Method::GetTask,
+                    Method::GetTask,
+                    Method::GetTask
+                ]
+            );
+            let sent = &peer.got()[0];
+            for got in peer.got() {
+                assert_eq!(got.headers["authorization"], "Bearer s3cret");
+                assert_eq!(got.headers["x-murmur-task-origin"], "peer");
+                assert_eq!(got.headers["x-murmur-task-trust"], "operator");
+                assert_eq!(got.headers["traceparent"], sender().traceparent().as_str());
+            }
+            assert_eq!(sent.params["message"]["contextId"], "ctx-peer");
+            assert_eq!(sent.params["message"]["taskId"], "t-0");
+            assert_eq!(sent.params["configuration"]["returnImmediately"], true);
+            assert_eq!(asked.sends.len(), 1);
+            assert_eq!(asked.sends[0].peer_task_id.as_deref(), Some("t-1"));
+            assert_eq!(asked.sends[0].state.as_deref(), Some("working"));
+            assert_eq!(asked.sends[0].error, None);
+        });
+    }
+
+    #[test]
+    fn a_peer_outside_the_allowlist_or_without_its_credential_is_never_contacted() {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let peer = FakePeer::start(Arc::new(|_: &rpc::Request, _| {
+                Reply::Json(wire(&task("t-1", TaskState::Completed, Some("Lima."))))
+            }))
+            .await;
+            let elsewhere = link("http://127.0.0.1:1/", Some("s3cret"));
+            let asked = ask(
+                &elsewhere,
+                &sender(),
+                question(&peer.url, Duration::from_secs(5)),
+            )
+            .await;
+            let failure = asked.outcome.unwrap_err();
+            assert_eq!(failure.code, "E-CAP-008");
+            assert!(
+                failure
+                    .message
+                    .contains("not in capabilities.network.allow")
+            );
+            assert_eq!(asked.sends[0].error.as_ref().unwrap().0, "E-CAP-008");
+
+            let unset = link(&peer.url, None);
+            let asked = ask(
+                &unset,
+                &sender(),
+                question(&peer.url, Duration::from_secs(5)),
+            )
+            .await;
+            let failure = asked.outcome.unwrap_err();
+            assert_eq!(failure.code, "E-RUN-012");
+            assert!(failure.message.contains("TOKEN"), "{failure:?}");
+            assert!(peer.got().is_empty(), "{:?}", peer.methods());
+        });
+    }
+
+    #[test]
+    fn a_streaming_ask_reads_the_events_to_the_tasks_end() {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let peer = FakePeer::start(Arc::new(|_: &rpc::Request, _| {
+                let mut done = TaskStatus::new(TaskState::Completed);
+                done.message = Some(Message::text("m-2", Role::Agent, "Done."));
+                Reply::Events(vec![
+                    StreamEvent::Task(task("t-9", TaskState::Working, None)),
+                    StreamEvent::ArtifactUpdate(TaskArtifactUpdate {
+                        task_id: "t-9".into(),
+                        context_id: "ctx-peer".into(),
+                        artifact: Artifact::new("a", vec![Part::text("Li")]),
+                        append: false,
+                        last_chunk: false,
+                        metadata: None,
+                    }),
+                    StreamEvent::ArtifactUpdate(TaskArtifactUpdate {
+                        task_id: "t-9".into(),
+                        context_id: "ctx-peer".into(),
+                        artifact: Artifact::new("a", vec![Part::text("ma.")]),
+                        append: true,
+                        last_chunk: true,
+                        metadata: None,
+                    }),
+                    StreamEvent::StatusUpdate(TaskStatusUpdate::new("t-9", "ctx-peer", done)),
+                ])
+            }))
+            .await;
+            let mut asked = question(&peer.url, Duration::from_secs(5));
+            asked.streaming = true;
+            let asked = ask(&link(&peer.url, Some("s3cret")), &sender(), asked).await;
+            let task = asked.outcome.unwrap();
+            assert_eq!(task.status.state, TaskState::Completed);
+            assert_eq!(
+                task.artifacts[0].parts,
+                vec![Part::text("Li"), Part::text("ma.")]
+            );
+            assert_eq!(peer.methods(), [Method::SendStreamingMessage]);
+            assert_eq!(asked.sends[0].peer_task_id.as_deref(), Some("t-9"));
+        });
+    }
+
+    /// A peer whose task never ends: `CancelTask` answers it canceled.
+    fn endless() -> Arc<Script> {
+        Arc::new(|request: &rpc::Request, _| {
+            Reply::Json(match request.method {
+                Method::SendMessage => wire(&SendMessageResult::Task(task(
+                    "t-5",
+                    TaskState::Working,
+                    None,
+                ))),
+                Method::CancelTask => wire(&task("t-5", TaskState::Canceled, None)),
+                _ => wire(&task("t-5", TaskState::Working, None)),
+            })
+        })
+    }
+
+    #[test]
+    fn a_peer_past_the_deadline_is_canceled_and_the_ask_fails_naming_it() {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let peer = FakePeer::start(endless()).await;
+            let started = std::time::Instant::now();
+            let asked = ask(
+                &link(&peer.url, Some("s3cret")),
+                &sender(),
+                question(&peer.url, Duration::from_millis(600)),
+            )
+            .await;
+            assert!(started.elapsed() < Duration::from_secs(3));
+            let failure = asked.outcome.unwrap_err();
+            assert_eq!(failure.code, "E-RUN-002");
+            assert!(
+                failure.message.contains("did not finish within 0.6 s"),
+                "{failure:?}"
+            );
+            assert!(failure.message.contains("t-5 was canceled"), "{failure:?}");
+            let got = peer.got();
+            let cancel = got.last().unwrap();
+            assert_eq!(cancel.method, Method::CancelTask);
+            assert_eq!(cancel.params["id"], "t-5");
+            assert_eq!(cancel.headers["authorization"], "Bearer s3cret");
+        });
+    }
+
+    #[test]
+    fn a_dropped_ask_cancels_the_peers_task() {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let peer = FakePeer::start(endless()).await;
+            let (link, sender) = (link(&peer.url, Some("s3cret")), sender());
+            let asking = ask(&link, &sender, question(&peer.url, Duration::from_secs(30)));
+            // The caller stops waiting once the peer's task runs.
+            let dropped = tokio::time::timeout(Duration::from_millis(400), asking).await;
+            assert!(dropped.is_err());
+            let started = std::time::Instant::now();
+            while !peer.methods().contains(&Method::CancelTask) {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{:?}",
+                    peer.methods()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let cancel = peer
+                .got()
+                .into_iter()
+                .find(|got| got.method == Method::CancelTask)
+                .unwrap();
+            assert_eq!(cancel.params["id"], "t-5");
+        });
+    }
 
     #[test]
     fn a_send_names_the_sending_tasks_span_as_its_parent() {
