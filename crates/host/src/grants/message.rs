@@ -44,9 +44,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// The A2A model a peer's task is given back in ([`ask`]).
+pub use murmur_a2a::{Artifact, FileContent, Part, PartContent, Task, TaskState, TaskStatus};
 use murmur_a2a::{
-    Artifact, GetTaskParams, Message, Role, SendMessageConfiguration, SendMessageParams,
-    SendMessageResult, StreamEvent, Task, TaskState, TaskStatus, Version,
+    GetTaskParams, Message, Role, SendMessageConfiguration, SendMessageParams, SendMessageResult,
+    StreamEvent, Version,
 };
 use murmur_manifest::Coded;
 

@@ -77,6 +77,8 @@ pub(crate) struct SessionContext<'a> {
     shell: Option<ShellTool>,
     /// The tools of the capsule's MCP servers, started for this session.
     mcp: Vec<crate::session::mcp::McpTool>,
+    /// The named `peers:`, each offered as its tool `ask-<name>`.
+    peers: crate::session::peers::PeerTools,
     /// The MCP servers started, as `session_start` records them.
     mcp_servers: Vec<murmur_trace::schema::McpServerRef>,
     /// Tokens of the system prompt and the tool inventory: the part every request repeats.
@@ -198,7 +200,10 @@ impl<'a> SessionContext<'a> {
         if let Some(spec) = &switch_tool {
             specs.push(spec.clone());
         }
+        let peers = crate::session::peers::PeerTools::offered(&staged, &[]);
+        specs.extend(peers.specs().cloned());
         SessionContext {
+            peers,
             watch: crate::session::changes::Watch::new(
                 &workdir.workspace,
                 workdir.runtime_entries(),
@@ -235,6 +240,14 @@ impl<'a> SessionContext<'a> {
     /// Starts the capsule's MCP servers for this session and offers their tools after the
     /// others; a server that fails is the session's error.
     pub(crate) async fn start_mcp(mut self) -> Result<Self, crate::session::SessionError> {
+        // The peer tools as the session start finds them (each offered where it was).
+        let peers = crate::session::peers::start(&self.staged).await?;
+        for spec in peers.specs() {
+            if let Some(offered) = self.specs.iter_mut().find(|s| s.name == spec.name) {
+                *offered = spec.clone();
+            }
+        }
+        self.peers = peers;
         let taken: Vec<String> = self.specs.iter().map(|spec| spec.name.clone()).collect();
         let (tools, servers) = crate::session::mcp::start(
             &self.staged.mcp_servers,

@@ -10,6 +10,8 @@ use crate::session::tools::Dispatched;
 enum Callee<'a> {
     Wasm(&'a SessionTool),
     Mcp(&'a McpTool),
+    /// A named peer, asked through the runtime's own `ask-<name>`.
+    Peer(&'a crate::session::peers::PeerTool),
 }
 
 impl SessionContext<'_> {
@@ -62,12 +64,21 @@ impl SessionContext<'_> {
             workspace: (&self.workdir.workspace, &task_workspace),
         };
         // The manifest's check runs first: a hook can only narrow what the manifest allows.
-        let admitted = match self.mcp.iter().find(|tool| tool.spec.name == name) {
-            Some(tool) => match schema_refusal(name, &tool.validator, input) {
-                None => Ok(Callee::Mcp(tool)),
+        let admitted = if let Some(peer) = self.peers.named(name) {
+            match peer.refusal(input) {
+                None => Ok(Callee::Peer(peer)),
                 Some(refusal) => Err(Box::new(site.refused(refusal, "E-RUN-009", Instant::now()))),
-            },
-            None => site.admit().map(Callee::Wasm),
+            }
+        } else {
+            match self.mcp.iter().find(|tool| tool.spec.name == name) {
+                Some(tool) => match schema_refusal(name, &tool.validator, input) {
+                    None => Ok(Callee::Mcp(tool)),
+                    Some(refusal) => {
+                        Err(Box::new(site.refused(refusal, "E-RUN-009", Instant::now())))
+                    }
+                },
+                None => site.admit().map(Callee::Wasm),
+            }
         };
         self.call_admitted(run, turn, inference_event, &site, admitted)
             .await
@@ -107,6 +118,12 @@ impl SessionContext<'_> {
                 let dispatched = match admitted {
                     Ok(Callee::Wasm(tool)) => site.call(tool).await,
                     Ok(Callee::Mcp(tool)) => tool.call((&run.task_id, turn, call_id), input).await,
+                    Ok(Callee::Peer(peer)) => {
+                        let workspace = run.workdir.workspace_dir().clone();
+                        let site = (run.task_id.as_str(), turn, call_id);
+                        peer.call(&self.peers, &run.sender, site, input, &workspace)
+                            .await
+                    }
                     Err(refused) => *refused,
                 };
                 for send in &dispatched.sends {
