@@ -29,6 +29,7 @@ pub mod changes;
 pub mod containment;
 pub mod control;
 mod mcp;
+pub mod peer_cards;
 pub mod peers;
 pub mod resume;
 mod run;

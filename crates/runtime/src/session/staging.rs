@@ -625,7 +625,7 @@ pub fn stage_source(
         hooks: hooks.into(),
         mcp_servers: stage_mcp_servers(&capsule, capsule_file, lookups, &mut warnings)?,
         peers: peer_credentials(&capsule, capsule_file, lookups),
-        peer_tools: staged_peers(&capsule),
+        peer_tools: staged_peers(&capsule, capsule_file)?,
         system_prompt,
         components: resolved.into_components(),
         manifest_sha256,
@@ -838,26 +838,40 @@ pub struct StagedPeer {
     pub url: String,
     /// The manifest's `description`; else the card's, read when the session starts.
     pub description: Option<String>,
+    /// The sha256 of its agent card as `murmur.lock` pins it (`None`: not pinned).
+    pub pinned_card_sha256: Option<String>,
 }
 
 /// The prefix of a peer's tool name.
 pub const PEER_TOOL_PREFIX: &str = "ask-";
 
-/// The named `peers:` of `capsule`, in manifest order.
-fn staged_peers(capsule: &CapsuleManifest) -> Vec<StagedPeer> {
-    capsule
+/// The named `peers:` of `capsule` (loaded from `capsule_file`), in manifest order, each with
+/// its card's pin in `murmur.lock` (read as the MCP servers' pins are).
+fn staged_peers(
+    capsule: &CapsuleManifest,
+    capsule_file: &Path,
+) -> Result<Vec<StagedPeer>, StageError> {
+    if !capsule.peers.iter().any(|peer| peer.name.is_some()) {
+        return Ok(Vec::new());
+    }
+    let lock =
+        murmur_manifest::lock::Lock::load(&murmur_manifest::lock::Lock::beside(capsule_file))
+            .map_err(StageError::Manifest)?
+            .unwrap_or_default();
+    Ok(capsule
         .peers
         .iter()
         .filter_map(|peer| {
             let name = peer.name.clone()?;
             Some(StagedPeer {
                 tool_name: format!("{PEER_TOOL_PREFIX}{name}"),
+                pinned_card_sha256: lock.peer(&name).map(|pin| pin.card_sha256.clone()),
                 name,
                 url: peer.url.clone(),
                 description: peer.description.clone(),
             })
         })
-        .collect()
+        .collect())
 }
 
 /// An MCP server entry, staged.
