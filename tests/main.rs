@@ -25,6 +25,7 @@ mod mcp_serve;
 mod native_escape;
 mod oci;
 mod otel;
+mod peer_tools;
 mod process_transport;
 mod replay;
 mod run_credentials;

@@ -26,6 +26,8 @@
 //!   why. A file the peer gives by URL is listed, not fetched.
 //! - **A question** (the peer's task is `input-required` or `auth-required`) is a passed result
 //!   that says so, with the peer's question and the `context` and `task` to call again with.
+//!   A later call in that context that names no `task` answers the question (the session
+//!   remembers, per peer and context, the task waiting for input).
 //! - **A failure** (the peer's task failed, was rejected or canceled; the send was refused,
 //!   went unanswered or passed the deadline) is a failed result naming why.
 //! - A call whose task is canceled while it waits for the peer cancels the peer's task.
@@ -85,6 +87,8 @@ pub(crate) struct PeerTools {
     pub tools: Vec<PeerTool>,
     link: PeerLink,
     deadline: Duration,
+    /// By peer and context: the peer's task that waits for input there.
+    waiting: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
 }
 
 impl PeerTools {
@@ -107,6 +111,7 @@ impl PeerTools {
                 .deadline_seconds
                 .map(Duration::from_secs)
                 .unwrap_or(DEFAULT_DEADLINE),
+            waiting: Default::default(),
         }
     }
 
@@ -181,14 +186,21 @@ impl PeerTool {
     ) -> Dispatched {
         let started = Instant::now();
         let text = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_string);
+        let context = text("context");
+        let waiting = || tools.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let key = |context: &str| (self.peer.name.clone(), context.to_string());
+        let task = text("task").or_else(|| {
+            let context = context.as_deref()?;
+            waiting().get(&key(context)).cloned()
+        });
         let asked = ask(
             &tools.link,
             sender,
             PeerAsk {
                 peer_url: self.peer.url.clone(),
                 text: text("message").unwrap_or_default(),
-                context_id: text("context"),
-                task_id: text("task"),
+                context_id: context,
+                task_id: task,
                 streaming: self.streaming,
                 deadline: tools.deadline,
             },
@@ -200,7 +212,16 @@ impl PeerTool {
             .map(|send| send.event(Some(task_id.to_string())))
             .collect();
         let (text, status, error) = match asked.outcome {
-            Ok(task) => self.answer(&task, workspace),
+            Ok(task) => {
+                let mut waiting = waiting();
+                if task.status.state.is_interrupted() {
+                    waiting.insert(key(&task.context_id), task.id.clone());
+                } else {
+                    waiting.remove(&key(&task.context_id));
+                }
+                drop(waiting);
+                self.answer(&task, workspace)
+            }
             Err(AskFailure { code, message }) => (
                 format!(
                     "error[{code}]: the peer `{}` was not asked: {message}",
