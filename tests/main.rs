@@ -26,6 +26,7 @@ mod native_escape;
 mod oci;
 mod otel;
 mod peer_tools;
+mod peers;
 mod process_transport;
 mod replay;
 mod run_credentials;

@@ -1,7 +1,9 @@
 //! `mur install [DIR] [--registry R] [--locked] [--json]`: installs a capsule's registry
 //! artifacts (entries without `path:`) into its project store, verified against the registry and
 //! `murmur.lock`, then compiles each component into the cache so the first run starts warm,
-//! then pins the capsule's MCP servers (identity and tools) in the lock. Progress goes to
+//! then pins the capsule's MCP servers (identity and tools) and the agent cards of its named
+//! peers (sha256 of the card's bytes, fetched only when `capabilities.network.allow` permits
+//! the peer) in the lock. Progress goes to
 //! stderr; `--json` prints the report on stdout.
 
 use std::io::{IsTerminal, Write};
@@ -118,12 +120,27 @@ pub fn run(args: InstallArgs) -> Exit {
         Ok(servers) => servers,
         Err(exit) => return exit,
     };
+    let peers = match pin_peer_cards(&file, &capsule, &capsule_dir, &args) {
+        Ok(peers) => peers,
+        Err(exit) => return exit,
+    };
     if args.json {
         println!(
             "{}",
-            render::json(&json!({ "installed": installed, "mcp_servers": servers }))
+            render::json(
+                &json!({ "installed": installed, "mcp_servers": servers, "peers": peers })
+            )
         );
         return Exit::Ok;
+    }
+    for peer in &peers {
+        println!(
+            "{} (peer {}, agent card) {}: {}",
+            render::line(&peer.name),
+            render::line(&peer.url),
+            &peer.card_sha256[..12],
+            peer.how
+        );
     }
     for server in &servers {
         println!(
@@ -138,7 +155,7 @@ pub fn run(args: InstallArgs) -> Exit {
         }
     }
     if installed.is_empty() {
-        if servers.is_empty() {
+        if servers.is_empty() && peers.is_empty() {
             println!("nothing to install: every artifact has a `path:`");
         }
     } else {
@@ -266,6 +283,161 @@ fn pin_mcp_servers(
             .collect();
         let message = if differ.is_empty() {
             "murmur.lock pins MCP servers the manifest no longer declares".to_string()
+        } else {
+            differ.join("; ")
+        };
+        return Err(failed(args.json, &InstallError::Locked(message)));
+    }
+    if let Err(error) = lock.write(&lock_path) {
+        return Err(render::failure(
+            args.json,
+            "E-REG-008",
+            &format!("cannot write {}: {error}", lock_path.display()),
+            "check that the capsule's directory is writable",
+            Exit::Failed,
+        ));
+    }
+    Ok(pinned)
+}
+
+/// A named peer's agent card as `mur install` pinned it.
+#[derive(serde::Serialize)]
+struct PinnedPeer {
+    name: String,
+    url: String,
+    card_sha256: String,
+    /// `pinned` (new), `unchanged`, or `re-pinned` (the card changed).
+    how: &'static str,
+}
+
+/// Pins the agent card of each named peer of the capsule in `murmur.lock`: fetched (only when
+/// `capabilities.network.allow` permits the peer, with its credential when set), its bytes'
+/// sha256 kept. A card that cannot be fetched is `E-A2A-029` (the lock left alone) unless the
+/// entry gives a `description` (then `W-A2A-030` and the peer stays as it was pinned, or
+/// unpinned). With `--locked`, a card that is not pinned or differs from its pin is refused.
+/// Pins of peers the manifest no longer names are dropped.
+fn pin_peer_cards(
+    file: &Path,
+    capsule: &murmur_manifest::CapsuleManifest,
+    capsule_dir: &Path,
+    args: &InstallArgs,
+) -> Result<Vec<PinnedPeer>, Exit> {
+    use murmur_runtime::session::peer_cards;
+    let named: Vec<&str> = capsule
+        .peers
+        .iter()
+        .filter_map(|peer| peer.name.as_deref())
+        .collect();
+    let lock_path = install::lock_path(capsule_dir);
+    let mut lock = match install::read_lock(capsule_dir) {
+        Ok(lock) => lock,
+        Err(error) => return Err(failed(args.json, &error)),
+    };
+    if named.is_empty() && lock.peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let credentials = crate::environment::user_credentials_warned()
+        .map_err(|diagnostic| render::coded(args.json, &*diagnostic, Exit::BadInput))?;
+    let config_lookup = |name: &str| credentials.get(name);
+    let lookups = murmur_runtime::session::staging::Lookups {
+        env: &host_env,
+        config: &config_lookup,
+    };
+    let peer_credentials =
+        murmur_runtime::session::staging::peer_credentials(capsule, file, &lookups);
+    if !args.json {
+        for name in &named {
+            eprintln!("· peer {name}: fetching its agent card");
+        }
+    }
+    let cards = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            render::failure(
+                args.json,
+                "E-RUN-001",
+                &format!("cannot start the async runtime: {error}"),
+                "this is a bug in mur",
+                Exit::Failed,
+            )
+        })?
+        .block_on(peer_cards::fetch_for_install(capsule, &peer_credentials));
+    let before = lock.clone();
+    let mut pinned = Vec::new();
+    let mut warnings = Vec::new();
+    for card in cards {
+        let fetched = match card.fetched {
+            Ok(fetched) => fetched,
+            Err(why) => {
+                if card.description.is_none() {
+                    return Err(render::failure(
+                        args.json,
+                        "E-A2A-029",
+                        &format!(
+                            "peer `{}`'s agent card cannot be fetched: {why}; its `peers:` entry gives no `description`, so the model could not be told what it does",
+                            card.name
+                        ),
+                        &format!(
+                            "check that an agent serves its card at {} (and that `capabilities.network.allow` permits it), or give the entry a `description:`",
+                            card.url
+                        ),
+                        Exit::Failed,
+                    ));
+                }
+                warnings.push(
+                    murmur_manifest::Diagnostic::new(
+                        murmur_manifest::diagnostic::code::W_A2A_030,
+                        format!(
+                            "peer `{}`'s agent card cannot be fetched: {why}; it is not pinned, and sessions offer it with the manifest's description",
+                            card.name
+                        ),
+                    )
+                    .hint(format!(
+                        "check that an agent serves its card at {}, then run `mur install` again to pin it",
+                        card.url
+                    )),
+                );
+                continue;
+            }
+        };
+        let pin = murmur_manifest::lock::LockedPeer {
+            name: card.name.clone(),
+            url: card.url.clone(),
+            card_sha256: fetched.sha256,
+        };
+        let how = match before.peer(&pin.name) {
+            None => "pinned",
+            Some(old) if *old == pin => "unchanged",
+            Some(_) => "re-pinned",
+        };
+        pinned.push(PinnedPeer {
+            name: pin.name.clone(),
+            url: pin.url.clone(),
+            card_sha256: pin.card_sha256.clone(),
+            how,
+        });
+        lock.upsert_peer(pin);
+    }
+    if !warnings.is_empty() && !args.json {
+        render::diagnostics_human(&warnings);
+    }
+    lock.peers
+        .retain(|peer| named.contains(&peer.name.as_str()));
+    if lock == before {
+        return Ok(pinned);
+    }
+    if args.locked {
+        let differ: Vec<String> = pinned
+            .iter()
+            .filter(|peer| peer.how != "unchanged")
+            .map(|peer| match peer.how {
+                "pinned" => format!("peer `{}`'s agent card is not in murmur.lock", peer.name),
+                _ => format!("peer `{}`'s agent card differs from its pin", peer.name),
+            })
+            .collect();
+        let message = if differ.is_empty() {
+            "murmur.lock pins peers the manifest no longer names".to_string()
         } else {
             differ.join("; ")
         };
