@@ -384,7 +384,7 @@ codes! {
     W_A2A_011 = "W-A2A-011": "a push notification to a task's webhook was given up or dropped";
     W_A2A_012 = "W-A2A-012": "a `door.auth` or `peers` credential is set nowhere a run looks";
     W_A2A_015 = "W-A2A-015": "a served capsule's oldest conversation could not be deleted to keep `contexts/` within its bound";
-    E_A2A_016 = "E-A2A-016": "a peer's answer, or one event of its stream, is larger than the 16 MiB Murmur reads from a peer";
+    E_A2A_016 = "E-A2A-016": "a peer's answer, or one event of its stream, is larger than the 16 MiB Murmur reads from a peer (its agent card: 1 MiB)";
 
     E_A2A_020 = "E-A2A-020": "a `door.allowed_hosts`, `door.allowed_origins` or `door.tls` entry is malformed";
     E_A2A_021 = "E-A2A-021": "the door's TLS certificate or key cannot be read, or the key does not fit the certificate";

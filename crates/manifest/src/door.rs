@@ -31,6 +31,11 @@
 //! - **A peer entry matches by origin.** `peers[].url` is an http(s) URL in
 //!   `capabilities.network.allow` (`E-CAP-008` otherwise); a send whose URL has the same scheme,
 //!   host and port presents that entry's credential. One entry per origin.
+//! - **A named peer is a tool.** `peers[].name` (1 to 59 lowercase letters, digits and `-`,
+//!   starting with a letter, unique) offers the peer to the model as the tool `ask-<name>`,
+//!   which may not be the name of a declared tool or skill (`E-A2A-026`); `description` (on a
+//!   named entry, not blank, at most 2,000 characters) is what the model is told it does. Each
+//!   problem of the two is `E-A2A-025`.
 //!
 //! Every other problem of an entry is `E-A2A-007`, naming the field.
 
