@@ -183,7 +183,6 @@ fn mur_install_pins_a_named_peers_card_and_pins_it_again_when_it_changed() {
 }
 
 #[test]
-#[ignore = "until session::peers::start calls session::peer_cards::check"]
 fn a_changed_card_refuses_the_session_before_the_model_is_called_until_mur_install() {
     let (lead, (_peer, mut served), port, sha) = pinned_lead("Finds capitals.");
     served.stop();

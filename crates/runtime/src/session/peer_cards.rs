@@ -10,7 +10,9 @@
 //!   credential when it is set (a card endpoint that wants none ignores it), and is bounded as
 //!   [`PeerClient::get_card`] bounds it (1 MiB, 10 s, no redirect).
 //! - **A card is pinned by its bytes**: the sha256 (hex) of exactly what was read.
-//! - **At session start** ([`check`]), every named peer's card is fetched, all at once:
+//! - **At session start** ([`check`]), the card of every named peer that is pinned, or that
+//!   the manifest does not describe, is fetched, all at once (a described, unpinned peer is
+//!   offered with its description, `W-A2A-028`, and not contacted before it is asked):
 //!   - pinned and different: the session is refused (`E-A2A-027`, both digests named) before the
 //!     model is called;
 //!   - not pinned: used, with `W-A2A-028`;
@@ -231,8 +233,14 @@ fn short(sha256: &str) -> &str {
 /// docs): the peers as the model will be offered them, in manifest order, and the warnings
 /// found; or the error that refuses the session.
 pub async fn check(staged: &Staged) -> Result<(Vec<CardSeen>, Vec<Diagnostic>), SessionError> {
-    let peers = staged
+    // A card is read at the start only to hold it to its pin, or to tell the model what a
+    // peer the manifest does not describe does: a described, unpinned peer is not contacted
+    // before it is asked.
+    let (read, unread): (Vec<_>, Vec<_>) = staged
         .peer_tools
+        .iter()
+        .partition(|peer| peer.pinned_card_sha256.is_some() || peer.description.is_none());
+    let peers = read
         .iter()
         .map(|peer| {
             (
@@ -248,12 +256,29 @@ pub async fn check(staged: &Staged) -> Result<(Vec<CardSeen>, Vec<Diagnostic>), 
         &staged.peers,
     )
     .await;
-    let pins: Vec<Option<String>> = staged
-        .peer_tools
+    let pins: Vec<Option<String>> = read
         .iter()
         .map(|peer| peer.pinned_card_sha256.clone())
         .collect();
-    judge(cards, &pins)
+    let (mut seen, mut warnings) = judge(cards, &pins)?;
+    for peer in unread {
+        warnings.push(
+            Diagnostic::new(
+                code::W_A2A_028,
+                format!(
+                    "peer `{}`'s agent card is not pinned in murmur.lock: the peer is offered with the manifest's description, its card unread",
+                    peer.name
+                ),
+            )
+            .hint("run `mur install` to pin its card; a later change is then refused"),
+        );
+        seen.push(CardSeen {
+            name: peer.name.clone(),
+            description: peer.description.clone().unwrap_or_default(),
+            streaming: false,
+        });
+    }
+    Ok((seen, warnings))
 }
 
 /// [`check`]'s verdict on `cards`, each held to its pin in `pins` (same order).

@@ -43,6 +43,7 @@ use crate::grants::{NetworkPolicy, tool_registry::schema_refusal};
 use crate::inference::neutral::{Block, Message};
 use crate::inference::request::ToolSpec;
 use crate::session::Staged;
+use crate::session::peer_cards::CardSeen;
 use crate::session::staging::StagedPeer;
 use crate::session::tools::{Dispatched, fence};
 use murmur_beneath::BeneathDir;
@@ -60,18 +61,6 @@ pub const MAX_FILES_BYTES: usize = 64 << 20;
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 /// Where a peer's files land in the calling task's workspace.
 pub const PEERS_DIR: &str = "peers";
-
-/// What the peer's agent card said when the session started: what the model is told the peer
-/// does (when the manifest says nothing), and whether the peer streams.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CardSeen {
-    /// The peer's `name`.
-    pub peer: String,
-    /// The card's account of the peer (its name, description and skill names).
-    pub description: Option<String>,
-    /// The card's `capabilities.streaming`.
-    pub streaming: bool,
-}
 
 /// A named peer as the model is offered it.
 pub(crate) struct PeerTool {
@@ -100,7 +89,7 @@ impl PeerTools {
             tools: staged
                 .peer_tools
                 .iter()
-                .map(|peer| PeerTool::new(peer.clone(), seen.iter().find(|s| s.peer == peer.name)))
+                .map(|peer| PeerTool::new(peer.clone(), seen.iter().find(|s| s.name == peer.name)))
                 .collect(),
             link: PeerLink {
                 policy: NetworkPolicy::allow(capabilities.network.allow.clone()),
@@ -126,19 +115,23 @@ impl PeerTools {
     }
 }
 
-/// At session start: the session's peer tools. The agent cards are not read yet: each peer
-/// is offered with the manifest's description, without streaming (the card check plugs in
-/// here through [`PeerTools::offered`]'s `seen`).
-pub(crate) async fn start(staged: &Staged) -> Result<PeerTools, crate::session::SessionError> {
-    Ok(PeerTools::offered(staged, &[]))
+/// At session start: the session's peer tools, each peer's card held to its pin
+/// ([`crate::session::peer_cards::check`]: a changed card, or one that cannot be read for a
+/// peer the manifest does not describe, refuses the session), with the warnings to tell.
+pub(crate) async fn start(
+    staged: &Staged,
+) -> Result<(PeerTools, Vec<murmur_manifest::Diagnostic>), crate::session::SessionError> {
+    let (seen, warnings) = crate::session::peer_cards::check(staged).await?;
+    Ok((PeerTools::offered(staged, &seen), warnings))
 }
 
 impl PeerTool {
     fn new(peer: StagedPeer, seen: Option<&CardSeen>) -> PeerTool {
-        let about = peer
-            .description
-            .clone()
-            .or_else(|| seen.and_then(|seen| seen.description.clone()))
+        // The card check's account (the manifest's description, else the card's), else the
+        // manifest's as staged.
+        let about = seen
+            .map(|seen| seen.description.clone())
+            .or_else(|| peer.description.clone())
             .unwrap_or_else(|| format!("Ask the peer agent {} at {}.", peer.name, peer.url));
         let schema = serde_json::json!({
             "type": "object",

@@ -241,7 +241,10 @@ impl<'a> SessionContext<'a> {
     /// others; a server that fails is the session's error.
     pub(crate) async fn start_mcp(mut self) -> Result<Self, crate::session::SessionError> {
         // The peer tools as the session start finds them (each offered where it was).
-        let peers = crate::session::peers::start(&self.staged).await?;
+        let (peers, warnings) = crate::session::peers::start(&self.staged).await?;
+        for warning in &warnings {
+            self.observer.warning(warning);
+        }
         for spec in peers.specs() {
             if let Some(offered) = self.specs.iter_mut().find(|s| s.name == spec.name) {
                 *offered = spec.clone();
