@@ -26,8 +26,16 @@
 //!   served whatever was asked (a turn for a turn).
 //! - **Agent CLIs** reach their provider themselves: a [`Relay`] on loopback stands in for the
 //!   provider, and takes their requests through the same recording and replaying.
-//! - A cassette file is JSON (`{"format": 1, "exchanges": [...]}`); bodies are text, or
-//!   base64 under `body_base64` when not UTF-8. A file that is not one is refused on load,
+//! - **Peer capsules** ([`PeerEntry`]): the runtime's peer tools record each call (the A2A
+//!   request and the peer's settled task or failure) and each agent card read at session start
+//!   ([`Cassette::record_peer`]), scrubbed as the drivers' exchanges are, and are answered
+//!   from the cassette when replaying ([`Cassette::serve_peer`]), the peer not contacted:
+//!   `strict`, the first unserved entry of the kind recorded with the same peer URL and
+//!   request (JSON, volatile ids normalized), else refused naming it and the first difference;
+//!   `lenient`, the first unserved entry of the kind for that peer, whatever was asked.
+//! - A cassette file is JSON (`{"format": 1, "exchanges": [...]}`, or format 2 with
+//!   `"peers": [...]` when it holds peer entries; both are read, and one with none is written
+//!   as format 1); bodies are text, or base64 under `body_base64` when not UTF-8. A file that is not one is refused on load,
 //!   naming why; so is one over [`CASSETTE_MAX_BYTES`] (256 MiB), told from its size before it
 //!   is read.
 
@@ -40,8 +48,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
-/// The cassette format this code reads and writes.
-pub const FORMAT: u64 = 1;
+/// The newest cassette format this code reads and writes: 2 adds the exchanges with peer
+/// capsules (`peers`). A cassette with none is written as format 1, which every reader of the
+/// format reads; both are read.
+pub const FORMAT: u64 = 2;
+/// The oldest cassette format this code reads: driver exchanges only.
+pub const FIRST_FORMAT: u64 = 1;
 /// The shortest credential value scrubbed, in bytes: a shorter one would hit ordinary text
 /// (a word, a number) and is left as it is.
 pub const MIN_SCRUBBED_LEN: usize = 8;
@@ -155,7 +167,8 @@ pub enum RecordedBody {
 }
 
 impl RecordedBody {
-    fn of(bytes: &[u8]) -> RecordedBody {
+    /// `bytes` as text, or as base64 when they are not UTF-8.
+    pub fn of(bytes: &[u8]) -> RecordedBody {
         match std::str::from_utf8(bytes) {
             Ok(text) => RecordedBody::Text {
                 body: text.to_string(),
@@ -169,7 +182,8 @@ impl RecordedBody {
         }
     }
 
-    fn bytes(&self) -> Vec<u8> {
+    /// The bytes it holds (none when its base64 does not decode).
+    pub fn bytes(&self) -> Vec<u8> {
         match self {
             RecordedBody::Text { body } => body.as_bytes().to_vec(),
             RecordedBody::Binary { body_base64 } => {
@@ -182,10 +196,42 @@ impl RecordedBody {
     }
 }
 
+/// What a peer entry holds: a runtime peer tool's call (`ask`), or the read of a peer's agent
+/// card at session start (`card`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerKind {
+    Ask,
+    Card,
+}
+
+impl std::fmt::Display for PeerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PeerKind::Ask => "peer call",
+            PeerKind::Card => "agent card read",
+        })
+    }
+}
+
+/// One exchange with a peer capsule, recorded whole: the peer's URL, what was sent (the A2A
+/// request: its method, stamped headers and params) and what came of it (the peer's settled
+/// task, or why there was none; for a card, its bytes). Scrubbed as a driver's exchange is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerEntry {
+    pub kind: PeerKind,
+    pub peer: String,
+    pub request: Value,
+    pub answer: Value,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct File {
     format: u64,
     exchanges: Vec<Exchange>,
+    /// Format 2: the exchanges with peer capsules, in the order they happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    peers: Vec<PeerEntry>,
 }
 
 enum Mode {
@@ -194,6 +240,8 @@ enum Mode {
         lenient: bool,
         /// Which recorded exchanges were served.
         served: Vec<bool>,
+        /// Which recorded peer entries were served.
+        peers_served: Vec<bool>,
         mismatch: Option<String>,
     },
 }
@@ -201,6 +249,7 @@ enum Mode {
 struct State {
     mode: Mode,
     exchanges: Vec<Exchange>,
+    peers: Vec<PeerEntry>,
     /// What is scrubbed, recording and replaying alike.
     secrets: Vec<Secret>,
     /// Values a controller injects (`control.secrets`), read at each exchange.
@@ -239,6 +288,7 @@ impl Cassette {
         let cassette = Cassette(Arc::new(Mutex::new(State {
             mode: Mode::Recording,
             exchanges: Vec::new(),
+            peers: Vec::new(),
             secrets: Vec::new(),
             injected: None,
         })));
@@ -273,9 +323,16 @@ impl Cassette {
         let text = read_bounded(path)?;
         let file: File = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not a cassette: {e}", path.display()))?;
-        if file.format != FORMAT {
+        if !(FIRST_FORMAT..=FORMAT).contains(&file.format) {
             return Err(format!(
-                "{} is cassette format {}; this mur reads format {FORMAT}",
+                "{} is cassette format {}; this mur reads formats {FIRST_FORMAT} to {FORMAT}",
+                path.display(),
+                file.format
+            ));
+        }
+        if file.format < 2 && !file.peers.is_empty() {
+            return Err(format!(
+                "{} is cassette format {} yet holds peer entries, which format 2 brought",
                 path.display(),
                 file.format
             ));
@@ -284,9 +341,11 @@ impl Cassette {
             mode: Mode::Replaying {
                 lenient,
                 served: vec![false; file.exchanges.len()],
+                peers_served: vec![false; file.peers.len()],
                 mismatch: None,
             },
             exchanges: file.exchanges,
+            peers: file.peers,
             secrets: Vec::new(),
             injected: None,
         }))))
@@ -300,9 +359,17 @@ impl Cassette {
 
     /// Writes what was recorded to `path` (through a temporary file renamed over it).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let file = File {
-            format: FORMAT,
-            exchanges: self.lock().exchanges.clone(),
+        let file = {
+            let state = self.lock();
+            File {
+                format: if state.peers.is_empty() {
+                    FIRST_FORMAT
+                } else {
+                    FORMAT
+                },
+                exchanges: state.exchanges.clone(),
+                peers: state.peers.clone(),
+            }
         };
         let text = serde_json::to_string_pretty(&file).map_err(std::io::Error::other)?;
         let dir = match path.parent() {
@@ -331,6 +398,120 @@ impl Cassette {
             Mode::Replaying { served, .. } => served.iter().filter(|s| **s).count(),
             Mode::Recording => 0,
         }
+    }
+
+    /// Whether it serves recorded answers (`--replay`) rather than records (`--record`).
+    pub fn is_replaying(&self) -> bool {
+        matches!(self.lock().mode, Mode::Replaying { .. })
+    }
+
+    /// How many peer entries it holds (recorded so far, or to replay).
+    pub fn peer_len(&self) -> usize {
+        self.lock().peers.len()
+    }
+
+    /// When replaying: how many peer entries were served.
+    pub fn peers_served(&self) -> usize {
+        match &self.lock().mode {
+            Mode::Replaying { peers_served, .. } => peers_served.iter().filter(|s| **s).count(),
+            Mode::Recording => 0,
+        }
+    }
+
+    /// When recording: keeps a peer exchange of `kind` with `peer`, `request` and `answer`
+    /// scrubbed as a driver's exchange is (every credential known, in every form).
+    pub fn record_peer(&self, kind: PeerKind, peer: &str, request: Value, answer: Value) {
+        let mut state = self.lock();
+        if !matches!(state.mode, Mode::Recording) {
+            return;
+        }
+        let scrubber = state.scrubber();
+        let entry = PeerEntry {
+            kind,
+            peer: scrubber.text(peer),
+            request: scrubbed_value(&scrubber, &request),
+            answer: scrubbed_value(&scrubber, &answer),
+        };
+        state.peers.push(entry);
+    }
+
+    /// When replaying: the recorded answer to the peer exchange of `kind` with `peer` and
+    /// `request`, which is then served. `strict`: the first unserved entry of that kind
+    /// recorded with the same peer URL and request (both scrubbed as the recording was, the
+    /// request's JSON compared with volatile ids normalized). `lenient`: the first unserved
+    /// entry of that kind with that peer, whatever was asked. None: refused (kept as the
+    /// cassette's mismatch), naming the exchange and the first difference.
+    pub fn serve_peer(&self, kind: PeerKind, peer: &str, request: &Value) -> Result<Value, String> {
+        let mut state = self.lock();
+        let scrubber = state.scrubber();
+        let peer = scrubber.text(peer);
+        let request = scrubbed_value(&scrubber, request);
+        let Mode::Replaying {
+            lenient,
+            peers_served,
+            mismatch,
+            ..
+        } = &state.mode
+        else {
+            return Err(format!(
+                "the {kind} to {peer} was not recorded: the cassette records"
+            ));
+        };
+        if let Some(earlier) = mismatch {
+            return Err(earlier.clone());
+        }
+        let lenient = *lenient;
+        let number = state
+            .peers
+            .iter()
+            .zip(peers_served)
+            .filter(|(entry, served)| entry.kind == kind && **served)
+            .count()
+            + 1;
+        let unserved: Vec<usize> = (0..state.peers.len())
+            .filter(|at| !peers_served[*at] && state.peers[*at].kind == kind)
+            .collect();
+        let same_peer: Vec<usize> = unserved
+            .iter()
+            .copied()
+            .filter(|at| state.peers[*at].peer == peer)
+            .collect();
+        let found = if lenient {
+            same_peer.first().copied().ok_or(None)
+        } else {
+            same_peer
+                .iter()
+                .copied()
+                .find(|at| peer_difference(&state.peers[*at].request, &request).is_none())
+                .ok_or_else(|| {
+                    same_peer
+                        .first()
+                        .and_then(|at| peer_difference(&state.peers[*at].request, &request))
+                })
+        };
+        let at = match found {
+            Ok(at) => at,
+            Err(difference) => {
+                let recorded = state.peers.iter().filter(|e| e.kind == kind).count();
+                let why = match difference {
+                    Some(difference) => format!(
+                        "{kind} {number} (to {peer}) differs from the recorded one: {difference}"
+                    ),
+                    None => format!(
+                        "{kind} {number} (to {peer}) is not in the cassette, which holds {recorded} {kind}s, {} of them unserved to that peer",
+                        same_peer.len()
+                    ),
+                };
+                if let Mode::Replaying { mismatch, .. } = &mut state.mode {
+                    *mismatch = Some(why.clone());
+                }
+                return Err(why);
+            }
+        };
+        if let Mode::Replaying { peers_served, .. } = &mut state.mode {
+            peers_served[at] = true;
+        }
+        Ok(state.peers[at].answer.clone())
     }
 
     /// When replaying: the first request that was refused, and why.
@@ -428,6 +609,7 @@ impl Cassette {
             lenient,
             served,
             mismatch,
+            ..
         } = &state.mode
         else {
             unreachable!("the mode never changes");
@@ -655,6 +837,27 @@ fn difference(
         _ if recorded_body == body => None,
         _ => Some("the body differs (not JSON)".to_string()),
     }
+}
+
+/// `value` with every credential `scrubber` knows replaced by its placeholder, wherever it
+/// stands (a placeholder never breaks the JSON; were it to, the scrubbed text is kept as one
+/// string, so a credential is never kept).
+fn scrubbed_value(scrubber: &Scrubber, value: &Value) -> Value {
+    let text = value.to_string();
+    let scrubbed = scrubber.text(&text);
+    if scrubbed == text {
+        return value.clone();
+    }
+    serde_json::from_str(&scrubbed).unwrap_or(Value::String(scrubbed))
+}
+
+/// The first difference between a recorded peer request and this one (both scrubbed), as
+/// JSON with volatile ids normalized.
+fn peer_difference(recorded: &Value, now: &Value) -> Option<String> {
+    let (mut was, mut now) = (recorded.clone(), now.clone());
+    normalize(&mut was);
+    normalize(&mut now);
+    first_difference(&was, &now, "").map(|found| found.replacen("the body", "the request", 1))
 }
 
 /// Volatile ids as placeholders, wherever they stand in a string: Murmur's own (`ses_…`,
@@ -1107,6 +1310,200 @@ mod tests {
         normalize(&mut e);
         assert_eq!(first_difference(&d, &e, ""), None);
         assert_eq!(d["text"], "Wall time: <time>\nOutput: 3 notes");
+    }
+
+    /// A peer call's request as the host's send path makes it.
+    fn ask_request(text: &str, message_id: &str) -> Value {
+        serde_json::json!({
+            "method": "SendMessage",
+            "headers": {"x-murmur-task-origin": "peer", "x-murmur-task-trust": "operator"},
+            "params": {"message": {"messageId": message_id, "role": "ROLE_USER",
+                "parts": [{"text": text}]}, "configuration": {"returnImmediately": true}},
+        })
+    }
+
+    /// `cassette` saved and loaded back to replay (`lenient` or strict).
+    fn reloaded(cassette: &Cassette, lenient: bool) -> (tempfile::TempDir, Cassette) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        cassette.save(&path).unwrap();
+        let replaying = Cassette::replaying(&path, lenient).unwrap();
+        (dir, replaying)
+    }
+
+    #[test]
+    fn a_peer_entry_is_scrubbed_and_saved_as_format_2_and_a_driver_only_one_as_format_1() {
+        let token = "peer-bearer-token-0001";
+        let cassette = Cassette::recording(vec![Secret::new("PEER_TOKEN", token)]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        cassette.save(&path).unwrap();
+        let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            saved["format"], 1,
+            "no peer entry: readable by every reader"
+        );
+        assert!(saved.get("peers").is_none());
+
+        cassette.record_peer(
+            PeerKind::Ask,
+            &format!("http://127.0.0.1:9/?key={token}"),
+            ask_request(
+                &format!("my token is {token}"),
+                "3f2c1a9e-0b1d-4c5e-9f00-123456789abc",
+            ),
+            serde_json::json!({"task": {"id": "t-1", "status": {"message":
+                {"parts": [{"text": format!("you said \"{token}\"")}]}}}}),
+        );
+        cassette.save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(token), "{text}");
+        let saved: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(saved["format"], 2);
+        let entry = &saved["peers"][0];
+        assert_eq!(entry["kind"], "ask");
+        assert_eq!(
+            entry["peer"],
+            "http://127.0.0.1:9/?key=<scrubbed:PEER_TOKEN>"
+        );
+        assert_eq!(
+            entry["request"]["params"]["message"]["parts"][0]["text"],
+            "my token is <scrubbed:PEER_TOKEN>"
+        );
+        assert_eq!(
+            entry["answer"]["task"]["status"]["message"]["parts"][0]["text"],
+            "you said \"<scrubbed:PEER_TOKEN>\""
+        );
+        // Format 2 reads back; a format-1 file that holds peer entries, or a newer format, not.
+        assert_eq!(Cassette::replaying(&path, false).unwrap().peer_len(), 1);
+        let mut old = saved.clone();
+        old["format"] = 1.into();
+        std::fs::write(&path, old.to_string()).unwrap();
+        let error = Cassette::replaying(&path, false).unwrap_err();
+        assert!(error.contains("holds peer entries"), "{error}");
+        old["format"] = 3.into();
+        std::fs::write(&path, old.to_string()).unwrap();
+        let error = Cassette::replaying(&path, false).unwrap_err();
+        assert!(error.contains("reads formats 1 to 2"), "{error}");
+    }
+
+    #[test]
+    fn a_peer_call_replays_strictly_by_peer_and_request_with_ids_normalized() {
+        let token = "peer-bearer-token-0001";
+        let cassette = Cassette::recording(vec![Secret::new("PEER_TOKEN", token)]);
+        let (lima, quito) = (
+            serde_json::json!({"task": {"id": "t-1", "answer": "Lima"}}),
+            serde_json::json!({"task": {"id": "t-2", "answer": "Quito"}}),
+        );
+        let peer = "http://127.0.0.1:9/";
+        let first_id = "3f2c1a9e-0b1d-4c5e-9f00-123456789abc";
+        cassette.record_peer(
+            PeerKind::Ask,
+            peer,
+            ask_request(&format!("Peru? ({token})"), first_id),
+            lima.clone(),
+        );
+        cassette.record_peer(
+            PeerKind::Ask,
+            peer,
+            ask_request("Ecuador?", first_id),
+            quito.clone(),
+        );
+        cassette.record_peer(
+            PeerKind::Card,
+            peer,
+            serde_json::json!({}),
+            serde_json::json!({"body": "{}"}),
+        );
+        assert!(!cassette.is_replaying());
+        let (_dir, replaying) = reloaded(&cassette, false);
+        assert!(replaying.is_replaying());
+        // Another message id (a UUID), another value of the same credential: the same call.
+        // Asked in another order than recorded: each finds its own.
+        let other_id = "0a1b2c3d-4e5f-4a6b-8c7d-0123456789ab";
+        assert_eq!(
+            replaying.serve_peer(PeerKind::Ask, peer, &ask_request("Ecuador?", other_id)),
+            Ok(quito)
+        );
+        replaying.scrubbing([Secret::new("PEER_TOKEN", "another-token-value")]);
+        assert_eq!(
+            replaying.serve_peer(
+                PeerKind::Ask,
+                peer,
+                &ask_request("Peru? (another-token-value)", other_id)
+            ),
+            Ok(lima)
+        );
+        assert_eq!(
+            replaying.serve_peer(PeerKind::Card, peer, &serde_json::json!({})),
+            Ok(serde_json::json!({"body": "{}"}))
+        );
+        assert_eq!(replaying.peers_served(), 3);
+        // One past the cassette: refused naming it, and kept as the mismatch.
+        let error = replaying
+            .serve_peer(PeerKind::Ask, peer, &ask_request("Chile?", other_id))
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "peer call 3 (to http://127.0.0.1:9/) is not in the cassette, which holds 2 peer calls, 0 of them unserved to that peer"
+        );
+        assert_eq!(replaying.mismatch(), Some(error));
+    }
+
+    #[test]
+    fn a_changed_peer_call_is_refused_naming_the_difference_unless_lenient() {
+        let cassette = Cassette::recording(Vec::new());
+        let peer = "http://127.0.0.1:9/";
+        let id = "3f2c1a9e-0b1d-4c5e-9f00-123456789abc";
+        let answer = serde_json::json!({"task": {"id": "t-1"}});
+        cassette.record_peer(
+            PeerKind::Ask,
+            peer,
+            ask_request("Peru?", id),
+            answer.clone(),
+        );
+
+        let (_dir, strict) = reloaded(&cassette, false);
+        let error = strict
+            .serve_peer(PeerKind::Ask, peer, &ask_request("Chile?", id))
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "peer call 1 (to http://127.0.0.1:9/) differs from the recorded one: `params.message.parts[0].text` is \"Chile?\" where \"Peru?\" was recorded"
+        );
+        // Once refused, the replay stays stopped.
+        assert_eq!(
+            strict.serve_peer(PeerKind::Ask, peer, &ask_request("Peru?", id)),
+            Err(error)
+        );
+        // Another peer, or a card where a call was recorded: not in the cassette.
+        let (_dir, strict) = reloaded(&cassette, false);
+        let error = strict
+            .serve_peer(
+                PeerKind::Ask,
+                "http://127.0.0.1:10/",
+                &ask_request("Peru?", id),
+            )
+            .unwrap_err();
+        assert!(error.contains("is not in the cassette"), "{error}");
+        let (_dir, strict) = reloaded(&cassette, false);
+        let error = strict
+            .serve_peer(PeerKind::Card, peer, &serde_json::json!({}))
+            .unwrap_err();
+        assert!(error.starts_with("agent card read 1"), "{error}");
+
+        // Lenient: the peer's next recorded answer, whatever was asked; none past the end.
+        let (_dir, lenient) = reloaded(&cassette, true);
+        assert_eq!(
+            lenient.serve_peer(PeerKind::Ask, peer, &ask_request("Chile?", id)),
+            Ok(answer)
+        );
+        assert!(
+            lenient
+                .serve_peer(PeerKind::Ask, peer, &ask_request("Chile?", id))
+                .unwrap_err()
+                .contains("is not in the cassette")
+        );
     }
 
     proptest::proptest! {

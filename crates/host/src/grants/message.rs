@@ -37,6 +37,13 @@
 //!   a completed task holding it as its status message.
 //! - **Within the deadline.** Past it, `CancelTask` is sent to the peer's task (at most 5 s
 //!   more) and the ask fails `E-RUN-002`.
+//! - **Recorded and replayed** through the link's cassette, after the allowlist and the
+//!   credential admitted the ask (a refused ask is refused the same way, replaying or not):
+//!   `--record` keeps the A2A request (method, the stamped origin and trust headers, the
+//!   params) and what came of it (the peer's settled task with its files inline, or the
+//!   failure, and the send as the trace records it); `--replay` answers from there, nothing
+//!   sent ([`Asked::replayed`]), and an ask the cassette does not hold fails `E-RUN-029`
+//!   naming it and the first difference.
 //! - **A dropped ask cancels.** When the future of [`ask`] is dropped (the caller's task was
 //!   canceled) after the peer named its task and before the task settled, `CancelTask` is sent
 //!   to it on the runtime's executor, without waiting for the answer.
@@ -56,6 +63,7 @@ use crate::bindings::host::murmur::message::send::{
     Host, Message as WitMessage, TaskResult, TaskState as WitState,
 };
 use crate::grants::NetworkPolicy;
+use crate::grants::cassette::{Cassette, PeerKind};
 use murmur_a2a::client::{PeerClient, PeerError};
 use murmur_trace::EventBody;
 use murmur_trace::context::SpanRef;
@@ -327,6 +335,9 @@ async fn send(
 pub struct PeerLink {
     pub policy: NetworkPolicy,
     pub peers: Arc<[PeerCredential]>,
+    /// Where the asks are recorded (`--record`) or answered from without contacting the peer
+    /// (`--replay`); `None`: sent as they are.
+    pub cassette: Option<Cassette>,
 }
 
 /// One question to a peer.
@@ -359,6 +370,8 @@ pub struct AskFailure {
 pub struct Asked {
     pub outcome: Result<Task, AskFailure>,
     pub sends: Vec<PeerSend>,
+    /// Answered from the cassette (`--replay`): the peer was not contacted.
+    pub replayed: bool,
 }
 
 /// The first wait between two `GetTask` polls, and the longest.
@@ -387,9 +400,32 @@ pub async fn ask(link: &PeerLink, sender: &SendingTask, ask: PeerAsk) -> Asked {
             return Asked {
                 outcome: Err(failure),
                 sends,
+                replayed: false,
             };
         }
     };
+    let (method, params) = outgoing(&ask);
+    let request = serde_json::json!({
+        "method": method,
+        // The stamped headers that say who asks (the traceparent names this session's span;
+        // the credential is never kept).
+        "headers": headers
+            .iter()
+            .filter(|(name, _)| name == "x-murmur-task-origin" || name == "x-murmur-task-trust")
+            .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
+            .collect::<serde_json::Map<_, _>>(),
+        "params": murmur_a2a::Wire::to_wire(&params, Version::V1_0),
+    });
+    if let Some(cassette) = link.cassette.as_ref().filter(|c| c.is_replaying()) {
+        let served = cassette.serve_peer(PeerKind::Ask, &ask.peer_url, &request);
+        let outcome = replayed(served, &mut record);
+        sends.push(record);
+        return Asked {
+            outcome,
+            sends,
+            replayed: true,
+        };
+    }
     let client = match client() {
         Ok(client) => client,
         Err(text) => {
@@ -398,6 +434,7 @@ pub async fn ask(link: &PeerLink, sender: &SendingTask, ask: PeerAsk) -> Asked {
             return Asked {
                 outcome: Err(failure),
                 sends,
+                replayed: false,
             };
         }
     };
@@ -410,55 +447,169 @@ pub async fn ask(link: &PeerLink, sender: &SendingTask, ask: PeerAsk) -> Asked {
         },
         record,
     };
-    let outcome =
-        match tokio::time::timeout(ask.deadline, follow(client, &ask, &headers, &mut following))
-            .await
-        {
-            Ok(Ok(task)) => {
-                following.guard.task_id = None;
-                Ok(task)
+    let outcome = match tokio::time::timeout(
+        ask.deadline,
+        follow(client, &ask, params, &headers, &mut following),
+    )
+    .await
+    {
+        Ok(Ok(task)) => {
+            following.guard.task_id = None;
+            Ok(task)
+        }
+        Ok(Err(error)) => {
+            let failure = AskFailure {
+                code: error.code().to_string(),
+                message: format!("peer {}: {error}", ask.peer_url),
+            };
+            if following.record.state.is_none() {
+                following.record.error = Some((failure.code.clone(), failure.message.clone()));
             }
-            Ok(Err(error)) => {
-                let failure = AskFailure {
-                    code: error.code().to_string(),
-                    message: format!("peer {}: {error}", ask.peer_url),
-                };
-                if following.record.state.is_none() {
-                    following.record.error = Some((failure.code.clone(), failure.message.clone()));
-                }
-                Err(failure)
+            Err(failure)
+        }
+        Err(_) => {
+            let mut message = format!(
+                "peer {} did not finish within {} s",
+                ask.peer_url,
+                ask.deadline.as_secs_f64()
+            );
+            if let Some(task_id) = following.guard.task_id.take() {
+                let canceled = tokio::time::timeout(
+                    CANCEL_WAIT,
+                    client.cancel_task(&ask.peer_url, &task_id, &headers),
+                )
+                .await;
+                message.push_str(&match canceled {
+                    Ok(Ok(task)) => {
+                        format!("; its task {task_id} was canceled ({})", task.status.state)
+                    }
+                    Ok(Err(error)) => format!("; canceling its task {task_id} failed: {error}"),
+                    Err(_) => format!("; its task {task_id} did not answer the cancel"),
+                });
             }
-            Err(_) => {
-                let mut message = format!(
-                    "peer {} did not finish within {} s",
-                    ask.peer_url,
-                    ask.deadline.as_secs_f64()
-                );
-                if let Some(task_id) = following.guard.task_id.take() {
-                    let canceled = tokio::time::timeout(
-                        CANCEL_WAIT,
-                        client.cancel_task(&ask.peer_url, &task_id, &headers),
-                    )
-                    .await;
-                    message.push_str(&match canceled {
-                        Ok(Ok(task)) => {
-                            format!("; its task {task_id} was canceled ({})", task.status.state)
-                        }
-                        Ok(Err(error)) => format!("; canceling its task {task_id} failed: {error}"),
-                        Err(_) => format!("; its task {task_id} did not answer the cancel"),
-                    });
-                }
-                if following.record.state.is_none() {
-                    following.record.error = Some(("E-RUN-002".to_string(), message.clone()));
-                }
-                Err(AskFailure {
-                    code: "E-RUN-002".to_string(),
-                    message,
-                })
+            if following.record.state.is_none() {
+                following.record.error = Some(("E-RUN-002".to_string(), message.clone()));
             }
-        };
+            Err(AskFailure {
+                code: "E-RUN-002".to_string(),
+                message,
+            })
+        }
+    };
+    if let Some(cassette) = &link.cassette {
+        cassette.record_peer(
+            PeerKind::Ask,
+            &ask.peer_url,
+            request,
+            recorded(&outcome, &following.record),
+        );
+    }
     sends.push(following.record.clone());
-    Asked { outcome, sends }
+    Asked {
+        outcome,
+        sends,
+        replayed: false,
+    }
+}
+
+/// The A2A method and params of `ask`'s one send: `SendStreamingMessage` when the peer
+/// streams, else `SendMessage` asking not to wait.
+fn outgoing(ask: &PeerAsk) -> (&'static str, SendMessageParams) {
+    let mut message = Message::text(uuid::Uuid::new_v4().to_string(), Role::User, &ask.text);
+    message.context_id = ask.context_id.clone().filter(|id| !id.is_empty());
+    message.task_id = ask.task_id.clone().filter(|id| !id.is_empty());
+    if ask.streaming {
+        let params = SendMessageParams {
+            message,
+            configuration: None,
+            metadata: None,
+        };
+        return ("SendStreamingMessage", params);
+    }
+    let params = SendMessageParams {
+        message,
+        configuration: Some(SendMessageConfiguration {
+            blocking: false,
+            ..SendMessageConfiguration::default()
+        }),
+        metadata: None,
+    };
+    ("SendMessage", params)
+}
+
+/// What a cassette keeps of an ask's end: the peer's settled task (A2A 1.0 JSON, its files
+/// inline) or the failure, and the send as the trace records it.
+fn recorded(outcome: &Result<Task, AskFailure>, send: &PeerSend) -> serde_json::Value {
+    let error = |code: &str, message: &str| serde_json::json!({"code": code, "message": message});
+    let mut answer = match outcome {
+        Ok(task) => serde_json::json!({"task": murmur_a2a::Wire::to_wire(task, Version::V1_0)}),
+        Err(failure) => serde_json::json!({"error": error(&failure.code, &failure.message)}),
+    };
+    answer["send"] = serde_json::json!({
+        "peer_task_id": send.peer_task_id,
+        "state": send.state,
+        "error": send.error.as_ref().map(|(code, message)| error(code, message)),
+    });
+    answer
+}
+
+/// An ask answered from the cassette (`served`, or why it was refused): its outcome, and the
+/// send's `record` as it was recorded. A refusal is `E-RUN-029`; an entry that cannot be read
+/// `E-RUN-030`.
+fn replayed(
+    served: Result<serde_json::Value, String>,
+    record: &mut PeerSend,
+) -> Result<Task, AskFailure> {
+    let failure = |record: &mut PeerSend, code: &str, message: String| {
+        record.error = Some((code.to_string(), message.clone()));
+        AskFailure {
+            code: code.to_string(),
+            message,
+        }
+    };
+    let answer = match served {
+        Ok(answer) => answer,
+        Err(why) => {
+            return Err(failure(
+                record,
+                "E-RUN-029",
+                format!("the replay stopped: {why}"),
+            ));
+        }
+    };
+    let text = |value: &serde_json::Value| value.as_str().map(str::to_string);
+    let send = &answer["send"];
+    record.peer_task_id = text(&send["peer_task_id"]);
+    record.state = text(&send["state"]);
+    record.error = send["error"]["code"].as_str().map(|code| {
+        (
+            code.to_string(),
+            text(&send["error"]["message"]).unwrap_or_default(),
+        )
+    });
+    if let Some(task) = answer.get("task") {
+        return <Task as murmur_a2a::Wire>::from_wire(Version::V1_0, task).map_err(|error| {
+            failure(
+                record,
+                "E-RUN-030",
+                format!("the cassette's recorded peer task cannot be read: {error}"),
+            )
+        });
+    }
+    match (
+        answer["error"]["code"].as_str(),
+        text(&answer["error"]["message"]),
+    ) {
+        (Some(code), Some(message)) => Err(AskFailure {
+            code: code.to_string(),
+            message,
+        }),
+        _ => Err(failure(
+            record,
+            "E-RUN-030",
+            "the cassette's recorded peer call holds neither a task nor an error".to_string(),
+        )),
+    }
 }
 
 /// The state of one ask while it follows the peer's task.
@@ -541,19 +692,12 @@ fn merge_artifact(task: &mut Task, artifact: Artifact, append: bool) {
 async fn follow(
     client: &PeerClient,
     ask: &PeerAsk,
+    params: SendMessageParams,
     headers: &[(String, String)],
     following: &mut Following,
 ) -> Result<Task, PeerError> {
-    let mut message = Message::text(uuid::Uuid::new_v4().to_string(), Role::User, &ask.text);
-    message.context_id = ask.context_id.clone().filter(|id| !id.is_empty());
-    message.task_id = ask.task_id.clone().filter(|id| !id.is_empty());
     let url = ask.peer_url.as_str();
     let mut task = if ask.streaming {
-        let params = SendMessageParams {
-            message,
-            configuration: None,
-            metadata: None,
-        };
         let mut stream = client.stream_message(url, &params, headers).await?;
         let mut task: Option<Task> = None;
         while let Some(event) = stream.next().await {
@@ -593,14 +737,6 @@ async fn follow(
         }
         task.ok_or_else(|| PeerError::Invalid("the stream closed before naming a task".into()))?
     } else {
-        let params = SendMessageParams {
-            message,
-            configuration: Some(SendMessageConfiguration {
-                blocking: false,
-                ..SendMessageConfiguration::default()
-            }),
-            metadata: None,
-        };
         match client.send_message(url, &params, headers).await? {
             SendMessageResult::Message(reply) => {
                 let task = replied(reply);
@@ -798,6 +934,7 @@ mod tests {
                 value: value.map(str::to_string),
             }]
             .into(),
+            cassette: None,
         }
     }
 

@@ -19,6 +19,12 @@
 //!   - not fetched (not allowed, unreachable, not a card): refused (`E-A2A-029`) when the
 //!     manifest gives no `description` (the model could not be told what the peer does), else
 //!     offered with the manifest's description, with `W-A2A-030`.
+//! - **Record and replay.** Under `mur run --record` each read at session start (the card's
+//!   bytes, or why there were none) is kept in the cassette; under `--replay` it is answered
+//!   from there and the peer is not contacted: the recorded card is held to its pin as a live
+//!   one is (a card re-pinned since the recording is refused), and the model is told what the
+//!   recorded card says, so the drivers' requests replay as they were recorded. A read the
+//!   cassette does not hold is [`CardError::Replayed`].
 //! - **What the model is told** ([`CardSeen::description`]): the manifest's `description` when
 //!   it gives one, else the card's name, description and skill names, cut to the length a
 //!   manifest's description may have.
@@ -34,6 +40,7 @@ use murmur_manifest::network::NetworkRule;
 use sha2::Digest;
 
 use crate::grants::NetworkPolicy;
+use crate::grants::cassette::{Cassette, PeerKind, RecordedBody};
 use crate::grants::message::PeerCredential;
 use crate::session::SessionError;
 use crate::session::staging::Staged;
@@ -67,6 +74,10 @@ pub enum CardError {
     /// The peer did not give a card.
     #[error("{0}")]
     Peer(#[from] PeerError),
+    /// Replaying (`mur run --replay`): the read recorded failing (its code and message), or
+    /// one the cassette does not hold. The peer was not contacted.
+    #[error("{1} (replayed from the cassette)")]
+    Replayed(String, String),
 }
 
 /// One named peer and what fetching its card gave.
@@ -96,11 +107,14 @@ fn client() -> Result<&'static PeerClient, String> {
 }
 
 /// The card of the peer at `url`, when `allow` permits it, presenting its entry's credential
-/// from `credentials` when that is set.
+/// from `credentials` when that is set. With a `cassette`: recording, the read (the card's
+/// bytes, or why there were none) is kept in it; replaying, it is answered from it and the
+/// peer is not contacted.
 pub async fn fetch_card(
     url: &str,
     allow: &[NetworkRule],
     credentials: &[PeerCredential],
+    cassette: Option<&Cassette>,
 ) -> Result<Fetched, CardError> {
     let policy = NetworkPolicy::allow(allow.to_vec());
     let permitted = url
@@ -109,6 +123,56 @@ pub async fn fetch_card(
     if !permitted {
         return Err(CardError::NotAllowed(url.to_string()));
     }
+    let request = serde_json::json!({});
+    if let Some(cassette) = cassette.filter(|c| c.is_replaying()) {
+        let answer = cassette
+            .serve_peer(PeerKind::Card, url, &request)
+            .map_err(|why| {
+                CardError::Replayed("E-RUN-029".into(), format!("the replay stopped: {why}"))
+            })?;
+        if let Some(error) = answer.get("error") {
+            let text = |key: &str| error[key].as_str().unwrap_or_default().to_string();
+            return Err(CardError::Replayed(text("code"), text("message")));
+        }
+        let bytes = serde_json::from_value::<RecordedBody>(answer.clone())
+            .map_err(|error| {
+                CardError::Replayed(
+                    "E-RUN-030".into(),
+                    format!("the cassette's recorded agent card cannot be read: {error}"),
+                )
+            })?
+            .bytes();
+        let summary = CardSummary::parse(&bytes)?;
+        return Ok(Fetched {
+            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+            summary,
+        });
+    }
+    let fetched = fetch_live(url, credentials).await;
+    if let Some(cassette) = cassette {
+        let answer = match &fetched {
+            Ok((bytes, _)) => {
+                serde_json::to_value(RecordedBody::of(bytes)).unwrap_or(serde_json::Value::Null)
+            }
+            Err(error) => serde_json::json!({"error": {
+                "code": murmur_manifest::Coded::code(error),
+                "message": error.to_string(),
+            }}),
+        };
+        cassette.record_peer(PeerKind::Card, url, request, answer);
+    }
+    let (bytes, summary) = fetched?;
+    Ok(Fetched {
+        sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+        summary,
+    })
+}
+
+/// The card of the peer at `url` as it serves it now: its bytes and what it says.
+async fn fetch_live(
+    url: &str,
+    credentials: &[PeerCredential],
+) -> Result<(Vec<u8>, CardSummary), PeerError> {
     let headers: Vec<(String, String)> = credentials
         .iter()
         .find(|entry| entry.peer.matches(url))
@@ -119,22 +183,20 @@ pub async fn fetch_card(
         url: url.to_string(),
         detail,
     })?;
-    let (bytes, summary) = client.get_card(url, &headers).await?;
-    Ok(Fetched {
-        sha256: hex::encode(sha2::Sha256::digest(&bytes)),
-        summary,
-    })
+    client.get_card(url, &headers).await
 }
 
-/// The cards of `peers` (`(name, url, description)`), fetched all at once, in their order.
+/// The cards of `peers` (`(name, url, description)`), fetched all at once, in their order
+/// (through `cassette` when there is one: [`fetch_card`]).
 pub async fn fetch_cards(
     peers: Vec<(String, String, Option<String>)>,
     allow: &[NetworkRule],
     credentials: &[PeerCredential],
+    cassette: Option<&Cassette>,
 ) -> Vec<PeerCard> {
     let fetches = peers
         .iter()
-        .map(|(_, url, _)| fetch_card(url, allow, credentials));
+        .map(|(_, url, _)| fetch_card(url, allow, credentials, cassette));
     let results = futures_join(fetches).await;
     peers
         .into_iter()
@@ -188,7 +250,13 @@ pub async fn fetch_for_install(
             ))
         })
         .collect();
-    fetch_cards(peers, &capsule.capabilities.network.allow, credentials).await
+    fetch_cards(
+        peers,
+        &capsule.capabilities.network.allow,
+        credentials,
+        None,
+    )
+    .await
 }
 
 /// What the model is told of a peer whose manifest entry gives no description: the card's
@@ -250,10 +318,14 @@ pub async fn check(staged: &Staged) -> Result<(Vec<CardSeen>, Vec<Diagnostic>), 
             )
         })
         .collect();
+    // Under `--record` the reads are kept in the cassette; under `--replay` they are answered
+    // from it, the peers not contacted, and held to their pins as a live read is.
+    let cassette = staged.session_cassette();
     let cards = fetch_cards(
         peers,
         &staged.capsule.capabilities.network.allow,
         &staged.peers,
+        cassette.as_ref(),
     )
     .await;
     let pins: Vec<Option<String>> = read
@@ -494,7 +566,7 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let other = NetworkRule::parse("http://127.0.0.1:1").unwrap();
-        let error = fetch_card(&url, &[other], &[]).await.unwrap_err();
+        let error = fetch_card(&url, &[other], &[], None).await.unwrap_err();
         assert!(matches!(error, CardError::NotAllowed(_)), "{error}");
         assert!(listener.accept().is_err(), "the peer was contacted");
     }

@@ -31,6 +31,10 @@
 //! - **A failure** (the peer's task failed, was rejected or canceled; the send was refused,
 //!   went unanswered or passed the deadline) is a failed result naming why.
 //! - A call whose task is canceled while it waits for the peer cancels the peer's task.
+//! - **Record and replay.** Under `mur run --record` each call (its A2A request and the
+//!   peer's settled task, files inline, or its failure) is kept in the cassette, scrubbed as
+//!   the drivers' exchanges are; under `--replay` it is answered from there and the peer is
+//!   not contacted, the call's `tool_call` event saying so ([`REPLAYED`]).
 
 use std::time::{Duration, Instant};
 
@@ -59,6 +63,9 @@ pub const MAX_FILE_BYTES: usize = 16 << 20;
 pub const MAX_FILES_BYTES: usize = 64 << 20;
 /// How long a call may take when `capabilities.limits.deadline_seconds` is unset.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+/// The `summary` of a call's `tool_call` event when `mur run --replay` answered it from the
+/// cassette, the peer not contacted.
+pub const REPLAYED: &str = "replayed from the cassette: the peer was not contacted";
 /// Where a peer's files land in the calling task's workspace.
 pub const PEERS_DIR: &str = "peers";
 
@@ -94,6 +101,7 @@ impl PeerTools {
             link: PeerLink {
                 policy: NetworkPolicy::allow(capabilities.network.allow.clone()),
                 peers: staged.peers.clone(),
+                cassette: staged.session_cassette(),
             },
             deadline: capabilities
                 .limits
@@ -199,6 +207,7 @@ impl PeerTool {
             },
         )
         .await;
+        let replayed = asked.replayed;
         let sends = asked
             .sends
             .iter()
@@ -245,7 +254,8 @@ impl PeerTool {
                 input_path: None,
                 output_bytes: text.len() as u64,
                 duration_ms: started.elapsed().as_millis() as u64,
-                summary: None,
+                // A call answered from the cassette says so (the peer was not contacted).
+                summary: replayed.then(|| REPLAYED.to_string()),
                 error,
                 refusals: Vec::new(),
             },
