@@ -9,6 +9,7 @@ use std::path::Path;
 use crate::artifacts::{KEY, SCRIPT, capsule};
 use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::{Mur, MurOutput, repo_root};
+use serde_json::Value;
 
 /// A capsule of the first-party driver and tools from the project's artifacts, its driver's
 /// gateway at `endpoint`.
@@ -457,4 +458,192 @@ turns:
     for form in escaped_forms(other_token) {
         assert!(!message.contains(&form), "{message}");
     }
+}
+
+/// A capsule `name` of the first-party driver and the probe tool, its gateway at `endpoint`,
+/// with `extra` appended.
+fn peer_capsule(dir: &Path, name: &str, endpoint: &str, extra: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let text = format!(
+        r#"name: {name}
+version: "0.1.0"
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+{extra}
+"#,
+        driver = repo_root().join("artifacts/driver-anthropic").display(),
+        probe = repo_root().join("tests/fixtures/probe").display(),
+    );
+    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
+}
+
+#[test]
+fn a_lead_that_asked_a_served_researcher_replays_its_answer_with_the_researcher_stopped() {
+    const PEER_TOKEN: &str = "lead-token-replayed-0123456789";
+    let researcher_emulator = Emulator::builder(
+        Script::from_yaml("turns:\n  - reply: { text: \"Lima is the capital of Peru.\" }\n")
+            .unwrap(),
+    )
+    .api_key(KEY)
+    .start()
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let researcher = work.path().join("researcher");
+    peer_capsule(
+        &researcher,
+        "researcher",
+        &researcher_emulator.url(),
+        "lifecycle: { task_acceptance: queue }\ndoor:\n  auth:\n    - { principal: lead, bearer: \"${LEAD_TOKEN}\", trust: peer }\n",
+    );
+    let mut served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        &researcher,
+        &[("EMU_KEY", KEY), ("LEAD_TOKEN", PEER_TOKEN)],
+    );
+    let lead_emulator = Emulator::builder(
+        Script::from_yaml(
+            "turns:\n  - reply: { tool_calls: [ { id: q1, name: ask-researcher, input: { message: \"Capital of Peru?\" } } ] }\n  - reply: { text: \"Lima, says the researcher.\" }\n",
+        )
+        .unwrap(),
+    )
+    .api_key(KEY)
+    .start()
+    .unwrap();
+    // No description: the researcher's agent card is read at session start (recorded too).
+    let lead = work.path().join("lead");
+    peer_capsule(
+        &lead,
+        "lead",
+        &lead_emulator.url(),
+        &format!(
+            "capabilities:\n  network: {{ allow: [ \"{0}\" ] }}\npeers:\n  - {{ url: \"{0}/\", name: researcher, bearer: \"${{LEAD_TOKEN}}\" }}\n",
+            served.url
+        ),
+    );
+    let cassette = work.path().join("lead.cassette.json");
+    let run_lead = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"));
+        for (name, value) in env {
+            mur = mur.env(name, value);
+        }
+        mur.args(["run", "--json", "--task", "Find out about Lima."])
+            .args(extra)
+            .arg(&lead)
+            .run()
+    };
+
+    let recorded = run_lead(
+        &[("EMU_KEY", KEY), ("LEAD_TOKEN", PEER_TOKEN)],
+        &["--record", cassette.to_str().unwrap()],
+    );
+    assert_eq!(recorded.code, 0, "{recorded:#?}");
+    let answer_of = |report: &Value| report["tasks"][0]["result_text"].clone();
+    assert_eq!(
+        answer_of(&recorded.json()),
+        "Lima, says the researcher.",
+        "{recorded:#?}"
+    );
+    // The researcher answered the recording run once.
+    assert_eq!(researcher_emulator.requests().len(), 1);
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    assert!(
+        !text.contains(PEER_TOKEN),
+        "a cassette never holds the peer's credential"
+    );
+    assert!(!text.contains(KEY));
+    let file: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(file["format"], 2, "{file:#}");
+    let peers = file["peers"].as_array().unwrap();
+    let peer_url = format!("{}/", served.url);
+    let kinds: Vec<&str> = peers.iter().map(|p| p["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["card", "ask"], "{file:#}");
+    let ask = &peers[1];
+    assert_eq!(ask["peer"], peer_url.as_str());
+    assert_eq!(
+        ask["request"]["params"]["message"]["parts"][0]["text"],
+        "Capital of Peru?"
+    );
+    assert_eq!(ask["request"]["headers"]["x-murmur-task-origin"], "peer");
+    assert!(
+        ask["answer"]["task"]
+            .to_string()
+            .contains("Lima is the capital of Peru."),
+        "{ask:#}"
+    );
+    let recorded_events = events_of(&recorded.json());
+    let recorded_send = recorded_events
+        .iter()
+        .find(|e| e["event_type"] == "a2a_send")
+        .unwrap()
+        .clone();
+
+    // The researcher stopped, its port held by a listener that counts connections; the lead's
+    // provider gone, no key or peer credential set: the same session from the cassette.
+    served.stop();
+    drop(researcher_emulator);
+    drop(lead_emulator);
+    let port: u16 = served.url.rsplit(':').next().unwrap().parse().unwrap();
+    let watch = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    watch.set_nonblocking(true).unwrap();
+    let replayed = run_lead(&[], &["--replay", cassette.to_str().unwrap()]);
+    assert_eq!(replayed.code, 0, "{replayed:#?}");
+    assert_eq!(answer_of(&replayed.json()), "Lima, says the researcher.");
+    assert_eq!(
+        watch.accept().map(|_| ()).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "the researcher's address was contacted while replaying"
+    );
+    let replayed_events = events_of(&replayed.json());
+    let call = replayed_events
+        .iter()
+        .find(|e| e["event_type"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["tool_name"], "ask-researcher");
+    assert_eq!(call["status"], "passed");
+    assert_eq!(
+        call["summary"],
+        "replayed from the cassette: the peer was not contacted"
+    );
+    let send = replayed_events
+        .iter()
+        .find(|e| e["event_type"] == "a2a_send")
+        .unwrap();
+    assert_eq!(send["peer"], peer_url.as_str());
+    assert_eq!(send["peer_task_id"], recorded_send["peer_task_id"]);
+    assert_eq!(send["state"], recorded_send["state"]);
+    assert!(send.get("error").is_none(), "{send}");
+
+    // Asked something else, strictly: refused naming the call; no connection either.
+    let mut changed: Value = serde_json::from_str(&text).unwrap();
+    changed["peers"][1]["request"]["params"]["message"]["parts"][0]["text"] =
+        "Capital of Chile?".into();
+    let other = work.path().join("changed.cassette.json");
+    std::fs::write(&other, changed.to_string()).unwrap();
+    let refused = run_lead(&[], &["--replay", other.to_str().unwrap()]);
+    assert_eq!(refused.json()["error"]["code"], "E-RUN-029", "{refused:#?}");
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("peer call 1") && message.contains("Capital of Chile?"),
+        "{message}"
+    );
+    assert!(watch.accept().is_err());
+}
+
+fn events_of(report: &Value) -> Vec<Value> {
+    std::fs::read_to_string(report["trace_path"].as_str().unwrap())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
