@@ -596,11 +596,14 @@ fn a_held_continuation_lasts_into_the_next_task_on_the_same_threaded_context() {
     assert_eq!(sent[2]["full_resend"], true);
 }
 
-/// A capsule whose model calls the probe's `send` to `peer` (asking for the peer's answer),
-/// then answers `done`.
-fn delegating_script(peer: &str) -> String {
+/// A capsule whose model asks the peer `geographer` through its tool `ask-geographer`, then
+/// answers `done`.
+const DELEGATING_SCRIPT: &str = "turns:\n  - reply: { tool_calls: [ { id: d1, name: ask-geographer, input: { message: \"What is the capital of Peru?\" } } ] }\n  - reply: { text: done }\n";
+
+/// The `peers:` entry naming `peer_url` `geographer`, presenting the bearer `GEO_TOKEN`.
+fn geographer(peer_url: &str) -> String {
     format!(
-        "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer}\", text: \"What is the capital of Peru?\", answer: true }} }} ] }}\n  - reply: {{ text: done }}\n"
+        "peers:\n  - {{ url: \"{peer_url}\", name: geographer, description: \"Knows capitals.\", bearer: \"${{GEO_TOKEN}}\" }}"
     )
 }
 
@@ -621,13 +624,18 @@ fn one_capsule_delegates_to_another_and_uses_its_answer() {
     let mut peer_served = peer.serve();
     let peer_url = format!("{}/", peer_served.url);
     let sender = capsule(
-        &delegating_script(&peer_url),
+        DELEGATING_SCRIPT,
         &format!(
-            "{QUEUE}\ncapabilities:\n  network: {{ allow: [\"{}\"] }}",
-            peer_served.url
+            "{QUEUE}\ncapabilities:\n  network: {{ allow: [\"{}\"] }}\n{}",
+            peer_served.url,
+            geographer(&peer_url)
         ),
     );
-    let mut served = sender.serve();
+    let mut served = Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        sender.dir.path(),
+        &[("EMU_KEY", KEY), ("GEO_TOKEN", "geo-token-0123")],
+    );
     let client_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let (_, answer) = post(
         &format!("{}/", served.url),
@@ -646,7 +654,7 @@ fn one_capsule_delegates_to_another_and_uses_its_answer() {
         "{to_model}"
     );
     assert!(
-        to_model.contains("\\\"state\\\":\\\"completed\\\""),
+        to_model.contains("The peer `geographer` answered"),
         "{to_model}"
     );
     // The peer's model got the question.
@@ -663,7 +671,11 @@ fn one_capsule_delegates_to_another_and_uses_its_answer() {
     assert_eq!(sent.len(), 1, "{sent:#?}");
     let send = sent[0];
     assert_eq!(send["peer"], peer_url.as_str());
-    assert_eq!(send["state"], "completed");
+    // The peer's state as it took the task (the ask then followed it to `completed`).
+    assert!(
+        ["submitted", "working", "completed"].contains(&send["state"].as_str().unwrap_or("")),
+        "{send}"
+    );
     // A task from a plain client runs as `external`, and passes that on.
     assert_eq!(send["trust"], "external");
     let traceparent = send["traceparent"].as_str().unwrap();
@@ -689,30 +701,36 @@ fn one_capsule_delegates_to_another_and_uses_its_answer() {
 #[test]
 fn a_peer_outside_the_network_allowlist_is_never_contacted() {
     let listener = murmur_testkit::RecordingServer::start("{}");
-    let peer_url = format!("{}/", listener.url());
-    // Allowed: another port of the same host. Not allowed: the peer.
+    let peer_url = format!("{}/", listener.url().trim_end_matches('/'));
+    // Allowed: another port of the same host. Not allowed: the peer. The door does not open:
+    // the capsule is refused at load, naming the peer, before any model call or send.
     let sender = capsule(
-        &delegating_script(&peer_url),
-        &format!("{QUEUE}\ncapabilities:\n  network: {{ allow: [\"127.0.0.1:1\"] }}"),
+        DELEGATING_SCRIPT,
+        &format!(
+            "{QUEUE}\ncapabilities:\n  network: {{ allow: [\"127.0.0.1:1\"] }}\n{}",
+            geographer(&peer_url)
+        ),
     );
-    let mut served = sender.serve();
-    let (_, answer) = served.rpc(&v1_send("Ask the geographer."));
-    assert_eq!(
-        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{answer:#}"
+    let refused = murmur_testkit::Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("GEO_TOKEN", "geo-token-0123")
+        .args(["run", "--serve"])
+        .arg(sender.dir.path())
+        .run();
+    assert_ne!(refused.code, 0, "{refused:#?}");
+    assert!(refused.stderr.contains("E-CAP-008"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(&format!(
+            "peer `{peer_url}` is not in `capabilities.network.allow`"
+        )),
+        "{}",
+        refused.stderr
     );
-    let to_model = sender.emulator.requests()[1].body.to_string();
-    let refusal = format!("network policy: '{peer_url}' not in capabilities.network.allow");
-    assert!(to_model.contains(&refusal), "{to_model}");
     assert_eq!(listener.connections(), 0, "nothing may reach the peer");
-
-    served.stop();
-    let events = trace(sender.dir.path());
-    let sent = sends(&events);
-    assert_eq!(sent.len(), 1, "{sent:#?}");
-    assert_eq!(sent[0]["error"]["code"], "E-CAP-008");
-    assert_eq!(sent[0]["error"]["message"], refusal.as_str());
-    assert!(sent[0].get("peer_task_id").is_none());
+    assert!(
+        sender.emulator.requests().is_empty(),
+        "the model was called"
+    );
 }
 
 // `mur send`: the client for people and scripts.

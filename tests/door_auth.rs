@@ -1,6 +1,6 @@
 //! The door beyond loopback: `door.auth` principals, what a client of another version or
-//! another principal gets, media types, and the credentials `mur send` and
-//! `murmur:message/send` present. Each drives the real `mur` over real HTTP on loopback.
+//! another principal gets, media types, and the credentials `mur send` and a capsule's peer
+//! tools (`ask-<name>`) present. Each drives the real `mur` over real HTTP on loopback.
 
 use std::path::Path;
 
@@ -366,12 +366,25 @@ fn mur_send_presents_a_credential_from_the_credential_sources() {
         .permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o600);
     std::fs::set_permissions(home.path().join("credentials.yaml"), permissions).unwrap();
+    // The caller's model asks the capsule through its peer tool `ask-guarded`.
+    let caller_model = Emulator::builder(
+        Script::from_yaml(
+            "turns:\n  - reply: { tool_calls: [ { id: g1, name: ask-guarded, input: { message: hi } } ] }\n  - reply: { text: done }\n",
+        )
+        .unwrap(),
+    )
+    .api_key(KEY)
+    .start()
+    .unwrap();
     let caller = tempfile::tempdir().unwrap();
     std::fs::write(
         caller.path().join("murmur.yaml"),
-        format!(
-            "name: caller\nversion: \"0.1.0\"\nartifacts:\n  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {probe} }}\ncapabilities:\n  network: {{ allow: [ \"{url}\" ] }}\npeers:\n  - {{ url: \"{url}\", api_key: \"${{TEAM_KEY}}\", header: X-Team-Key }}\n",
-            probe = repo_root().join("tests/fixtures/probe").display()
+        caller_model.capsule_manifest(
+            "caller",
+            "",
+            &format!(
+                "capabilities:\n  network: {{ allow: [ \"{url}\" ] }}\npeers:\n  - {{ url: \"{url}\", name: guarded, description: \"Answers.\", api_key: \"${{TEAM_KEY}}\", header: X-Team-Key }}\n"
+            ),
         ),
     )
     .unwrap();
@@ -383,21 +396,23 @@ fn mur_send_presents_a_credential_from_the_credential_sources() {
     assert!(keyed.stdout.contains("Second."), "{keyed:#?}");
     assert!(!keyed.stdout.contains(CI) && !keyed.stderr.contains(CI));
 
-    // A tool called with `mur tool invoke --capsule` presents the same credential on its sends.
-    let invoked = Mur::new(env!("CARGO_BIN_EXE_mur"))
+    // The capsule's peer tool presents the same credential, from the same file, when its
+    // model asks the peer.
+    let asked = Mur::new(env!("CARGO_BIN_EXE_mur"))
         .env("MURMUR_HOME", home.path())
-        .args(["tool", "invoke", "--json"])
-        .arg(repo_root().join("tests/fixtures/probe"))
-        .arg("--input")
-        .arg(json!({"action": "send", "peer": url, "text": "hi"}).to_string())
-        .arg("--capsule")
-        .arg(caller.path().join("murmur.yaml"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--task", "Ask the guarded capsule."])
+        .arg(caller.path())
         .arg("--workdir")
         .arg(caller.path().join("work"))
         .run();
-    assert_eq!(invoked.code, 0, "{invoked:#?}");
-    let result = invoked.json()["result"]["data"].to_string();
-    assert!(result.contains("completed"), "{invoked:#?}");
+    assert_eq!(asked.code, 0, "{asked:#?}");
+    let result = caller_model.requests()[1].body.to_string();
+    assert!(
+        result.contains("The peer `guarded` answered") && result.contains("Third."),
+        "{result}"
+    );
+    assert!(!result.contains(CI) && !asked.stderr.contains(CI));
 
     // A credential set nowhere is named, and nothing is sent.
     let unset = mur()
@@ -429,13 +444,12 @@ fn a_peer_capsule_presents_its_credential_and_its_tasks_inherit_its_trust() {
             ("A_TOKEN", "a-token-555"),
         ],
     );
-    let peer_url = format!("{}/", peer_served.url);
 
-    // The sender runs task.md (an operator's task) and sends through the probe tool.
+    // The sender runs an operator's task and asks the peer through its peer tool.
     let emulator = Emulator::builder(
-        Script::from_yaml(&format!(
-            "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"Capital of Peru?\" }} }} ] }}\n  - reply: {{ text: done }}\n  - reply: {{ tool_calls: [ {{ id: d2, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"Capital of Peru?\" }} }} ] }}\n  - reply: {{ text: done }}\n"
-        ))
+        Script::from_yaml(
+            "turns:\n  - reply: { tool_calls: [ { id: d1, name: ask-guarded, input: { message: \"Capital of Peru?\" } } ] }\n  - reply: { text: done }\n  - reply: { tool_calls: [ { id: d2, name: ask-guarded, input: { message: \"Capital of Peru?\" } } ] }\n  - reply: { text: done }\n",
+        )
         .unwrap(),
     )
     .api_key(KEY)
@@ -453,18 +467,16 @@ artifacts:
     runtime: driver
     path: {driver}
     gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
 inference:
   model: test-model
   driver: {{ artifact: driver-anthropic }}
 capabilities:
   network: {{ allow: [ "{origin}" ] }}
 peers:
-  - {{ url: "{origin}", bearer: "${{A_TOKEN}}" }}
+  - {{ url: "{origin}", name: guarded, description: "Knows capitals.", bearer: "${{A_TOKEN}}" }}
 "#,
             driver = repo_root().join("artifacts/driver-anthropic").display(),
             endpoint = emulator.url(),
-            probe = repo_root().join("tests/fixtures/probe").display(),
             origin = peer_served.url,
         ),
     )
@@ -480,7 +492,7 @@ peers:
     assert_eq!(ran.code, 0, "{ran:#?}");
     let to_model = emulator.requests()[1].body.to_string();
     assert!(
-        to_model.contains("\\\"state\\\":\\\"completed\\\""),
+        to_model.contains("The peer `guarded` answered") && to_model.contains("Lima."),
         "{to_model}"
     );
     let peer_saw = peer.emulator.requests()[0].body.to_string();
@@ -496,6 +508,7 @@ peers:
         .run();
     assert_eq!(refused.code, 0, "{refused:#?}");
     let to_model = emulator.requests()[3].body.to_string();
+    assert!(to_model.contains("E-RUN-012"), "{to_model}");
     assert!(to_model.contains("A_TOKEN"), "{to_model}");
     assert!(to_model.contains("set nowhere"), "{to_model}");
 

@@ -532,29 +532,25 @@ fn a_capsule_delegates_over_https_only_to_a_peer_whose_certificate_it_trusts() {
         key.to_str().unwrap(),
     ]);
     let peer_url = format!("{}/", peer_served.url);
-    let script = format!(
-        "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"What is the capital of Peru?\" }} }} ] }}\n  - reply: {{ text: done }}\n"
-    );
+    let script = "turns:\n  - reply: { tool_calls: [ { id: d1, name: ask-geographer, input: { message: \"What is the capital of Peru?\" } } ] }\n  - reply: { text: done }\n";
     let delegate = |ca_file: Option<&Path>| {
-        let emulator = Emulator::builder(Script::from_yaml(&script).unwrap())
+        let emulator = Emulator::builder(Script::from_yaml(script).unwrap())
             .api_key(KEY)
             .start()
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let text = emulator.capsule_manifest(
             "delegator",
+            "",
             &format!(
-                "  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
-                repo_root().join("tests/fixtures/probe").display()
-            ),
-            &format!(
-                "capabilities:\n  network: {{ allow: [\"{}\"] }}",
+                "capabilities:\n  network: {{ allow: [\"{}\"] }}\npeers:\n  - {{ url: \"{peer_url}\", name: geographer, description: \"Knows capitals.\", bearer: \"${{GEO_TOKEN}}\" }}",
                 peer_served.url
             ),
         );
         std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
         let mut run = mur()
             .env("EMU_KEY", KEY)
+            .env("GEO_TOKEN", "geo-token-0123")
             .args(["run", "--task", "Ask the geographer.", "--workdir"])
             .arg(dir.path().join("work"))
             .arg(dir.path());
@@ -573,7 +569,10 @@ fn a_capsule_delegates_over_https_only_to_a_peer_whose_certificate_it_trusts() {
     );
     assert_eq!(peer.model_calls(), 0, "nothing reached a peer not trusted");
     let trusted = delegate(Some(&cert));
-    assert!(trusted.contains("\\\"ok\\\":true"), "{trusted}");
+    assert!(
+        trusted.contains("The peer `geographer` answered") && trusted.contains("first answer"),
+        "{trusted}"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while peer.model_calls() == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

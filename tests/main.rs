@@ -37,3 +37,4 @@ mod shell;
 mod tool_invoke;
 mod trace_cli;
 mod workspace_changes;
+mod worlds;

@@ -426,9 +426,9 @@ fn a_task_continues_the_callers_trace_and_a_peers_task_nests_under_the_sender() 
     );
     let mut peer = serve(peer_dir.path());
     let peer_url = format!("{}/", peer.url);
-    let sender_emulator = emulator(&format!(
-        "turns:\n  - reply: {{ tool_calls: [ {{ id: d1, name: probe, input: {{ action: send, peer: \"{peer_url}\", text: \"Capital of Peru?\", answer: true }} }} ] }}\n  - reply: {{ text: done }}\n"
-    ));
+    let sender_emulator = emulator(
+        "turns:\n  - reply: { tool_calls: [ { id: d1, name: ask-geographer, input: { message: \"Capital of Peru?\" } } ] }\n  - reply: { text: done }\n",
+    );
     let sender_dir = tempfile::tempdir().unwrap();
     capsule(
         sender_dir.path(),
@@ -436,11 +436,15 @@ fn a_task_continues_the_callers_trace_and_a_peers_task_nests_under_the_sender() 
         (&sender_emulator.url(), &receiver.url()),
         "",
         &format!(
-            "{QUEUE}\ncapabilities:\n  network: {{ allow: [\"{}\"] }}",
+            "{QUEUE}\ncapabilities:\n  network: {{ allow: [\"{}\"] }}\npeers:\n  - {{ url: \"{peer_url}\", name: geographer, description: \"Knows capitals.\", bearer: \"${{GEO_TOKEN}}\" }}",
             peer.url
         ),
     );
-    let mut sender = serve(sender_dir.path());
+    let mut sender = Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        sender_dir.path(),
+        &[("EMU_KEY", KEY), ("GEO_TOKEN", "geo-token-0123")],
+    );
 
     let client_trace = "0af7651916cd43dd8448eb211c80319c";
     let client_span = "b7ad6b7169203331";
@@ -482,23 +486,32 @@ fn a_task_continues_the_callers_trace_and_a_peers_task_nests_under_the_sender() 
         task.links,
         vec![(session.trace_id.clone(), session.span_id.clone())]
     );
-    // The task's calls follow it into the client's trace.
-    let tool_call = event(&sender_events, "tool_call")[0];
+    // The task's peer call follows it into the client's trace, under the task's span.
+    let tool_calls = event(&sender_events, "tool_call");
+    assert_eq!(tool_calls.len(), 1, "{tool_calls:#?}");
+    let tool_call = tool_calls[0];
+    assert_eq!(tool_call["tool_name"], "ask-geographer");
+    assert_eq!(tool_call["status"], "passed");
     let tool_span = ids[&derived(tool_call["event_id"].as_str().unwrap(), 8)];
     assert_eq!(tool_span.trace_id, client_trace);
     assert_eq!(tool_span.parent_span_id, task.span_id);
-    // The peer send is an event of the task's span.
+    // The peer send is an event of the task's span, naming the peer's task.
+    let send = event(&sender_events, "a2a_send")[0];
+    assert!(send.get("error").is_none(), "{send}");
     assert!(
         task.events
             .iter()
             .any(|(name, attributes)| name == "a2a_send"
-                && attributes.get("murmur.state") == Some(&json!("completed"))),
+                && attributes
+                    .get("murmur.state")
+                    .is_some_and(|state| state.is_string())),
         "{:?}",
         task.events
     );
 
     // The peer's task nests under the sender's task, in the same trace.
     let peer_task_start = event(&peer_events, "task_start")[0];
+    assert_eq!(peer_task_start["task_id"], send["peer_task_id"]);
     let peer_task = ids[&derived(peer_task_start["event_id"].as_str().unwrap(), 8)];
     assert_eq!(peer_task.trace_id, client_trace);
     assert_eq!(peer_task.parent_span_id, task.span_id);

@@ -46,6 +46,7 @@ impl Engine {
             reason,
         };
         let (component, sha256, _) = self.compile(name, bytes)?;
+        self.check_world(name, &component, crate::engine::World::Capsule)?;
         let instance_pre = self
             .capsule_linker()?
             .instantiate_pre(&component)

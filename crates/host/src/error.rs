@@ -12,6 +12,20 @@ pub enum RuntimeError {
     #[error("component `{component}` could not be loaded: {reason}")]
     Load { component: String, reason: String },
 
+    /// The component imports a `murmur:*` interface its world does not provide.
+    #[error(
+        "{kind} `{component}` imports `{import}`, which the `{world}` world does not provide: {why}"
+    )]
+    WorldImport {
+        /// `tool`, `driver`, `hook` or `capsule component`.
+        kind: &'static str,
+        component: String,
+        import: String,
+        world: &'static str,
+        /// Which worlds provide it, and what to do instead.
+        why: String,
+    },
+
     /// The component file does not exist.
     #[error("component file {} does not exist", path.display())]
     ComponentMissing { path: PathBuf },
@@ -66,7 +80,9 @@ impl Coded for RuntimeError {
     /// The stable diagnostic code.
     fn code(&self) -> &'static str {
         match self {
-            RuntimeError::Load { .. } | RuntimeError::Io { .. } => "E-RUN-001",
+            RuntimeError::Load { .. }
+            | RuntimeError::WorldImport { .. }
+            | RuntimeError::Io { .. } => "E-RUN-001",
             RuntimeError::Deadline { .. } => "E-RUN-002",
             RuntimeError::MemoryLimit { .. } => "E-RUN-004",
             RuntimeError::Trap { .. } => "E-RUN-005",
@@ -88,6 +104,10 @@ impl Coded for RuntimeError {
                  the murmur WIT (wit/), and that it imports only interfaces the runtime provides"
                     .to_string()
             }
+            RuntimeError::WorldImport { world, .. } => format!(
+                "rebuild the component against the `{world}` world of wit/worlds.wit, importing \
+                 only what it provides, or declare it as the kind of artifact whose world does"
+            ),
             RuntimeError::ComponentMissing { .. } => {
                 "build it (`mur build <artifact-dir>`), or declare a `build:` in the artifact's \
                  murmur.yaml so the runtime can"

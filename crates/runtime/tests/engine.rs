@@ -106,69 +106,13 @@ async fn request_input_outside_an_a2a_task_fails_the_call_at_once() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn message_send_needs_a_sending_tool_and_the_peer_in_the_allowlist() {
-    use murmur_manifest::network::NetworkRule;
-    use murmur_runtime::grants::NetworkPolicy;
-    use murmur_runtime::grants::message::SendingTask;
-
-    let engine = Engine::new(EngineConfig::default()).unwrap();
-    let probe = probe(&engine);
-    let workdir = tempfile::tempdir().unwrap();
-    // A listener that must never be reached: nothing answers, so a connection would hang the
-    // call until its deadline rather than fail fast.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let peer = format!("http://{}/", listener.local_addr().unwrap());
-    let send = input(&format!(
-        r#"{{"action":"send","peer":"{peer}","text":"hello"}}"#
-    ));
-    let error_of = |report: &murmur_runtime::tool::ToolCallReport| {
-        let output = report.outcome.as_ref().expect("the call returns");
-        let value: serde_json::Value =
-            serde_json::from_str(output.output.as_deref().unwrap()).unwrap();
-        assert_eq!(value["ok"], false, "{value}");
-        value["error"].as_str().unwrap().to_string()
-    };
-
-    // No sending task (a driver's grants): refused, nothing recorded as sent.
-    let grants = Grants::new(workdir.path());
-    let report = engine.call_tool(&probe, &grants, &send).await;
-    assert_eq!(
-        error_of(&report),
-        "murmur:message/send is available to tools only"
-    );
-    assert!(report.sends.is_empty());
-
-    // A tool, but the peer is not allowed (another port of the same host is).
-    let mut grants = Grants::new(workdir.path());
-    grants.sender = Some(SendingTask::new(
-        None,
-        SendingTask::OPERATOR.into(),
-        murmur_trace::context::SpanRef::fresh(),
-    ));
-    grants.network = NetworkPolicy::allow(vec![NetworkRule::parse("127.0.0.1:1").unwrap()]);
-    let report = engine.call_tool(&probe, &grants, &send).await;
-    let expected = format!("network policy: '{peer}' not in capabilities.network.allow");
-    assert_eq!(error_of(&report), expected);
-    assert_eq!(report.sends.len(), 1);
-    assert_eq!(
-        report.sends[0].error,
-        Some(("E-CAP-008".to_string(), expected))
-    );
-    listener.set_nonblocking(true).unwrap();
-    assert!(
-        listener.accept().is_err(),
-        "no connection may reach a peer outside the allowlist"
-    );
-}
-
 /// A component that imports one interface, with its exact type, and exports nothing.
 fn importing(interface: &str, instance_type: &str) -> Vec<u8> {
     format!("(component (import \"{interface}\" (instance {instance_type})))").into_bytes()
 }
 
 #[test]
-fn a_driver_cannot_import_task_or_message_send_which_a_tool_may() {
+fn a_driver_cannot_import_task_which_a_tool_may_and_neither_may_import_message_send() {
     let engine = Engine::new(EngineConfig::default()).unwrap();
     let task = importing(
         "murmur:task/task@0.1.0",
@@ -191,26 +135,30 @@ fn a_driver_cannot_import_task_or_message_send_which_a_tool_may() {
         "#,
     );
     let reason = |outcome: Result<LoadedComponent, RuntimeError>| match outcome {
-        Err(RuntimeError::Load { reason, .. }) => reason,
-        Err(other) => panic!("{other}"),
+        Err(error) => error.to_string(),
         Ok(_) => panic!("loaded"),
     };
-    for (interface, bytes) in [
-        ("murmur:task/task@0.1.0", &task),
-        ("murmur:message/send@0.1.0", &message),
-    ] {
-        let as_driver = reason(engine.load_component_bytes("d", bytes, RunWorld::Driver));
+    let as_driver = reason(engine.load_component_bytes("d", &task, RunWorld::Driver));
+    assert_eq!(
+        as_driver,
+        "driver `d` imports `murmur:task/task@0.1.0`, which the `driver` world does not \
+         provide: it is given to tools only"
+    );
+    // The same import links in the tool world: loading then stops only at the missing
+    // export, which proves the import above is the interface's exact type.
+    let as_tool = reason(engine.load_component_bytes("t", &task, RunWorld::Tool));
+    assert!(
+        as_tool.contains("does not export `murmur:tool/run@0.1.0`")
+            && !as_tool.contains("murmur:task/task"),
+        "{as_tool}"
+    );
+    // `murmur:message/send`, of its exact type, is given to capsule components only.
+    for world in [RunWorld::Tool, RunWorld::Driver] {
+        let refused = reason(engine.load_component_bytes("m", &message, world));
         assert!(
-            as_driver.contains("`driver`-world") && as_driver.contains(interface),
-            "{as_driver}"
-        );
-        // The same import links in the tool world: loading then stops only at the missing
-        // export, which proves the import above is the interface's exact type.
-        let as_tool = reason(engine.load_component_bytes("t", bytes, RunWorld::Tool));
-        assert!(
-            as_tool.contains("does not export `murmur:tool/run@0.1.0`")
-                && !as_tool.contains(interface),
-            "{as_tool}"
+            refused.contains("imports `murmur:message/send@0.1.0`, which the")
+                && refused.contains("given to capsule components only; to delegate"),
+            "{refused}"
         );
     }
 }
@@ -228,10 +176,12 @@ fn the_probe_tool_loads_as_a_tool_and_not_as_a_driver() {
             .is_ok()
     );
     match engine.load_component("probe", &path, RunWorld::Driver) {
-        Err(RuntimeError::Load { reason, .. }) => assert!(
-            reason.contains("murmur:task/task") || reason.contains("murmur:message/send"),
-            "{reason}"
-        ),
+        Err(RuntimeError::WorldImport { import, world, .. }) => {
+            assert_eq!(
+                (import.as_str(), world),
+                ("murmur:task/task@0.1.0", "driver")
+            )
+        }
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("a component importing tool-only interfaces loaded as a driver"),
     }
@@ -265,12 +215,13 @@ fn an_import_of_the_wrong_shape_is_named_with_its_world() {
         r#"(export "run" (func (param "command" string)))"#,
     );
     let reason = match engine.load_component_bytes("t", &shell, RunWorld::Tool) {
-        Err(RuntimeError::Load { reason, .. }) => reason,
+        Err(error @ RuntimeError::WorldImport { .. }) => error.to_string(),
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("loaded"),
     };
     assert!(
-        reason.contains("`tool`-world") && reason.contains("murmur:shell/execute@0.1.0"),
+        reason.contains("the `tool` world does not provide")
+            && reason.contains("murmur:shell/execute@0.1.0"),
         "{reason}"
     );
 }

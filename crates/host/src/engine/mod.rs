@@ -10,14 +10,23 @@
 //!   [`EngineConfig::on_compile`] before and after, so a long one is never silent.
 //! - Every linker offers WASI 0.2 (filesystem, clocks, random, cli, and sockets that every store
 //!   denies) and `wasi:http` outgoing requests checked by [`crate::grants::http`]. Beyond that,
-//!   each world links exactly its imports in `wit/worlds.wit` ([`RunWorld`]): a driver gets
-//!   `murmur:text/chunks` only (also under the name another Murmur runtime gives it,
-//!   `murmur:stream/events`); a tool gets `murmur:task/task` and `murmur:text/chunks`, and
-//!   `murmur:message/send` of `runtime-host` (a tool may delegate to a peer capsule). A
-//!   component importing anything else fails to load with an error naming the import.
-//! - Capsule components (`world capsule`) are loaded through a linker of their own: the same
-//!   WASI, `murmur:tool-registry/invoke`, and the `runtime-host` interfaces
-//!   `murmur:artifact-manager/manage`, `murmur:shell/execute` and `murmur:message/send`.
+//!   each world links exactly its `murmur:*` imports in `wit/worlds.wit` ([`World`]):
+//!   - a **driver** gets `murmur:text/chunks` (also under the name another Murmur runtime gives
+//!     it, `murmur:stream/events`);
+//!   - a **tool** gets those and `murmur:task/task`;
+//!   - a **hook** gets `murmur:runtime/inference`, `murmur:runtime/tokens`,
+//!     `murmur:task-io/read` and `murmur:conversation/read`, each answering only when its
+//!     artifact entry grants it (an interface not granted is linked with functions that refuse
+//!     every call, naming the grant);
+//!   - a **capsule component** (`world capsule` with the `runtime-host` interfaces) gets
+//!     `murmur:tool-registry/invoke`, `murmur:artifact-manager/manage`, `murmur:shell/execute`
+//!     and `murmur:message/send`.
+//! - A component that imports a `murmur:*` interface its world does not provide fails to load
+//!   before anything is linked, with [`RuntimeError::WorldImport`] naming the import, the world
+//!   and the worlds that do provide it ([`Engine::check_world`]): a tool importing
+//!   `murmur:message/send` is refused (a capsule delegates to a peer through a named `peers:`
+//!   entry, which the model asks through the runtime's tool `ask-<name>`). Any other import the
+//!   linker lacks fails to load with an error naming it.
 //! - Every call goes one way (`Engine::bounded`): its own limited store, a deadline, a failure named for
 //!   what it was. Deadlines are counted in epoch ticks of [`TICK`]; a call is stopped at most
 //!   one tick late.
@@ -108,7 +117,7 @@ pub struct Engine {
 /// The two worlds whose components export `murmur:tool/run`, which decide what is linked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunWorld {
-    /// A tool: may ask for input (`murmur:task/task`), stream text, and send to peers.
+    /// A tool: may ask for input (`murmur:task/task`) and stream text.
     Tool,
     /// An inference driver: may only stream text (`murmur:text/chunks`).
     Driver,
@@ -124,10 +133,106 @@ impl RunWorld {
     }
 
     fn name(self) -> &'static str {
+        World::from(self).name()
+    }
+}
+
+/// The worlds of `wit/worlds.wit` a component is loaded as: what decides its `murmur:*`
+/// imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum World {
+    Tool,
+    Driver,
+    Hook,
+    /// A capsule component: `world capsule` and the `runtime-host` interfaces.
+    Capsule,
+}
+
+impl World {
+    const ALL: [World; 4] = [World::Tool, World::Driver, World::Hook, World::Capsule];
+
+    /// The world's name in `wit/worlds.wit`.
+    pub fn name(self) -> &'static str {
         match self {
-            RunWorld::Tool => "tool",
-            RunWorld::Driver => "driver",
+            World::Tool => "tool",
+            World::Driver => "driver",
+            World::Hook => "hook",
+            World::Capsule => "capsule",
         }
+    }
+
+    /// What a component of this world is called in an error.
+    fn component_kind(self) -> &'static str {
+        match self {
+            World::Capsule => "capsule component",
+            other => other.name(),
+        }
+    }
+
+    /// The `murmur:*` interfaces (without their version) its linker provides.
+    pub fn murmur_imports(self) -> &'static [&'static str] {
+        const CHUNKS: &str = "murmur:text/chunks";
+        const STREAM_EVENTS: &str = "murmur:stream/events";
+        match self {
+            World::Tool => &["murmur:task/task", CHUNKS, STREAM_EVENTS],
+            World::Driver => &[CHUNKS, STREAM_EVENTS],
+            World::Hook => &[
+                "murmur:runtime/inference",
+                "murmur:runtime/tokens",
+                "murmur:task-io/read",
+                "murmur:conversation/read",
+            ],
+            World::Capsule => &[
+                "murmur:tool-registry/invoke",
+                "murmur:artifact-manager/manage",
+                "murmur:shell/execute",
+                "murmur:message/send",
+            ],
+        }
+    }
+
+    /// Whether this world's linker provides the interface `import` (a full import name, its
+    /// version after `@`).
+    fn provides(self, import: &str) -> bool {
+        let unversioned = import.split('@').next().unwrap_or(import);
+        self.murmur_imports().contains(&unversioned)
+    }
+}
+
+impl From<RunWorld> for World {
+    fn from(world: RunWorld) -> World {
+        match world {
+            RunWorld::Tool => World::Tool,
+            RunWorld::Driver => World::Driver,
+        }
+    }
+}
+
+/// The refusal of a component `name` of `world` that imports `import`, a `murmur:*`
+/// interface the world does not provide.
+fn world_refusal(name: &str, world: World, import: &str) -> RuntimeError {
+    let givers: Vec<&str> = World::ALL
+        .into_iter()
+        .filter(|other| other.provides(import))
+        .map(World::component_kind)
+        .collect();
+    let given_to = match givers.as_slice() {
+        [] => "no Murmur world provides it".to_string(),
+        [one] => format!("it is given to {one}s only"),
+        many => format!("it is given to {}s only", many.join("s and ")),
+    };
+    let unversioned = import.split('@').next().unwrap_or(import);
+    let advice = if world != World::Capsule && unversioned == "murmur:message/send" {
+        "; to delegate, name the peer in `peers:` and the model asks it through `ask-<name>`"
+    } else {
+        ""
+    };
+    RuntimeError::WorldImport {
+        kind: world.component_kind(),
+        component: name.to_string(),
+        import: import.to_string(),
+        world: world.name(),
+        why: format!("{given_to}{advice}"),
     }
 }
 
@@ -223,6 +328,7 @@ impl Engine {
             reason,
         };
         let (component, sha256, cache_status) = self.compile(name, bytes)?;
+        self.check_world(name, &component, world.into())?;
         let linker = match world {
             RunWorld::Tool => &self.tool_linker,
             RunWorld::Driver => &self.driver_linker,
@@ -324,6 +430,27 @@ impl Engine {
         &self.wasm
     }
 
+    /// Refuses `component` (called `name`) when it imports a `murmur:*` interface that
+    /// `world` does not provide ([`RuntimeError::WorldImport`], naming the first such import,
+    /// the world, and the worlds that provide it). Run before linking, so the refusal names
+    /// the import rather than a linker's missing definition.
+    pub fn check_world(
+        &self,
+        name: &str,
+        component: &Component,
+        world: World,
+    ) -> Result<(), RuntimeError> {
+        let component_type = component.component_type();
+        let refused = component_type
+            .imports(&self.wasm)
+            .map(|(import, _)| import)
+            .find(|import| import.starts_with("murmur:") && !world.provides(import));
+        match refused {
+            Some(import) => Err(world_refusal(name, world, import)),
+            None => Ok(()),
+        }
+    }
+
     /// The names `component` exports, in its order: what a load error lists when the
     /// entry point its world needs is not among them.
     pub fn export_names(&self, component: &Component) -> Vec<String> {
@@ -394,12 +521,11 @@ pub(crate) fn wasi_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<
     Ok(linker)
 }
 
-/// The linker of the `tool` world (`murmur:task/task`, `murmur:text/chunks`), with
-/// `murmur:message/send` of `runtime-host`, through which a tool delegates to a peer.
+/// The linker of the `tool` world: the driver's and `murmur:task/task`. (`murmur:message/send`
+/// is `runtime-host`'s, given to capsule components only.)
 fn tool_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = driver_linker(engine)?;
     add_task(&mut linker)?;
-    add_message(&mut linker)?;
     Ok(linker)
 }
 
@@ -554,4 +680,88 @@ pub fn error_chain(error: &wasmtime::Error) -> String {
         text.push_str(&cause_text);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use murmur_manifest::Coded;
+
+    /// A component (in the text format the engine compiles too) importing each of `imports`
+    /// (as an instance with no functions) and exporting nothing.
+    fn importing(imports: &[&str]) -> Vec<u8> {
+        let mut text = String::from("(component\n");
+        for import in imports {
+            text.push_str(&format!("  (import \"{import}\" (instance))\n"));
+        }
+        text.push(')');
+        text.into_bytes()
+    }
+
+    fn engine() -> Engine {
+        Engine::new(EngineConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn a_tool_importing_message_send_is_refused_naming_the_import_and_the_world() {
+        let engine = engine();
+        let bytes = importing(&["murmur:task/task@0.1.0", "murmur:message/send@0.1.0"]);
+        let Err(error) = engine.load_component_bytes("sender", &bytes, RunWorld::Tool) else {
+            panic!("a tool importing murmur:message/send loaded");
+        };
+        assert_eq!(error.code(), "E-RUN-001");
+        assert_eq!(
+            error.to_string(),
+            "tool `sender` imports `murmur:message/send@0.1.0`, which the `tool` world does \
+             not provide: it is given to capsule components only; to delegate, name the peer \
+             in `peers:` and the model asks it through `ask-<name>`"
+        );
+        assert!(error.hint().contains("`tool` world"), "{}", error.hint());
+    }
+
+    #[test]
+    fn each_world_takes_exactly_its_own_murmur_imports() {
+        let engine = engine();
+        let check = |world: World, import: &str| {
+            let bytes = importing(&[import]);
+            let (component, _, _) = engine.compile("c", &bytes).unwrap();
+            engine
+                .check_world("c", &component, world)
+                .map_err(|error| error.to_string())
+        };
+        for world in World::ALL {
+            for import in world.murmur_imports() {
+                let import = format!("{import}@0.1.0");
+                assert_eq!(check(world, &import), Ok(()), "{world:?} {import}");
+            }
+        }
+        // The capsule's interfaces reach no other world; a hook's none but hooks.
+        for world in [World::Tool, World::Driver, World::Hook] {
+            let refused = check(world, "murmur:message/send@0.1.0").unwrap_err();
+            assert!(
+                refused.contains("given to capsule components only; to delegate"),
+                "{refused}"
+            );
+        }
+        let refused = check(World::Driver, "murmur:task/task@0.1.0").unwrap_err();
+        assert!(
+            refused.starts_with("driver `c` imports `murmur:task/task@0.1.0`, which the `driver` world does not provide: it is given to tools only"),
+            "{refused}"
+        );
+        let refused = check(World::Tool, "murmur:runtime/inference@0.1.0").unwrap_err();
+        assert!(refused.ends_with("it is given to hooks only"), "{refused}");
+        let refused = check(World::Capsule, "murmur:text/chunks@0.1.0").unwrap_err();
+        assert!(
+            refused.starts_with("capsule component `c` imports `murmur:text/chunks@0.1.0`")
+                && refused.ends_with("given to tools and drivers only"),
+            "{refused}"
+        );
+        let refused = check(World::Tool, "murmur:nowhere/at-all@0.1.0").unwrap_err();
+        assert!(
+            refused.ends_with("no Murmur world provides it"),
+            "{refused}"
+        );
+        // A WASI import is every world's.
+        assert_eq!(check(World::Hook, "wasi:cli/environment@0.2.6"), Ok(()));
+    }
 }

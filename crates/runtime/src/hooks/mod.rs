@@ -115,6 +115,7 @@ pub fn load_hook(
         reason,
     };
     let (component, sha256, _) = engine.compile(name, &bytes)?;
+    engine.check_world(name, &component, crate::engine::World::Hook)?;
     let Some(lifecycle) = component.get_export_index(None, LIFECYCLE) else {
         let exports = engine.export_names(&component);
         let other_contract = exports
