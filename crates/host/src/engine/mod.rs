@@ -440,11 +440,22 @@ impl Engine {
         component: &Component,
         world: World,
     ) -> Result<(), RuntimeError> {
+        use wasmtime::component::types::ComponentItem;
         let component_type = component.component_type();
+        // An interface of types alone (`murmur:conversation/types`, which a provided
+        // interface uses) gives nothing to call: only one with functions is held to the world.
+        let callable = |item: &ComponentItem| match item {
+            ComponentItem::ComponentInstance(instance) => instance
+                .exports(&self.wasm)
+                .any(|(_, export)| matches!(export.ty, ComponentItem::ComponentFunc(_))),
+            _ => true,
+        };
         let refused = component_type
             .imports(&self.wasm)
-            .map(|(import, _)| import)
-            .find(|import| import.starts_with("murmur:") && !world.provides(import));
+            .find(|(import, item)| {
+                import.starts_with("murmur:") && !world.provides(import) && callable(&item.ty)
+            })
+            .map(|(import, _)| import);
         match refused {
             Some(import) => Err(world_refusal(name, world, import)),
             None => Ok(()),
