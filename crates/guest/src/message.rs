@@ -1,18 +1,20 @@
-//! Send a task to a peer capsule (`murmur:message/send`), from a tool.
+//! Send a task to a peer capsule (`murmur:message/send`), from a capsule component: the
+//! interface is linked into the capsule world only (a tool that imports it does not load; an
+//! agent delegates through its named `peers:`, which the model asks as `ask-<name>`).
 //!
-//! The runtime writes the A2A JSON-RPC, so a tool names the peer and the text and nothing
-//! else:
+//! The runtime writes the A2A JSON-RPC, so a component names the peer and the text and
+//! nothing else:
 //!
 //! - The peer URL (its A2A endpoint, for a served capsule `http://host:port/`) must be allowed
 //!   by the capsule's `capabilities.network.allow`; otherwise [`send`] returns
 //!   `Err("network policy: '<url>' not in capabilities.network.allow")` and nothing is sent.
-//! - The call waits until the peer's task ends or asks for input, within the tool's own
+//! - The call waits until the peer's task ends or asks for input, within the component's own
 //!   deadline, and returns the peer's task id, context id and [`PeerState`]. The answer text
 //!   itself is the peer's: read it with the peer's `GetTask` (plain `wasi:http`, also under the
 //!   allowlist).
 //! - The runtime stamps the origin (`peer`), the sending task's trust class and a W3C
-//!   `traceparent` on the request; a tool cannot set or change them.
-//! - Only tools may send: a driver's call fails.
+//!   `traceparent` on the request; a component cannot set or change them.
+//! - Only a capsule component sending for a task may send: any other call fails.
 //!
 //! This calls the host: it works inside a component only (on any other target it panics).
 

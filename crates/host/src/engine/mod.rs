@@ -699,14 +699,32 @@ mod tests {
     use murmur_manifest::Coded;
 
     /// A component (in the text format the engine compiles too) importing each of `imports`
-    /// (as an instance with no functions) and exporting nothing.
+    /// (as an instance of one function) and exporting nothing.
     fn importing(imports: &[&str]) -> Vec<u8> {
         let mut text = String::from("(component\n");
         for import in imports {
-            text.push_str(&format!("  (import \"{import}\" (instance))\n"));
+            text.push_str(&format!(
+                "  (import \"{import}\" (instance (export \"call\" (func))))\n"
+            ));
         }
         text.push(')');
         text.into_bytes()
+    }
+
+    #[test]
+    fn an_interface_of_types_alone_is_no_import_to_hold_to_the_world() {
+        let engine = engine();
+        let text = "(component (import \"murmur:conversation/types@0.1.0\" (instance)))";
+        let (component, _, _) = engine.compile("typed", text.as_bytes()).unwrap();
+        assert!(engine.check_world("typed", &component, World::Hook).is_ok());
+        let (component, _, _) = engine
+            .compile("caller", &importing(&["murmur:conversation/types@0.1.0"]))
+            .unwrap();
+        assert!(
+            engine
+                .check_world("caller", &component, World::Hook)
+                .is_err()
+        );
     }
 
     fn engine() -> Engine {

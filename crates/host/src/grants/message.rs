@@ -1,9 +1,11 @@
-//! `murmur:message/send`: a tool sends a task to a peer capsule.
+//! `murmur:message/send`: a capsule component sends a task to a peer capsule; and the one path
+//! to a peer that the runtime's own peer tools (`ask-<name>`) take too ([`ask`]).
 //!
-//! What a tool can rely on, and what it cannot change:
+//! What a sender can rely on, and what it cannot change:
 //!
-//! - **Tools only.** The interface answers a component that runs for a task or for
-//!   `mur tool invoke` ([`SendingTask`] set); a driver's call fails at once.
+//! - **Capsule components only.** The interface is linked into the capsule world alone (a
+//!   tool that imports it does not load); it answers a component that runs for a task
+//!   ([`SendingTask`] set) and fails at once otherwise.
 //! - **The allowlist decides.** The peer URL must be an `http` or `https` URL whose origin
 //!   `capabilities.network.allow` permits. Otherwise the call returns
 //!   `network policy: '<url>' not in capabilities.network.allow` and no connection is made.
@@ -32,7 +34,8 @@
 //!   `SendMessage` asking not to wait (`returnImmediately`); a message given `context` and
 //!   `task` ids carries them (the answer to a task that asked for input).
 //! - **Followed to a settled state**: the stream's events, else `GetTask` polled with a wait of
-//!   100 ms doubling to 2 s, until the task is terminal or waits for input or authentication
+//!   10 ms doubling to 2 s (a peer's short task is read at once, a long one costs few
+//!   requests), until the task is terminal or waits for input or authentication
 //!   (a stream that closes early goes on by polling). A direct reply (a message, no task) is
 //!   a completed task holding it as its status message.
 //! - **Within the deadline.** Past it, `CancelTask` is sent to the peer's task (at most 5 s
@@ -212,7 +215,7 @@ impl Host for MessageGrant {
         let grant = self;
         let Some(sender) = grant.sender.clone() else {
             return Ok(Err(
-                "murmur:message/send is available to tools only".to_string()
+                "murmur:message/send answers a component sending for a task only".to_string(),
             ));
         };
         let mut record = PeerSend::of(&peer_url, &sender);
@@ -375,7 +378,7 @@ pub struct Asked {
 }
 
 /// The first wait between two `GetTask` polls, and the longest.
-const FIRST_POLL: Duration = Duration::from_millis(100);
+const FIRST_POLL: Duration = Duration::from_millis(10);
 const LAST_POLL: Duration = Duration::from_secs(2);
 /// How long the `CancelTask` of a peer's task past its deadline may take.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -973,8 +976,8 @@ mod tests {
             let task = asked.outcome.unwrap();
             assert_eq!(task.status.state, TaskState::Completed);
             assert_eq!(task.artifacts[0].parts[0], Part::text("Lima."));
-            // 100 ms, 200 ms, 400 ms between the polls.
-            assert!(started.elapsed() >= Duration::from_millis(700));
+            // 10 ms, 20 ms, 40 ms between the polls.
+            assert!(started.elapsed() >= Duration::from_millis(70));
             assert_eq!(
                 peer.methods(),
                 [
