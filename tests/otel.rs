@@ -502,9 +502,11 @@ fn a_task_continues_the_callers_trace_and_a_peers_task_nests_under_the_sender() 
         task.events
             .iter()
             .any(|(name, attributes)| name == "a2a_send"
+                // The peer's state as it took the task (the ask then followed it to its end).
                 && attributes
                     .get("murmur.state")
-                    .is_some_and(|state| state.is_string())),
+                    .and_then(|state| state.as_str())
+                    .is_some_and(|state| ["submitted", "working", "completed"].contains(&state))),
         "{:?}",
         task.events
     );
