@@ -275,3 +275,50 @@ fn a_researcher_that_fails_is_a_failed_result_naming_why() {
     assert_eq!(calls[0]["status"], "failed", "{calls:#?}");
     assert_eq!(calls[0]["is_error"], true);
 }
+
+/// A researcher whose task leaves a text file under `out/` answers with it as a file part: the
+/// lead saves it beneath its own workspace at `peers/researcher/<task-id>/`, lists it in the
+/// result, and nothing of it lands anywhere else.
+#[test]
+fn a_researchers_file_lands_in_the_leads_workspace_under_its_task() {
+    let report_text = "# Lima\nThe capital of Peru.\n";
+    let (_researcher, mut served) = researcher(&format!(
+        "turns:\n  - reply: {{ tool_calls: [ {{ id: w1, name: probe, input: {{ action: write_file, path: out/report.txt, content: {report_text:?} }} }} ] }}\n  - reply: {{ text: \"See the report.\" }}\n"
+    ));
+    let lead = lead(
+        &format!(
+            "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: done }}\n",
+            ask("q1", "{ message: \"Write me a report on Lima.\" }")
+        ),
+        &served.url,
+        "LEAD_TOKEN",
+    );
+    let report = run(&lead, &[("LEAD_TOKEN", LEAD_TOKEN)]);
+    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    let lead_events = events(Path::new(report["trace_path"].as_str().unwrap()));
+    let send = of_type(&lead_events, "a2a_send")[0].clone();
+    let task_id = send["peer_task_id"].as_str().unwrap().to_string();
+    let workspace = Path::new(report["workspace"].as_str().unwrap());
+    let saved = workspace
+        .join("peers/researcher")
+        .join(&task_id)
+        .join("report.txt");
+    // Listed in what the model got back, by the path it can read.
+    let result = tool_result(&lead.emulator.requests()[1].body, "q1");
+    assert_eq!(
+        std::fs::read_to_string(&saved).ok().as_deref(),
+        Some(report_text),
+        "{result}"
+    );
+    assert!(result.contains("See the report."), "{result}");
+    assert!(
+        result.contains(&format!("peers/researcher/{task_id}/report.txt")),
+        "{result}"
+    );
+    // Nowhere else in the lead's workspace, nor in its record.
+    let record = Path::new(report["workdir"].as_str().unwrap());
+    assert!(!record.join("report.txt").exists());
+    assert!(!workspace.join("report.txt").exists());
+    assert!(!workspace.join("out/report.txt").exists());
+    served.stop();
+}
