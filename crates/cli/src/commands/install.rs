@@ -288,15 +288,7 @@ fn pin_mcp_servers(
         };
         return Err(failed(args.json, &InstallError::Locked(message)));
     }
-    if let Err(error) = lock.write(&lock_path) {
-        return Err(render::failure(
-            args.json,
-            "E-REG-008",
-            &format!("cannot write {}: {error}", lock_path.display()),
-            "check that the capsule's directory is writable",
-            Exit::Failed,
-        ));
-    }
+    write_lock(args.json, &lock, &lock_path)?;
     Ok(pinned)
 }
 
@@ -443,16 +435,25 @@ fn pin_peer_cards(
         };
         return Err(failed(args.json, &InstallError::Locked(message)));
     }
-    if let Err(error) = lock.write(&lock_path) {
-        return Err(render::failure(
-            args.json,
+    write_lock(args.json, &lock, &lock_path)?;
+    Ok(pinned)
+}
+
+/// Writes `lock` to `lock_path`, or the failure (`E-REG-008`) told.
+fn write_lock(
+    json: bool,
+    lock: &murmur_manifest::lock::Lock,
+    lock_path: &Path,
+) -> Result<(), Exit> {
+    lock.write(lock_path).map_err(|error| {
+        render::failure(
+            json,
             "E-REG-008",
             &format!("cannot write {}: {error}", lock_path.display()),
             "check that the capsule's directory is writable",
             Exit::Failed,
-        ));
-    }
-    Ok(pinned)
+        )
+    })
 }
 
 fn failed(json: bool, error: &InstallError) -> Exit {
