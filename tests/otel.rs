@@ -511,12 +511,13 @@ fn a_task_continues_the_callers_trace_and_a_peers_task_nests_under_the_sender() 
         task.events
     );
 
-    // The peer's task nests under the sender's task, in the same trace.
+    // The peer's task nests under the sender's call that asked it (the `ask-geographer`
+    // span, under the sender's task), in the same trace.
     let peer_task_start = event(&peer_events, "task_start")[0];
     assert_eq!(peer_task_start["task_id"], send["peer_task_id"]);
     let peer_task = ids[&derived(peer_task_start["event_id"].as_str().unwrap(), 8)];
     assert_eq!(peer_task.trace_id, client_trace);
-    assert_eq!(peer_task.parent_span_id, task.span_id);
+    assert_eq!(peer_task.parent_span_id, tool_span.span_id);
     assert_eq!(
         peer_task.attribute("murmur.a2a.origin"),
         Some(&json!("client"))

@@ -26,4 +26,4 @@ pub mod time;
 mod writer;
 
 pub use schema::{Event, EventBody, Totals};
-pub use writer::{Trace, TraceWriter};
+pub use writer::{Trace, TraceWriter, new_event_id};

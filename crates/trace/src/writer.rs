@@ -22,10 +22,22 @@ impl Trace {
 
     /// Writes one event under `parent_id` and returns its id.
     pub fn write(&self, parent_id: Option<&str>, body: EventBody) -> std::io::Result<String> {
+        self.write_as(parent_id, new_event_id(), body)
+    }
+
+    /// Writes one event under `parent_id` with the id `event_id` (one [`new_event_id`] gave
+    /// before the event happened: work done meanwhile, a peer's task say, names its span as
+    /// its parent).
+    pub fn write_as(
+        &self,
+        parent_id: Option<&str>,
+        event_id: String,
+        body: EventBody,
+    ) -> std::io::Result<String> {
         self.writer
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
-            .write(parent_id, body)
+            .write_as(parent_id, event_id, body)
     }
 
     /// The sums of what was written so far.
@@ -36,6 +48,11 @@ impl Trace {
             .totals()
             .clone()
     }
+}
+
+/// A fresh event id: `evt_` and 32 hex digits.
+pub fn new_event_id() -> String {
+    format!("evt_{}", uuid::Uuid::new_v4().simple())
 }
 
 /// Appends events to one session's `trace.jsonl` and keeps its totals.
@@ -100,6 +117,16 @@ impl TraceWriter {
 
     /// Writes one event under `parent_id` and returns its id.
     pub fn write(&mut self, parent_id: Option<&str>, body: EventBody) -> std::io::Result<String> {
+        self.write_as(parent_id, new_event_id(), body)
+    }
+
+    /// Writes one event under `parent_id` with the id `event_id` (see [`Trace::write_as`]).
+    pub fn write_as(
+        &mut self,
+        parent_id: Option<&str>,
+        event_id: String,
+        body: EventBody,
+    ) -> std::io::Result<String> {
         match &body {
             EventBody::TaskStart { .. } => self.totals.tasks += 1,
             EventBody::Inference {
@@ -134,7 +161,7 @@ impl TraceWriter {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or_default(),
-            event_id: format!("evt_{}", uuid::Uuid::new_v4().simple()),
+            event_id,
             parent_id: parent_id.map(str::to_string),
             body,
         };

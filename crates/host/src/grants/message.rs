@@ -97,6 +97,18 @@ impl SendingTask {
     }
 
     /// The `traceparent` of a send: the task's trace, the task's span as the parent.
+    /// The same task, its sends made within the span of the event `event_id` (a call the
+    /// trace records once it is over), so the peer's work nests under that call.
+    pub fn within(&self, event_id: &str) -> SendingTask {
+        SendingTask {
+            span: SpanRef {
+                trace_id: self.span.trace_id.clone(),
+                span_id: murmur_trace::context::event_span_id(event_id),
+            },
+            ..self.clone()
+        }
+    }
+
     pub fn traceparent(&self) -> String {
         self.span.traceparent()
     }

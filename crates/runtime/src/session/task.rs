@@ -308,6 +308,14 @@ impl<'a> SessionContext<'a> {
         }
     }
 
+    /// [`Self::trace`], the event given the id `event_id` taken before it happened.
+    fn trace_as(&self, parent: &str, event_id: String, body: EventBody) -> std::io::Result<String> {
+        match &self.trace {
+            Some(trace) => trace.write_as(Some(parent), event_id, body),
+            None => Ok(String::new()),
+        }
+    }
+
     fn session_scope(&self) -> Scope {
         Scope {
             parent_event: self.session_event.clone(),

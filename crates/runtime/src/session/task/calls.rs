@@ -115,13 +115,18 @@ impl SessionContext<'_> {
                 denial,
             )?,
             (admitted, _) => {
+                // A peer's call has its event's id before it happens: the peer's task nests
+                // under the call's span.
+                let mut call_event = None;
                 let dispatched = match admitted {
                     Ok(Callee::Wasm(tool)) => site.call(tool).await,
                     Ok(Callee::Mcp(tool)) => tool.call((&run.task_id, turn, call_id), input).await,
                     Ok(Callee::Peer(peer)) => {
+                        let id = call_event.insert(murmur_trace::new_event_id());
+                        let sender = run.sender.within(id);
                         let workspace = run.workdir.workspace_dir().clone();
                         let site = (run.task_id.as_str(), turn, call_id);
-                        peer.call(&self.peers, &run.sender, site, input, &workspace)
+                        peer.call(&self.peers, &sender, site, input, &workspace)
                             .await
                     }
                     Err(refused) => *refused,
@@ -129,7 +134,10 @@ impl SessionContext<'_> {
                 for send in &dispatched.sends {
                     self.trace(inference_event, send.clone())?;
                 }
-                self.trace(inference_event, dispatched.event.clone())?;
+                match call_event {
+                    Some(id) => self.trace_as(inference_event, id, dispatched.event.clone())?,
+                    None => self.trace(inference_event, dispatched.event.clone())?,
+                };
                 let (status, error) = match &dispatched.event {
                     EventBody::ToolCall { status, error, .. } => (
                         match status.as_str() {
