@@ -545,6 +545,13 @@ fn a_lead_that_asked_a_served_researcher_replays_its_answer_with_the_researcher_
         &["--record", cassette.to_str().unwrap()],
     );
     assert_eq!(recorded.code, 0, "{recorded:#?}");
+    // The card read and the call: two peer exchanges beside the lead's two driver exchanges.
+    assert!(
+        recorded
+            .stderr
+            .contains("recorded 2 driver exchanges and 2 peer exchanges to"),
+        "{recorded:#?}"
+    );
     let answer_of = |report: &Value| report["tasks"][0]["result_text"].clone();
     assert_eq!(
         answer_of(&recorded.json()),

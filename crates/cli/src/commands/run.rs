@@ -670,8 +670,12 @@ fn finish_cassette(args: &RunArgs, cassette: Option<&Cassette>) -> Option<Exit> 
                 Exit::Failed,
             ));
         }
+        let peers = match cassette.peer_len() {
+            0 => String::new(),
+            n => format!(" and {n} peer exchanges"),
+        };
         eprintln!(
-            "recorded {} driver exchanges to {}",
+            "recorded {} driver exchanges{peers} to {}",
             cassette.len(),
             path.display()
         );
