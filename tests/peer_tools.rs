@@ -322,3 +322,56 @@ fn a_researchers_file_lands_in_the_leads_workspace_under_its_task() {
     assert!(!workspace.join("out/report.txt").exists());
     served.stop();
 }
+
+/// A lead stopped (SIGTERM) while its `ask-researcher` call waits on a slow researcher cancels
+/// the researcher's task: the lead ends `canceled` (exit 143), and the researcher's task ends
+/// `canceled` before its model has answered.
+#[test]
+fn a_canceled_lead_cancels_the_researchers_task() {
+    let (researcher, mut served) =
+        researcher("turns:\n  - reply: { text: \"Too late.\" }\n    first_byte_delay_ms: 20000\n");
+    let lead = lead(
+        &format!(
+            "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: done }}\n",
+            ask("q1", "{ message: \"Take your time.\" }")
+        ),
+        &served.url,
+        "LEAD_TOKEN",
+    );
+    let mut running = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("LEAD_TOKEN", LEAD_TOKEN)
+        .args(["run", "--json", "--task", "Ask and wait."])
+        .arg(lead.dir.path())
+        .arg("--workdir")
+        .arg(lead.dir.path().join("work"))
+        .spawn();
+    let started = std::time::Instant::now();
+    while researcher.emulator.requests().is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the researcher's model was never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a plain kill(2) of the child this test started.
+    unsafe { libc::kill(running.id() as i32, libc::SIGTERM) };
+    let status = running.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    // While the researcher still serves, and well before its model would have answered,
+    // its task ends canceled: the lead's CancelTask, not the researcher's own stop.
+    let session = murmur_testkit::door::session_dir(researcher.dir.path());
+    let ended = loop {
+        let peer_events = events(&session.join("trace.jsonl"));
+        if let Some(end) = of_type(&peer_events, "task_end").first() {
+            break (*end).clone();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "the researcher's task did not end: {peer_events:#?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(ended["exit_status"], "canceled", "{ended:#}");
+    served.stop();
+}
