@@ -128,7 +128,7 @@ fn the_lead_asks_the_researcher_and_answers_with_its_answer() {
         researcher("turns:\n  - reply: { text: \"Lima is the capital of Peru.\" }\n");
     let lead = lead(
         &format!(
-            "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: \"Lima, says the researcher.\" }}\n",
+            "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: \"Lima, says the researcher: {{{{tool_result:q1}}}}\" }}\n",
             ask("q1", "{ message: \"Capital of Peru?\" }")
         ),
         &served.url,
@@ -158,7 +158,9 @@ fn the_lead_asks_the_researcher_and_answers_with_its_answer() {
     assert!(asked.contains("Capital of Peru?"), "{asked}");
     let answer = std::fs::read_to_string(report["result_path"].as_str().unwrap_or_default())
         .unwrap_or_else(|_| report.to_string());
-    assert!(answer.contains("Lima, says the researcher."), "{answer}");
+    // The lead's answer is made of the researcher's (the scripted model quotes the result).
+    assert!(answer.contains("Lima, says the researcher:"), "{answer}");
+    assert!(answer.contains("Lima is the capital of Peru."), "{answer}");
 
     // The lead's trace: the call (mutate, the peer URL) and its send.
     let peer_url = format!("{}/", served.url);

@@ -119,7 +119,9 @@ pub struct Reply {
     /// dropped for Chat Completions, which has none).
     #[serde(default)]
     pub thinking: Option<Thinking>,
-    /// The answer's text; absent: no text block / `content: null`.
+    /// The answer's text; absent: no text block / `content: null`. Each `{{tool_result:ID}}`
+    /// in it is replaced by the text of the result of tool call `ID` the request carries (empty
+    /// when it carries none), so a scripted model can answer with what a tool gave it.
     #[serde(default)]
     pub text: Option<String>,
     /// Tool calls, in order, after the text.

@@ -674,7 +674,10 @@ impl Shared {
                 signature: t.signature.clone().unwrap_or_else(|| self.next_id("sig_")),
                 item_id: self.next_id("rs_"),
             }),
-            text: reply.text.clone(),
+            text: reply
+                .text
+                .as_deref()
+                .map(|text| quote_tool_results(text, request)),
             message_item_id: self.next_id("msg_"),
             calls: reply
                 .tool_calls
@@ -912,8 +915,85 @@ fn mask(key: &str) -> String {
     format!("{start}{}{end}", "*".repeat(chars.len() - 7))
 }
 
+/// `text` with each `{{tool_result:ID}}` replaced by the text of the result of tool call `ID`
+/// in `request` (Anthropic `tool_result` blocks, Chat `tool` messages, Responses
+/// `function_call_output` items); empty when the request holds none for `ID`.
+fn quote_tool_results(text: &str, request: &Value) -> String {
+    const OPEN: &str = "{{tool_result:";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        let Some(end) = rest[start..].find("}}") else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let id = &rest[start + OPEN.len()..start + end];
+        out.push_str(&tool_result_text(request, id));
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The text of the result of tool call `id` in `request`, whichever API shaped it.
+fn tool_result_text(request: &Value, id: &str) -> String {
+    fn text_of(content: &Value) -> String {
+        match content {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        }
+    }
+    let messages = request.get("messages").and_then(Value::as_array);
+    for message in messages.into_iter().flatten() {
+        if message.get("tool_call_id").and_then(Value::as_str) == Some(id) {
+            return text_of(&message["content"]);
+        }
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                return text_of(&block["content"]);
+            }
+        }
+    }
+    for item in request
+        .get("input")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if item["type"] == "function_call_output" && item["call_id"] == id {
+            return text_of(&item["output"]);
+        }
+    }
+    String::new()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_reply_quotes_the_tool_result_it_names_in_every_api_shape() {
+        let anthropic = json!({"messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "q1", "content": [{"type": "text", "text": "Lima."}]}
+        ]}]});
+        let chat =
+            json!({"messages": [{"role": "tool", "tool_call_id": "q1", "content": "Lima."}]});
+        let responses = json!({"input": [{"type": "function_call_output", "call_id": "q1", "output": "Lima."}]});
+        for request in [anthropic, chat, responses] {
+            assert_eq!(
+                quote_tool_results("It is {{tool_result:q1}} ({{tool_result:none}})", &request),
+                "It is Lima. ()"
+            );
+        }
+        assert_eq!(
+            quote_tool_results("no {{tool_result:q1", &json!({})),
+            "no {{tool_result:q1"
+        );
+    }
+
     use serde_json::json;
 
     use super::*;
