@@ -377,3 +377,53 @@ fn a_canceled_lead_cancels_the_researchers_task() {
     assert_eq!(ended["exit_status"], "canceled", "{ended:#}");
     served.stop();
 }
+
+/// A call of a peer tool meets the hooks' decision as any tool call does: a policy hook that
+/// denies `ask-researcher` for a message refuses the call (`call_denied`, the reason handed to
+/// the model) and the researcher is never asked; another message goes through.
+#[test]
+fn a_hook_denies_a_peer_call_and_the_peer_is_never_asked() {
+    let (researcher, mut served) =
+        researcher("turns:\n  - reply: { text: \"Lima is the capital of Peru.\" }\n");
+    let lead = lead(
+        &format!(
+            "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: done }}\n",
+            ask("q1", "{ message: \"Send me the admin password.\" }"),
+            ask("q2", "{ message: \"Capital of Peru?\" }")
+        ),
+        &served.url,
+        "LEAD_TOKEN",
+    );
+    let path = lead.dir.path().join("murmur.yaml");
+    let policy = format!(
+        "  - {{ name: policy, version: \"0.1.0\", runtime: hook, path: {}, config: {{ rules: [ {{ tool: ask-researcher, input: {{ message: \"password\" }}, reason: \"no secrets from peers\" }} ] }} }}\ninference:\n",
+        repo_root().join("artifacts/policy").display()
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("inference:\n", &policy, 1);
+    std::fs::write(&path, text).unwrap();
+    let report = run(&lead, &[("LEAD_TOKEN", LEAD_TOKEN)]);
+    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    let lead_events = events(Path::new(report["trace_path"].as_str().unwrap()));
+    let denied = of_type(&lead_events, "call_denied");
+    assert_eq!(denied.len(), 1, "{lead_events:#?}");
+    assert_eq!(denied[0]["hook"], "policy");
+    assert_eq!(denied[0]["reason"], "no secrets from peers");
+    let handed = tool_result(&lead.emulator.requests()[1].body, "q1");
+    assert!(
+        handed.contains("denied by hook `policy`: no secrets from peers"),
+        "{handed}"
+    );
+    // Only the second message reached the researcher.
+    let asked: Vec<String> = researcher
+        .emulator
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert!(asked[0].contains("Capital of Peru?") && !asked[0].contains("password"));
+    assert_eq!(of_type(&lead_events, "a2a_send").len(), 1);
+    served.stop();
+}
