@@ -391,6 +391,9 @@ pub struct Asked {
 
 /// The first wait between two `GetTask` polls, and the longest.
 const FIRST_POLL: Duration = Duration::from_millis(10);
+/// The most bytes of artifacts a peer's stream may add up to (the files a call saves are
+/// bounded below it): past it the ask fails `E-A2A-016`.
+pub const MAX_STREAMED_ARTIFACTS: usize = 80 << 20;
 const LAST_POLL: Duration = Duration::from_secs(2);
 /// How long the `CancelTask` of a peer's task past its deadline may take.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -689,6 +692,21 @@ fn replied(reply: Message) -> Task {
     Task::new(task_id, context_id, status)
 }
 
+/// About how many bytes `artifact` holds: its text, its inline files and its data.
+fn artifact_bytes(artifact: &Artifact) -> usize {
+    use murmur_a2a::{FileContent, PartContent};
+    artifact
+        .parts
+        .iter()
+        .map(|part| match &part.content {
+            PartContent::Text(text) => text.len(),
+            PartContent::File(FileContent::Bytes(bytes)) => bytes.len(),
+            PartContent::File(FileContent::Uri(uri)) => uri.len(),
+            PartContent::Data(value) => value.to_string().len(),
+        })
+        .fold(0, usize::saturating_add)
+}
+
 /// `artifact` added to `task`: appended to the one of the same id when `append`, else in its
 /// place (or after the others).
 fn merge_artifact(task: &mut Task, artifact: Artifact, append: bool) {
@@ -715,6 +733,7 @@ async fn follow(
     let mut task = if ask.streaming {
         let mut stream = client.stream_message(url, &params, headers).await?;
         let mut task: Option<Task> = None;
+        let mut streamed = 0usize;
         while let Some(event) = stream.next().await {
             let event = event?.event;
             let ends = event.ends_stream();
@@ -736,6 +755,15 @@ async fn follow(
                     held.status = update.status;
                 }
                 StreamEvent::ArtifactUpdate(update) => {
+                    // Appended chunks add up: a peer streaming without end is cut off.
+                    streamed = streamed.saturating_add(artifact_bytes(&update.artifact));
+                    if streamed > MAX_STREAMED_ARTIFACTS {
+                        return Err(PeerError::TooLarge {
+                            url: url.to_string(),
+                            what: "artifacts over its stream",
+                            limit: MAX_STREAMED_ARTIFACTS,
+                        });
+                    }
                     let held = task.get_or_insert_with(|| {
                         Task::new(
                             &update.task_id,
@@ -1094,6 +1122,39 @@ mod tests {
             );
             assert_eq!(peer.methods(), [Method::SendStreamingMessage]);
             assert_eq!(asked.sends[0].peer_task_id.as_deref(), Some("t-9"));
+        });
+    }
+
+    #[test]
+    fn a_stream_of_artifacts_past_its_bound_is_cut_off() {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let chunk = "x".repeat(8 << 20);
+            let peer = FakePeer::start(Arc::new(move |_: &rpc::Request, _| {
+                let mut events = vec![StreamEvent::Task(task("t-8", TaskState::Working, None))];
+                for n in 0..=(MAX_STREAMED_ARTIFACTS / chunk.len()) {
+                    events.push(StreamEvent::ArtifactUpdate(TaskArtifactUpdate {
+                        task_id: "t-8".into(),
+                        context_id: "ctx-peer".into(),
+                        artifact: Artifact::new("a", vec![Part::text(chunk.clone())]),
+                        append: n > 0,
+                        last_chunk: false,
+                        metadata: None,
+                    }));
+                }
+                Reply::Events(events)
+            }))
+            .await;
+            let mut asked = question(&peer.url, Duration::from_secs(30));
+            asked.streaming = true;
+            let asked = ask(&link(&peer.url, Some("s3cret")), &sender(), asked).await;
+            let failure = asked.outcome.unwrap_err();
+            assert_eq!(failure.code, "E-A2A-016", "{}", failure.message);
+            assert!(
+                failure.message.contains("artifacts over its stream"),
+                "{}",
+                failure.message
+            );
         });
     }
 
