@@ -324,4 +324,26 @@ fn a_workspace_is_held_by_one_session_and_never_overlaps_the_records() {
         "{error}"
     );
     assert_eq!(emulator.requests().len(), 2, "the model was never asked");
+
+    // A directory holding Murmur's home (the credentials file, the control tokens): refused.
+    let holder = tempfile::tempdir().unwrap();
+    std::fs::create_dir(holder.path().join("home")).unwrap();
+    std::fs::write(holder.path().join("home/credentials.yaml"), "KEY: secret\n").unwrap();
+    let homed = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .env("MURMUR_HOME", holder.path().join("home"))
+        .args(["run", "--json", "--task", "x", "--workspace"])
+        .arg(holder.path())
+        .arg(capsule.path())
+        .arg("--workdir")
+        .arg(capsule.path().join("work"))
+        .run();
+    assert_eq!(homed.code, 2, "{homed:#?}");
+    let error = &homed.json()["error"];
+    assert_eq!(error["code"], "E-RUN-033", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("Murmur's home"),
+        "{error}"
+    );
+    assert_eq!(emulator.requests().len(), 2, "the model was never asked");
 }

@@ -37,6 +37,28 @@ pub fn murmur_home() -> PathBuf {
         .join(".murmur")
 }
 
+/// `--workspace PATH` refused before anything runs (`E-RUN-033`, exit 2) when PATH holds
+/// Murmur's home or lies beneath it: the agent would read the user's credentials file and the
+/// control plane's tokens there.
+pub fn refuse_workspace(workspace: Option<&Path>, json: bool) -> Option<crate::exit::Exit> {
+    let workspace = workspace?.canonicalize().ok()?;
+    let home = murmur_home().canonicalize().ok()?;
+    if !(home.starts_with(&workspace) || workspace.starts_with(&home)) {
+        return None;
+    }
+    Some(crate::render::failure(
+        json,
+        "E-RUN-033",
+        &format!(
+            "{} cannot be the session's workspace: it overlaps Murmur's home {} (the credentials file, the control plane's tokens, the compile cache), which the agent would read",
+            workspace.display(),
+            home.display()
+        ),
+        "work on a directory that does not hold Murmur's home (set MURMUR_HOME elsewhere if it must)",
+        crate::exit::Exit::BadInput,
+    ))
+}
+
 /// The registry `given` names (else `$MURMUR_REGISTRY`, else `$MURMUR_HOME/registry`), as
 /// `mur install`, `mur publish` and `mur run` take it: a relative directory is relative to the
 /// current one; an OCI registry presents the credentials the credential sources (the

@@ -140,6 +140,9 @@ fn bad_dataset(json: bool, error: &DatasetError, hint: &str, code: &str) -> Exit
 
 fn run_dataset(args: RunArgs) -> Exit {
     let json = args.json;
+    if let Some(refused) = crate::environment::refuse_workspace(args.workspace.as_deref(), json) {
+        return refused;
+    }
     let (capsule_file, runs_dir) = args.place.paths();
     let dataset = match Dataset::load(&args.dataset) {
         Ok(dataset) => dataset,

@@ -58,6 +58,9 @@ pub fn run(command: McpCommand) -> Exit {
 }
 
 fn serve(args: ServeArgs) -> Exit {
+    if let Some(refused) = crate::environment::refuse_workspace(args.workspace.as_deref(), false) {
+        return refused;
+    }
     let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
     let token = std::env::var(TOKEN_VARIABLE)
         .ok()

@@ -161,6 +161,11 @@ impl Observer for Terminal {
 }
 
 pub fn run(args: RunArgs) -> Exit {
+    if let Some(refused) =
+        crate::environment::refuse_workspace(args.workspace.as_deref(), args.json)
+    {
+        return refused;
+    }
     let (file, capsule_dir) = crate::environment::capsule_paths(args.dir.as_deref());
     // Read once: whether it runs a component, and then everything staging checks.
     let source = murmur_manifest::CapsuleSource::read(&file, &host_env);
