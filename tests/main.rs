@@ -35,6 +35,7 @@ mod run_session;
 mod sandbox;
 mod shell;
 mod tool_invoke;
+mod toolbox;
 mod trace_cli;
 mod workspace_changes;
 mod worlds;

@@ -2,6 +2,10 @@
 
 use std::io::ErrorKind;
 
+/// The directory of the workspace where Murmur's own files go (a cut shell output, a tool's
+/// result too large to hand back inline): the runtime keeps the same name.
+pub const SCRATCH: &str = ".murmur-scratch";
+
 /// The `resource_id` of a file: `file:` and the path with `.` segments and repeated slashes
 /// dropped, so `./notes.md` and `notes.md` name the same resource.
 pub fn file_resource_id(path: &str) -> String {

@@ -1,0 +1,1 @@
+//! `ask`: a first-party tool (being written).

@@ -1,0 +1,1 @@
+//! `edit-file`: a first-party tool (being written).

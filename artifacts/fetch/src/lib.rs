@@ -1,0 +1,1 @@
+//! `fetch`: a first-party tool (being written).

@@ -1,0 +1,1 @@
+//! `list-files`: a first-party tool (being written).

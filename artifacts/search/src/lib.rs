@@ -1,0 +1,1 @@
+//! `search`: a first-party tool (being written).

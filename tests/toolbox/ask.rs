@@ -1,0 +1,1 @@
+//! `ask` through the real `mur` (being written).

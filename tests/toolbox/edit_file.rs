@@ -1,0 +1,1 @@
+//! `edit-file` through the real `mur` (being written).

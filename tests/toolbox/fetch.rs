@@ -1,0 +1,1 @@
+//! `fetch` through the real `mur` (being written).

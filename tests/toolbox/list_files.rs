@@ -1,0 +1,1 @@
+//! `list-files` through the real `mur` (being written).

@@ -1,0 +1,1 @@
+//! `search` through the real `mur` (being written).
