@@ -1224,9 +1224,9 @@ fn a_file_one_principals_task_writes_is_not_readable_by_anothers() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     bobs.sort();
-    // The shells' temporary files went with the session: no `.murmur/` is left in either.
+    // The shells' temporary files went with the session: no `.murmur-scratch/` is left in either.
     assert_eq!(bobs, ["MURMUR.md", "out"], "bob's directory");
-    assert!(!alice_dir.join(".murmur").exists());
+    assert!(!alice_dir.join(".murmur-scratch").exists());
     for name in ["secret.md", "shell.txt"] {
         assert!(
             !workspace.join(name).exists(),

@@ -255,13 +255,13 @@ fn a_stdio_mcp_server_is_offered_and_called_like_any_tool_inside_its_confinement
     let big = answer(&emulator, "br");
     assert!(
         big.contains(
-            "[cut at 16384 bytes; the whole of it (20000 bytes) is in .murmur/mcp-notes-0001.log]"
+            "[cut at 16384 bytes; the whole of it (20000 bytes) is in .murmur-scratch/mcp-notes-0001.log]"
         ),
         "{}",
         &big[big.len().saturating_sub(300)..]
     );
     assert_eq!(
-        std::fs::read_to_string(workspace.join(".murmur/mcp-notes-0001.log")).unwrap(),
+        std::fs::read_to_string(workspace.join(".murmur-scratch/mcp-notes-0001.log")).unwrap(),
         "y".repeat(20_000)
     );
     // Its stderr is kept, in the record, out of the server's reach.

@@ -240,7 +240,7 @@ fn output_over_16_kib_is_cut_and_kept_whole_in_the_workdir() {
     assert_eq!(result["stderr"], "eeeeeeeeeeeeeeeeeeee");
     // Kept in Murmur's scratch of the workspace, where the model's next call can read it.
     let path = result["full_output_path"].as_str().unwrap();
-    assert_eq!(path, ".murmur/shell-0001.log");
+    assert_eq!(path, ".murmur-scratch/shell-0001.log");
     let full = std::fs::read_to_string(run.workspace.join(path)).unwrap();
     assert!(full.contains(&"a".repeat(40000)));
     assert!(full.contains("eeeeeeeeeeeeeeeeeeee"));

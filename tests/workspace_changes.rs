@@ -24,7 +24,7 @@ fn task_end_lists_the_files_a_shell_call_created_modified_and_deleted() {
         "turns:\n{}{}",
         call(
             "s1",
-            "printf old > edit.txt; printf bye > gone.txt; mkdir -p d; printf keep > d/keep.txt"
+            "printf old > edit.txt; printf bye > gone.txt; mkdir -p d .murmur/artifacts; printf keep > d/keep.txt; printf pin > .murmur/artifacts/pin"
         ),
         call(
             "s2",
@@ -67,7 +67,7 @@ fn task_end_lists_the_files_a_shell_call_created_modified_and_deleted() {
         output
             .stderr
             .lines()
-            .any(|line| line == "5 files changed: 5 created"),
+            .any(|line| line == "6 files changed: 6 created"),
         "{output:#?} {trace:#?}"
     );
     let first = &ends[0]["changes"];
@@ -77,8 +77,13 @@ fn task_end_lists_the_files_a_shell_call_created_modified_and_deleted() {
         .iter()
         .map(|c| c["path"].as_str().unwrap())
         .collect();
-    // The runtime's own files (trace, history, result, MURMUR.md, logs) are not listed.
-    assert_eq!(created, ["d/keep.txt", "edit.txt", "gone.txt"], "{first}");
+    // The runtime's own files (trace, history, result, MURMUR.md, logs, its scratch) are not
+    // listed; a capsule's project store `.murmur/` is the agent's like any directory.
+    assert_eq!(
+        created,
+        [".murmur/artifacts/pin", "d/keep.txt", "edit.txt", "gone.txt"],
+        "{first}"
+    );
     let second = &ends[1]["changes"];
     assert_eq!(
         second["counts"],
@@ -110,7 +115,7 @@ fn task_end_lists_the_files_a_shell_call_created_modified_and_deleted() {
     assert_eq!(end["event_type"], "session_end");
     assert_eq!(
         end["changes"]["counts"],
-        serde_json::json!({"created": 5, "modified": 0, "deleted": 0})
+        serde_json::json!({"created": 6, "modified": 0, "deleted": 0})
     );
     // Not a git checkout: no git state.
     assert!(end.get("git").is_none(), "{end}");

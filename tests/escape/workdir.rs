@@ -6,7 +6,7 @@
 //! The record's files (`out/result.txt`, `logs/hook-<name>.log`) are out of the attacker's
 //! reach: a link planted at their names lands in the workspace (the tool's and the child's
 //! `.`), stays there as planted, and the record's file is written whole beside it. The files
-//! the host keeps in the workspace (the shell's full output, `.murmur/shell-0001.log`), and
+//! the host keeps in the workspace (the shell's full output, `.murmur-scratch/shell-0001.log`), and
 //! those it reads there (a `Makefile`, a `data-path`), are where a planted link is met: it is
 //! replaced, or refused, never followed.
 
@@ -346,13 +346,13 @@ fn a_hook_log_planted_as_a_link_is_never_appended_through() {
 
 #[test]
 fn a_shell_child_cannot_aim_the_full_output_log_outside() {
-    // The child plants the full output's log, `.murmur/shell-0001.log` in its workspace, as a
+    // The child plants the full output's log, `.murmur-scratch/shell-0001.log` in its workspace, as a
     // link to the secret (and the record's old name for it, `logs/shell-0001.log`, too), then
     // prints more than the 16 KiB the result keeps, so the host writes the full output.
     let setup = Setup::new(
         |victim| {
             let script = format!(
-                "mkdir -p .murmur logs && ln -sf {secret} .murmur/shell-0001.log && ln -sf {secret} logs/shell-0001.log && head -c 40000 /dev/zero | tr '\\0' x",
+                "mkdir -p .murmur-scratch logs && ln -sf {secret} .murmur-scratch/shell-0001.log && ln -sf {secret} logs/shell-0001.log && head -c 40000 /dev/zero | tr '\\0' x",
                 secret = victim.join("secret.txt").display()
             );
             vec![shell_call("s1", "bash", &["-c", &script]), text("done")]
@@ -368,7 +368,7 @@ fn a_shell_child_cannot_aim_the_full_output_log_outside() {
     let full = shell["full_output_path"]
         .as_str()
         .unwrap_or_else(|| panic!("no full output: {shell:#}"));
-    assert_eq!(full, ".murmur/shell-0001.log", "{shell:#}");
+    assert_eq!(full, ".murmur-scratch/shell-0001.log", "{shell:#}");
     // The host replaced the planted link with a regular file holding the whole output.
     let path = session.workspace.join(full);
     assert!(

@@ -2,7 +2,7 @@
 //! lines.
 //!
 //! The path is relative to the session workdir (the component's `.`). Content up to 256 KiB
-//! comes back inline in `data`; a larger window is written to `.murmur/results/` in the
+//! comes back inline in `data`; a larger window is written to `.murmur-scratch/results/` in the
 //! workdir and returned by `data-path` (cut at 10 MiB, the most the runtime reads, and then
 //! marked `truncated`).
 
@@ -10,15 +10,18 @@ use std::fs;
 use std::path::Path;
 
 use murmur_guest::tool::{StateEffect, Status, Tool, ToolInput, ToolResult};
-use murmur_guest::workdir::{file_resource_id, io_failure, normalize};
+use murmur_guest::workdir::{SCRATCH, file_resource_id, io_failure, normalize};
 use serde::Deserialize;
 
 /// Content larger than this goes back by file rather than inline.
 const INLINE_MAX: usize = 256 * 1024;
 /// The most the runtime reads from a `data-path` file.
 const DATA_PATH_MAX: usize = 10 * 1024 * 1024;
-/// Where large results are written, relative to the workdir.
-const RESULTS_DIR: &str = ".murmur/results";
+/// Where large results are written, relative to the workdir: `results/` of Murmur's scratch
+/// directory.
+fn results_dir() -> String {
+    format!("{SCRATCH}/results")
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,8 +116,9 @@ fn read(args: &Args) -> ToolResult {
             )
         }
         Err(e) => with_meta(ToolResult::error(format!(
-            "read {path} but could not write its {} bytes to {RESULTS_DIR}: {e}",
-            content.len()
+            "read {path} but could not write its {} bytes to {}: {e}",
+            content.len(),
+            results_dir()
         ))),
     }
 }
@@ -200,9 +204,9 @@ fn cut(s: &str, max: usize) -> (&str, bool) {
     (&s[..end], true)
 }
 
-/// Write `content` under `.murmur/results/` and return its workdir-relative name.
+/// Write `content` under `.murmur-scratch/results/` and return its workdir-relative name.
 fn write_result(path: &str, content: &str) -> std::io::Result<String> {
-    fs::create_dir_all(RESULTS_DIR)?;
+    fs::create_dir_all(results_dir())?;
     let stem: String = normalize(path)
         .chars()
         .map(|c| {
@@ -220,7 +224,7 @@ fn write_result(path: &str, content: &str) -> std::io::Result<String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let name = format!("{RESULTS_DIR}/read-file-{nanos}-{stem}");
+    let name = format!("{}/read-file-{nanos}-{stem}", results_dir());
     fs::write(&name, content)?;
     Ok(name)
 }

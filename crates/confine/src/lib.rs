@@ -62,7 +62,9 @@ pub const OUTPUT_LIMIT: usize = 16 * 1024;
 
 /// Where the grant keeps its own files in the workdir (full outputs, `tmp/`): one hidden
 /// directory, so a workdir that is a user's checkout gains one name, never files among its own.
-pub const SCRATCH: &str = ".murmur";
+/// (Not `.murmur`: that is a capsule's project store, which an agent working in place on a
+/// capsule's directory may change, and its changes are listed.)
+pub const SCRATCH: &str = ".murmur-scratch";
 /// Output kept per stream in the full-output file.
 const FULL_OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
 /// The `PATH` a child gets, before the allowed binaries' own directories.

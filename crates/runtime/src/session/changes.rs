@@ -704,13 +704,13 @@ mod tests {
     fn a_starred_skip_leaves_out_a_name_one_directory_down_and_no_deeper() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let skip = [".murmur", "*/.murmur"];
+        let skip = [".murmur-scratch", "*/.murmur-scratch"];
         let before = Snapshot::take(root, &skip);
         for path in [
-            "alice/.murmur",
-            "bob/.murmur",
-            "bob/deep/.murmur",
-            ".murmur",
+            "alice/.murmur-scratch",
+            "bob/.murmur-scratch",
+            "bob/deep/.murmur-scratch",
+            ".murmur-scratch",
         ] {
             fs::create_dir_all(root.join(path)).unwrap();
             fs::write(root.join(path).join("shell-0001.log"), b"log").unwrap();
@@ -720,7 +720,7 @@ mod tests {
         let paths: Vec<&str> = changes.created.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["alice/notes.md", "bob/deep/.murmur/shell-0001.log"],
+            ["alice/notes.md", "bob/deep/.murmur-scratch/shell-0001.log"],
             "{changes:?}"
         );
     }

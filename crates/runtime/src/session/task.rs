@@ -1320,7 +1320,7 @@ impl ShellTool {
                     "Run an allowed program directly in the working directory (no implicit shell; \
                      an interpreter such as bash runs a script only with -c when it is allowed). \
                      Allowed: {}. Returns exit_code, stdout and stderr (each cut at 16 KiB; the \
-                     whole output is kept under .murmur/). A non-zero exit is a result, not an error.",
+                     whole output is kept under .murmur-scratch/). A non-zero exit is a result, not an error.",
                     names.join(", ")
                 )),
                 input_schema: schema,

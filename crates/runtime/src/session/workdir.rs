@@ -150,7 +150,7 @@ impl Workdir {
         if self.in_place {
             &[SCRATCH]
         } else {
-            &[SCRATCH, "MURMUR.md", "*/.murmur", "*/MURMUR.md"]
+            &[SCRATCH, "MURMUR.md", "*/.murmur-scratch", "*/MURMUR.md"]
         }
     }
 
@@ -835,6 +835,17 @@ mod tests {
         }
         let reopened = Workdir::open(workdir.record.parent().unwrap(), "ses_seed").unwrap();
         assert_eq!(reopened.workspace, workdir.workspace);
+    }
+
+    #[test]
+    fn a_fresh_workspace_skips_the_scratch_of_each_principal_and_not_the_project_store() {
+        let records = tempfile::tempdir().unwrap();
+        let fresh = Workdir::create(records.path(), "ses_f", None).unwrap();
+        let entries = fresh.runtime_entries();
+        assert!(entries.contains(&SCRATCH));
+        assert!(entries.contains(&format!("*/{SCRATCH}").as_str()), "{entries:?}");
+        // A capsule's project store (`.murmur/artifacts/`) is the agent's to change, and listed.
+        assert!(!entries.iter().any(|e| e.trim_start_matches("*/") == ".murmur"));
     }
 
     #[test]
