@@ -81,7 +81,12 @@ fn task_end_lists_the_files_a_shell_call_created_modified_and_deleted() {
     // listed; a capsule's project store `.murmur/` is the agent's like any directory.
     assert_eq!(
         created,
-        [".murmur/artifacts/pin", "d/keep.txt", "edit.txt", "gone.txt"],
+        [
+            ".murmur/artifacts/pin",
+            "d/keep.txt",
+            "edit.txt",
+            "gone.txt"
+        ],
         "{first}"
     );
     let second = &ends[1]["changes"];

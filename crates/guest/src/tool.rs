@@ -333,7 +333,10 @@ mod tests {
     fn data_path_clears_data() {
         let r = ToolResult::passed("inline").data_path(".murmur-scratch/results/big.txt");
         assert_eq!(r.data, None);
-        assert_eq!(r.data_path.as_deref(), Some(".murmur-scratch/results/big.txt"));
+        assert_eq!(
+            r.data_path.as_deref(),
+            Some(".murmur-scratch/results/big.txt")
+        );
         assert_eq!(r.status, Status::Passed);
     }
 

@@ -843,9 +843,16 @@ mod tests {
         let fresh = Workdir::create(records.path(), "ses_f", None).unwrap();
         let entries = fresh.runtime_entries();
         assert!(entries.contains(&SCRATCH));
-        assert!(entries.contains(&format!("*/{SCRATCH}").as_str()), "{entries:?}");
+        assert!(
+            entries.contains(&format!("*/{SCRATCH}").as_str()),
+            "{entries:?}"
+        );
         // A capsule's project store (`.murmur/artifacts/`) is the agent's to change, and listed.
-        assert!(!entries.iter().any(|e| e.trim_start_matches("*/") == ".murmur"));
+        assert!(
+            !entries
+                .iter()
+                .any(|e| e.trim_start_matches("*/") == ".murmur")
+        );
     }
 
     #[test]
