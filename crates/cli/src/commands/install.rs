@@ -116,12 +116,8 @@ pub fn run(args: InstallArgs) -> Exit {
             }
         }
     }
-    let servers = match pin_mcp_servers(&file, &capsule, &capsule_dir, &args) {
-        Ok(servers) => servers,
-        Err(exit) => return exit,
-    };
-    let peers = match pin_peer_cards(&file, &capsule, &capsule_dir, &args) {
-        Ok(peers) => peers,
+    let (servers, peers) = match pin_live(&file, &capsule, &capsule_dir, &args) {
+        Ok(pinned) => pinned,
         Err(exit) => return exit,
     };
     if args.json {
@@ -177,6 +173,119 @@ pub fn run(args: InstallArgs) -> Exit {
     Exit::Ok
 }
 
+/// Pins what the capsule reaches live in `murmur.lock`: its MCP servers (each started as a
+/// session would start it, its identity and tools read) and the agent card of each named peer
+/// (fetched only when `capabilities.network.allow` permits the peer, with its credential when
+/// set; the sha256 of its bytes kept). The lock is read once, the user's credentials once (only
+/// when there is something to pin), and the lock written once. A card that cannot be fetched
+/// is `E-A2A-029` (the lock left alone) unless the entry gives a `description` (then
+/// `W-A2A-030` and the peer stays as it was pinned, or unpinned). With `--locked`, a server or
+/// card that is not pinned or differs from its pin is refused and the lock is left alone. Pins
+/// of servers and peers the manifest no longer declares are dropped.
+fn pin_live(
+    file: &Path,
+    capsule: &murmur_manifest::CapsuleManifest,
+    capsule_dir: &Path,
+    args: &InstallArgs,
+) -> Result<(Vec<PinnedServer>, Vec<PinnedPeer>), Exit> {
+    let declared: Vec<&str> = capsule
+        .artifacts
+        .iter()
+        .filter(|entry| entry.runtime == Runtime::Mcp)
+        .map(|entry| entry.name.as_str())
+        .collect();
+    let named: Vec<&str> = capsule
+        .peers
+        .iter()
+        .filter_map(|peer| peer.name.as_deref())
+        .collect();
+    let lock_path = install::lock_path(capsule_dir);
+    let mut lock = match install::read_lock(capsule_dir) {
+        Ok(lock) => lock,
+        Err(error) => return Err(failed(args.json, &error)),
+    };
+    if declared.is_empty() && named.is_empty() && lock.servers.is_empty() && lock.peers.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let credentials = crate::environment::user_credentials_warned()
+        .map_err(|diagnostic| render::coded(args.json, &*diagnostic, Exit::BadInput))?;
+    let config_lookup = |name: &str| credentials.get(name);
+    let lookups = murmur_runtime::session::staging::Lookups {
+        env: &host_env,
+        config: &config_lookup,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            render::failure(
+                args.json,
+                "E-RUN-001",
+                &format!("cannot start the async runtime: {error}"),
+                "this is a bug in mur",
+                Exit::Failed,
+            )
+        })?;
+    let before = lock.clone();
+    let servers = if declared.is_empty() {
+        Vec::new()
+    } else {
+        pin_mcp_servers(file, capsule, &lookups, &runtime, &mut lock, args)?
+    };
+    lock.servers
+        .retain(|server| declared.contains(&server.name.as_str()));
+    let peers = if named.is_empty() {
+        Vec::new()
+    } else {
+        pin_peer_cards(file, capsule, &lookups, &runtime, &mut lock, args)?
+    };
+    lock.peers
+        .retain(|peer| named.contains(&peer.name.as_str()));
+    if lock == before {
+        return Ok((servers, peers));
+    }
+    if args.locked {
+        let mut differ: Vec<String> = Vec::new();
+        for server in &servers {
+            match server.how {
+                "unchanged" => {}
+                "pinned" => differ.push(format!(
+                    "MCP server `{}` is not in murmur.lock",
+                    server.name
+                )),
+                _ => differ.push(format!(
+                    "MCP server `{}` differs from its pin: {}",
+                    server.name,
+                    server.changes.join("; ")
+                )),
+            }
+        }
+        for peer in &peers {
+            match peer.how {
+                "unchanged" => {}
+                "pinned" => differ.push(format!(
+                    "peer `{}`'s agent card is not in murmur.lock",
+                    peer.name
+                )),
+                _ => differ.push(format!(
+                    "peer `{}`'s agent card differs from its pin",
+                    peer.name
+                )),
+            }
+        }
+        if lock.servers != before.servers && !servers.iter().any(|server| server.how != "unchanged")
+        {
+            differ.push("murmur.lock pins MCP servers the manifest no longer declares".into());
+        }
+        if lock.peers != before.peers && !peers.iter().any(|peer| peer.how != "unchanged") {
+            differ.push("murmur.lock pins peers the manifest no longer names".into());
+        }
+        return Err(failed(args.json, &InstallError::Locked(differ.join("; "))));
+    }
+    write_lock(args.json, &lock, &lock_path)?;
+    Ok((servers, peers))
+}
+
 /// An MCP server as `mur install` pinned it.
 #[derive(serde::Serialize)]
 struct PinnedServer {
@@ -189,63 +298,33 @@ struct PinnedServer {
     changes: Vec<String>,
 }
 
-/// Pins the capsule's MCP servers in `murmur.lock`: each started as a session would start it,
-/// its identity and tools read. With `--locked`, a server that is not pinned or differs from
-/// its pin is refused and the lock is left alone. Pins of servers the manifest no longer
-/// declares are dropped.
+/// Reads each declared MCP server's identity and tools into `lock`.
 fn pin_mcp_servers(
     file: &Path,
     capsule: &murmur_manifest::CapsuleManifest,
-    capsule_dir: &Path,
+    lookups: &murmur_runtime::session::staging::Lookups<'_>,
+    runtime: &tokio::runtime::Runtime,
+    lock: &mut murmur_manifest::lock::Lock,
     args: &InstallArgs,
 ) -> Result<Vec<PinnedServer>, Exit> {
-    let declared: Vec<&str> = capsule
-        .artifacts
-        .iter()
-        .filter(|entry| entry.runtime == Runtime::Mcp)
-        .map(|entry| entry.name.as_str())
-        .collect();
-    let lock_path = install::lock_path(capsule_dir);
-    let mut lock = match install::read_lock(capsule_dir) {
-        Ok(lock) => lock,
-        Err(error) => return Err(failed(args.json, &error)),
-    };
-    if declared.is_empty() && lock.servers.is_empty() {
-        return Ok(Vec::new());
-    }
-    let credentials = crate::environment::user_credentials_warned()
-        .map_err(|diagnostic| render::coded(args.json, &*diagnostic, Exit::BadInput))?;
-    let config_lookup = |name: &str| credentials.get(name);
-    let lookups = murmur_runtime::session::staging::Lookups {
-        env: &host_env,
-        config: &config_lookup,
-    };
     if !args.json {
-        for name in &declared {
-            eprintln!("· mcp server {name}: starting to read its tools");
+        for entry in capsule
+            .artifacts
+            .iter()
+            .filter(|e| e.runtime == Runtime::Mcp)
+        {
+            eprintln!("· mcp server {}: starting to read its tools", entry.name);
         }
     }
     let host: murmur_runtime::session::HostEnv = std::sync::Arc::new(host_env);
-    let pins = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| {
-            render::failure(
-                args.json,
-                "E-RUN-001",
-                &format!("cannot start the async runtime: {error}"),
-                "this is a bug in mur",
-                Exit::Failed,
-            )
-        })?
+    let pins = runtime
         .block_on(murmur_runtime::session::pin_mcp_servers(
-            file, capsule, &lookups, &host,
+            file, capsule, lookups, &host,
         ))
         .map_err(|error| render::coded(args.json, &error, Exit::Failed))?;
-    let before = lock.clone();
     let mut pinned = Vec::new();
     for pin in pins {
-        let (how, changes) = match before.server(&pin.name) {
+        let (how, changes) = match lock.server(&pin.name) {
             None => ("pinned", Vec::new()),
             Some(old) if *old == pin => ("unchanged", Vec::new()),
             Some(old) => (
@@ -263,32 +342,6 @@ fn pin_mcp_servers(
         });
         lock.upsert_server(pin);
     }
-    lock.servers
-        .retain(|server| declared.contains(&server.name.as_str()));
-    if lock == before {
-        return Ok(pinned);
-    }
-    if args.locked {
-        let differ: Vec<String> = pinned
-            .iter()
-            .filter(|server| server.how != "unchanged")
-            .map(|server| match server.how {
-                "pinned" => format!("MCP server `{}` is not in murmur.lock", server.name),
-                _ => format!(
-                    "MCP server `{}` differs from its pin: {}",
-                    server.name,
-                    server.changes.join("; ")
-                ),
-            })
-            .collect();
-        let message = if differ.is_empty() {
-            "murmur.lock pins MCP servers the manifest no longer declares".to_string()
-        } else {
-            differ.join("; ")
-        };
-        return Err(failed(args.json, &InstallError::Locked(message)));
-    }
-    write_lock(args.json, &lock, &lock_path)?;
     Ok(pinned)
 }
 
@@ -302,60 +355,24 @@ struct PinnedPeer {
     how: &'static str,
 }
 
-/// Pins the agent card of each named peer of the capsule in `murmur.lock`: fetched (only when
-/// `capabilities.network.allow` permits the peer, with its credential when set), its bytes'
-/// sha256 kept. A card that cannot be fetched is `E-A2A-029` (the lock left alone) unless the
-/// entry gives a `description` (then `W-A2A-030` and the peer stays as it was pinned, or
-/// unpinned). With `--locked`, a card that is not pinned or differs from its pin is refused.
-/// Pins of peers the manifest no longer names are dropped.
+/// Fetches each named peer's agent card into `lock`.
 fn pin_peer_cards(
     file: &Path,
     capsule: &murmur_manifest::CapsuleManifest,
-    capsule_dir: &Path,
+    lookups: &murmur_runtime::session::staging::Lookups<'_>,
+    runtime: &tokio::runtime::Runtime,
+    lock: &mut murmur_manifest::lock::Lock,
     args: &InstallArgs,
 ) -> Result<Vec<PinnedPeer>, Exit> {
     use murmur_runtime::session::peer_cards;
-    let named: Vec<&str> = capsule
-        .peers
-        .iter()
-        .filter_map(|peer| peer.name.as_deref())
-        .collect();
-    let lock_path = install::lock_path(capsule_dir);
-    let mut lock = match install::read_lock(capsule_dir) {
-        Ok(lock) => lock,
-        Err(error) => return Err(failed(args.json, &error)),
-    };
-    if named.is_empty() && lock.peers.is_empty() {
-        return Ok(Vec::new());
-    }
-    let credentials = crate::environment::user_credentials_warned()
-        .map_err(|diagnostic| render::coded(args.json, &*diagnostic, Exit::BadInput))?;
-    let config_lookup = |name: &str| credentials.get(name);
-    let lookups = murmur_runtime::session::staging::Lookups {
-        env: &host_env,
-        config: &config_lookup,
-    };
     let peer_credentials =
-        murmur_runtime::session::staging::peer_credentials(capsule, file, &lookups);
+        murmur_runtime::session::staging::peer_credentials(capsule, file, lookups);
     if !args.json {
-        for name in &named {
+        for name in capsule.peers.iter().filter_map(|peer| peer.name.as_deref()) {
             eprintln!("· peer {name}: fetching its agent card");
         }
     }
-    let cards = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| {
-            render::failure(
-                args.json,
-                "E-RUN-001",
-                &format!("cannot start the async runtime: {error}"),
-                "this is a bug in mur",
-                Exit::Failed,
-            )
-        })?
-        .block_on(peer_cards::fetch_for_install(capsule, &peer_credentials));
-    let before = lock.clone();
+    let cards = runtime.block_on(peer_cards::fetch_for_install(capsule, &peer_credentials));
     let mut pinned = Vec::new();
     let mut warnings = Vec::new();
     for card in cards {
@@ -398,7 +415,7 @@ fn pin_peer_cards(
             url: card.url.clone(),
             card_sha256: fetched.sha256,
         };
-        let how = match before.peer(&pin.name) {
+        let how = match lock.peer(&pin.name) {
             None => "pinned",
             Some(old) if *old == pin => "unchanged",
             Some(_) => "re-pinned",
@@ -414,28 +431,6 @@ fn pin_peer_cards(
     if !warnings.is_empty() && !args.json {
         render::diagnostics_human(&warnings);
     }
-    lock.peers
-        .retain(|peer| named.contains(&peer.name.as_str()));
-    if lock == before {
-        return Ok(pinned);
-    }
-    if args.locked {
-        let differ: Vec<String> = pinned
-            .iter()
-            .filter(|peer| peer.how != "unchanged")
-            .map(|peer| match peer.how {
-                "pinned" => format!("peer `{}`'s agent card is not in murmur.lock", peer.name),
-                _ => format!("peer `{}`'s agent card differs from its pin", peer.name),
-            })
-            .collect();
-        let message = if differ.is_empty() {
-            "murmur.lock pins peers the manifest no longer names".to_string()
-        } else {
-            differ.join("; ")
-        };
-        return Err(failed(args.json, &InstallError::Locked(message)));
-    }
-    write_lock(args.json, &lock, &lock_path)?;
     Ok(pinned)
 }
 
