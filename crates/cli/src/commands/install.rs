@@ -245,39 +245,29 @@ fn pin_live(
         return Ok((servers, peers));
     }
     if args.locked {
-        let mut differ: Vec<String> = Vec::new();
-        for server in &servers {
-            match server.how {
-                "unchanged" => {}
-                "pinned" => differ.push(format!(
-                    "MCP server `{}` is not in murmur.lock",
-                    server.name
-                )),
-                _ => differ.push(format!(
-                    "MCP server `{}` differs from its pin: {}",
-                    server.name,
-                    server.changes.join("; ")
-                )),
-            }
-        }
-        for peer in &peers {
-            match peer.how {
-                "unchanged" => {}
-                "pinned" => differ.push(format!(
-                    "peer `{}`'s agent card is not in murmur.lock",
-                    peer.name
-                )),
-                _ => differ.push(format!(
-                    "peer `{}`'s agent card differs from its pin",
-                    peer.name
-                )),
-            }
-        }
-        if lock.servers != before.servers && !servers.iter().any(|server| server.how != "unchanged")
+        // What differs, as (how, what it is, what changed): a new pin or a changed one.
+        let changed = servers
+            .iter()
+            .map(|server| {
+                let what = format!("MCP server `{}`", server.name);
+                (server.how, what, format!(": {}", server.changes.join("; ")))
+            })
+            .chain(peers.iter().map(|peer| {
+                let what = format!("peer `{}`'s agent card", peer.name);
+                (peer.how, what, String::new())
+            }));
+        let mut differ: Vec<String> = changed
+            .filter_map(|(how, what, changes)| match how {
+                "unchanged" => None,
+                "pinned" => Some(format!("{what} is not in murmur.lock")),
+                _ => Some(format!("{what} differs from its pin{changes}")),
+            })
+            .collect();
+        if lock.servers != before.servers && servers.iter().all(|server| server.how == "unchanged")
         {
             differ.push("murmur.lock pins MCP servers the manifest no longer declares".into());
         }
-        if lock.peers != before.peers && !peers.iter().any(|peer| peer.how != "unchanged") {
+        if lock.peers != before.peers && peers.iter().all(|peer| peer.how == "unchanged") {
             differ.push("murmur.lock pins peers the manifest no longer names".into());
         }
         return Err(failed(args.json, &InstallError::Locked(differ.join("; "))));
