@@ -14,6 +14,7 @@ mod door_auth;
 mod driver_choices;
 mod escape;
 mod eval;
+mod example_fix_tests;
 mod first_party_hooks;
 mod guest_languages;
 mod hooks;
