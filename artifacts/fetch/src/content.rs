@@ -1,0 +1,381 @@
+//! What a fetched body becomes in the result: pure functions, the same on the host and in the
+//! component.
+//!
+//! - [`Kind::of`] sorts a response by its `content-type` (or, when the server sent none, by the
+//!   first bytes of its body): HTML, text (`text/*`, JSON, XML, JavaScript, YAML, ...) or other.
+//! - [`decode`] turns body bytes into text by the `charset` parameter: UTF-8 (the default) and
+//!   ISO-8859-1/US-ASCII are decoded exactly; any other charset, and any invalid UTF-8, is
+//!   decoded as UTF-8 with the invalid bytes replaced (U+FFFD) and [`Decoded::lossy`] set. A
+//!   multi-byte character cut by the read bound is dropped, not replaced.
+//! - [`html_to_text`] turns HTML into readable text (html2text, 100 columns, links kept as
+//!   numbered references listed at the end). It never panics and its result is at most the
+//!   bound it is given; should html2text fail on a document, the document's own text with its
+//!   tags stripped is returned instead.
+//! - [`cut`] shortens text to at most a number of bytes on a character boundary.
+
+/// How a response's body is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `text/html` or `application/xhtml+xml`: turned into readable text.
+    Html,
+    /// Text returned as it is: `text/*`, JSON, XML, JavaScript, YAML, TOML, form data.
+    Text,
+    /// Anything else (images, archives, PDF, ...): described, not shown.
+    Other,
+}
+
+/// Media types outside `text/*` that are text all the same.
+const TEXT_TYPES: &[&str] = &[
+    "application/json",
+    "application/xml",
+    "application/javascript",
+    "application/ecmascript",
+    "application/x-javascript",
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/yaml",
+    "application/x-yaml",
+    "application/toml",
+    "application/x-toml",
+    "application/x-www-form-urlencoded",
+    "application/x-sh",
+    "application/sql",
+    "application/graphql",
+    "application/csv",
+    "application/markdown",
+    "application/problem+json",
+];
+
+impl Kind {
+    /// The kind of a body of media type `essence` (lowercase, no parameters; see
+    /// [`essence`]). `None` when the server sent no `content-type`: then [`Kind::sniff`]
+    /// decides from the body.
+    pub fn of(essence: Option<&str>) -> Option<Kind> {
+        let essence = essence?;
+        if essence.is_empty() {
+            return None;
+        }
+        if essence == "text/html" || essence == "application/xhtml+xml" {
+            return Some(Kind::Html);
+        }
+        if essence.starts_with("text/")
+            || TEXT_TYPES.contains(&essence)
+            || essence.ends_with("+json")
+            || essence.ends_with("+xml")
+            || essence.ends_with("+yaml")
+        {
+            return Some(Kind::Text);
+        }
+        Some(Kind::Other)
+    }
+
+    /// The kind of a body sent without a `content-type`, from its first bytes: HTML when it
+    /// opens (after white space and a byte-order mark) with `<!doctype html` or `<html`; text
+    /// when it is UTF-8 (a character cut at the end is fine) without NUL bytes; other
+    /// otherwise.
+    pub fn sniff(prefix: &[u8]) -> Kind {
+        let start = prefix.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(prefix);
+        let start = &start[start
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(start.len())..];
+        let opens =
+            |tag: &[u8]| start.len() >= tag.len() && start[..tag.len()].eq_ignore_ascii_case(tag);
+        if opens(b"<!doctype html") || opens(b"<html") {
+            return Kind::Html;
+        }
+        let valid = match std::str::from_utf8(prefix) {
+            Ok(_) => true,
+            // Only an incomplete character at the very end (the read bound cut it).
+            Err(e) => e.error_len().is_none(),
+        };
+        if valid && !prefix.contains(&0) {
+            Kind::Text
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+/// The media type of a `content-type` value, lowercase and without parameters
+/// (`Text/HTML; charset=UTF-8` → `text/html`).
+pub fn essence(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// The `charset` parameter of a `content-type` value, lowercase, without quotes.
+pub fn charset(content_type: &str) -> Option<String> {
+    content_type.split(';').skip(1).find_map(|param| {
+        let (name, value) = param.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| value.trim().trim_matches('"').to_ascii_lowercase())
+    })
+}
+
+/// Text decoded from a body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    pub text: String,
+    /// Some bytes were not valid in the charset and were replaced (or the charset is one this
+    /// tool does not decode and UTF-8 was assumed).
+    pub lossy: bool,
+}
+
+/// `bytes` decoded by `charset` (see the module docs). A leading UTF-8 byte-order mark is
+/// dropped.
+pub fn decode(bytes: &[u8], charset: Option<&str>) -> Decoded {
+    match charset.unwrap_or("utf-8") {
+        "iso-8859-1" | "latin1" | "latin-1" | "iso_8859-1" | "l1" | "us-ascii" | "ascii" => {
+            Decoded {
+                text: bytes.iter().map(|&b| char::from(b)).collect(),
+                lossy: false,
+            }
+        }
+        other => {
+            let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            // A character cut by the read bound at the very end is dropped, not replaced.
+            let whole = match std::str::from_utf8(bytes) {
+                Ok(_) => bytes,
+                Err(e) if e.error_len().is_none() => &bytes[..e.valid_up_to()],
+                Err(_) => bytes,
+            };
+            let text = String::from_utf8_lossy(whole).into_owned();
+            let unknown = !matches!(other, "utf-8" | "utf8");
+            let lossy = unknown || std::str::from_utf8(whole).is_err();
+            Decoded { text, lossy }
+        }
+    }
+}
+
+/// Columns the HTML text is wrapped to.
+pub const HTML_WIDTH: usize = 100;
+
+/// HTML turned into readable text, at most `max_bytes` long (cut on a character boundary).
+/// The second value tells whether the text was cut.
+pub fn html_to_text(html: &str, max_bytes: usize) -> (String, bool) {
+    let rendered = html2text::config::plain()
+        .allow_width_overflow()
+        .link_footnotes(true)
+        .string_from_read(html.as_bytes(), HTML_WIDTH)
+        .unwrap_or_else(|_| strip_tags(html));
+    let (text, was_cut) = cut(rendered.trim_end(), max_bytes);
+    (text.to_string(), was_cut)
+}
+
+/// The text of `html` with every `<...>` dropped: the fallback should html2text fail.
+fn strip_tags(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `text` cut to at most `max_bytes` bytes on a character boundary, and whether it was cut.
+pub fn cut(text: &str, max_bytes: usize) -> (&str, bool) {
+    if text.len() <= max_bytes {
+        return (text, false);
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
+
+/// A size for people: `512 bytes`, `3.2 KiB`, `5.0 MiB`.
+pub fn size(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else if b < KIB * KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn content_types_are_sorted() {
+        for (ct, kind) in [
+            ("text/html", Kind::Html),
+            ("application/xhtml+xml", Kind::Html),
+            ("text/plain", Kind::Text),
+            ("text/markdown", Kind::Text),
+            ("application/json", Kind::Text),
+            ("application/vnd.github+json", Kind::Text),
+            ("application/atom+xml", Kind::Text),
+            ("application/javascript", Kind::Text),
+            ("image/png", Kind::Other),
+            ("application/octet-stream", Kind::Other),
+            ("application/pdf", Kind::Other),
+        ] {
+            assert_eq!(Kind::of(Some(ct)), Some(kind), "{ct}");
+        }
+        assert_eq!(Kind::of(None), None);
+        assert_eq!(Kind::of(Some("")), None);
+        assert_eq!(essence(" Text/HTML ; charset=UTF-8"), "text/html");
+        assert_eq!(
+            charset("text/html; Charset=\"ISO-8859-1\"").as_deref(),
+            Some("iso-8859-1")
+        );
+        assert_eq!(charset("text/html"), None);
+    }
+
+    #[test]
+    fn bodies_without_a_content_type_are_sniffed() {
+        assert_eq!(Kind::sniff(b"\n  <!DOCTYPE html><p>x"), Kind::Html);
+        assert_eq!(Kind::sniff(b"\xEF\xBB\xBF<html lang=en>"), Kind::Html);
+        assert_eq!(Kind::sniff(b"{\"a\": 1}"), Kind::Text);
+        // A character cut at the end by the read bound is still text.
+        assert_eq!(
+            Kind::sniff("caf\u{e9}".as_bytes().split_last().unwrap().1),
+            Kind::Text
+        );
+        assert_eq!(Kind::sniff(b"\x89PNG\r\n\x1a\n\0\0"), Kind::Other);
+        assert_eq!(Kind::sniff(b"ab\0cd"), Kind::Other);
+    }
+
+    #[test]
+    fn charsets_are_decoded() {
+        assert_eq!(
+            decode(b"caf\xe9", Some("iso-8859-1")),
+            Decoded {
+                text: "café".into(),
+                lossy: false
+            }
+        );
+        assert_eq!(
+            decode("café".as_bytes(), None),
+            Decoded {
+                text: "café".into(),
+                lossy: false
+            }
+        );
+        // A character cut at the end is dropped, not replaced.
+        let cut_char = &"café".as_bytes()[..4];
+        assert_eq!(decode(cut_char, Some("utf-8")).text, "caf");
+        assert!(!decode(cut_char, Some("utf-8")).lossy);
+        let bad = decode(b"a\xffb", None);
+        assert_eq!(bad.text, "a\u{fffd}b");
+        assert!(bad.lossy);
+        assert!(decode(b"abc", Some("shift_jis")).lossy);
+        assert_eq!(decode(b"\xEF\xBB\xBFhi", None).text, "hi");
+    }
+
+    #[test]
+    fn html_becomes_readable_text_with_its_links() {
+        let html = r#"<!doctype html><html><head><title>T</title><style>p{color:red}</style>
+            <script>var secret = 1;</script></head><body>
+            <h1>Release notes</h1><p>Version <b>2.0</b> is out.</p>
+            <ul><li>faster</li><li>smaller</li></ul>
+            <p>See <a href="https://example.com/changes">the changes</a>.</p></body></html>"#;
+        let (text, was_cut) = html_to_text(html, 10_000);
+        assert!(!was_cut);
+        assert!(text.contains("Release notes"), "{text}");
+        assert!(text.contains("Version **2.0** is out."), "{text}");
+        assert!(text.contains("* faster"), "{text}");
+        assert!(text.contains("https://example.com/changes"), "{text}");
+        assert!(!text.contains("<p>"), "{text}");
+        assert!(!text.contains("var secret"), "{text}");
+        assert!(!text.contains("color:red"), "{text}");
+    }
+
+    #[test]
+    fn html_text_is_bounded() {
+        let html = "<p>".to_string() + &"word ".repeat(10_000) + "</p>";
+        let (text, was_cut) = html_to_text(&html, 1000);
+        assert!(was_cut);
+        assert!(text.len() <= 1000);
+        assert!(text.starts_with("word word"));
+    }
+
+    #[test]
+    fn deeply_nested_html_does_not_break_the_conversion() {
+        for tag in ["div", "table><tr><td", "ul><li", "b", "blockquote"] {
+            let depth = 2000;
+            let html = format!("<{tag}>").repeat(depth) + "deep";
+            let started = std::time::Instant::now();
+            let (text, _) = html_to_text(&html, 64 * 1024);
+            assert!(text.len() <= 64 * 1024, "{tag}");
+            assert!(
+                started.elapsed().as_secs() < 10,
+                "{tag}: {:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn cut_keeps_characters_whole() {
+        assert_eq!(cut("héllo", 2), ("h", true));
+        assert_eq!(cut("héllo", 3), ("hé", true));
+        assert_eq!(cut("abc", 3), ("abc", false));
+        assert_eq!(cut("abc", 0), ("", true));
+        assert_eq!(size(512), "512 bytes");
+        assert_eq!(size(2048), "2.0 KiB");
+        assert_eq!(size(5 * 1024 * 1024), "5.0 MiB");
+    }
+
+    /// HTML-like text: tags, entities, comments and text in any order.
+    fn html_like() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[a-z ]{0,12}",
+            "<(p|div|table|tr|td|th|ul|ol|li|pre|a href=\"x\"|img src=\"y\"|br|h1|script|style|svg|math|template|select|option|textarea|frameset|col|colgroup|caption|thead|tbody)( [a-z]+=\"[^\"]{0,5}\")?>",
+            "</(p|div|table|tr|td|ul|ol|li|pre|a|h1|script|style|svg|template|select)>",
+            "&(amp|lt|gt|nbsp|#[0-9]{1,7}|#x[0-9a-fA-F]{1,6}|bogus);?",
+            "<!--[^>]{0,8}-->",
+            "<!(doctype|DOCTYPE) html>",
+            "\\PC{0,6}",
+        ];
+        prop::collection::vec(piece, 0..80).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn any_html_converts_without_panic_within_the_bound(
+            html in html_like(),
+            max in 0usize..4096,
+        ) {
+            let (text, was_cut) = html_to_text(&html, max);
+            prop_assert!(text.len() <= max);
+            if !was_cut {
+                prop_assert!(text.len() <= max);
+            }
+        }
+
+        #[test]
+        fn any_bytes_decode_sniff_and_convert_without_panic(
+            bytes in prop::collection::vec(any::<u8>(), 0..2048),
+            max in 0usize..2048,
+            charset in prop::option::of("(utf-8|iso-8859-1|us-ascii|koi8-r|)"),
+        ) {
+            let _ = Kind::sniff(&bytes);
+            let decoded = decode(&bytes, charset.as_deref());
+            let (text, _) = html_to_text(&decoded.text, max);
+            prop_assert!(text.len() <= max);
+            let (cut_text, was_cut) = cut(&decoded.text, max);
+            prop_assert!(cut_text.len() <= max);
+            prop_assert_eq!(was_cut, decoded.text.len() > max);
+            prop_assert!(decoded.text.starts_with(cut_text));
+        }
+    }
+}
