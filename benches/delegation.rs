@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use murmur_testkit::door::Served;
-use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{repo_root, shared_home};
+use murmur_testkit::emulator::{Emulator, Script, capsule_manifest};
+use murmur_testkit::shared_home;
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-emulator-delegation-bench";
@@ -49,22 +49,7 @@ fn emulator(script: &str) -> Emulator {
 
 /// A capsule `name` on the Anthropic driver pointed at `endpoint`, with `extra` manifest text.
 fn capsule(dir: &Path, name: &str, endpoint: &str, extra: &str) {
-    let text = format!(
-        r#"name: {name}
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-{extra}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-    );
+    let text = capsule_manifest(endpoint, name, "A capsule of the benchmark.", "", extra);
     std::fs::write(dir.join("murmur.yaml"), text).unwrap();
 }
 

@@ -24,29 +24,19 @@ fn emulator(script: &str) -> Emulator {
         .unwrap()
 }
 
+/// The probe tool's entry in a capsule's `artifacts:`.
+fn probe_entry() -> String {
+    format!(
+        "  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
+        repo_root().join("tests/fixtures/probe").display()
+    )
+}
+
 /// The capsule `name` on its own emulator answering `script`, with the probe tool and `extra`.
 fn capsule(name: &str, script: &str, extra: &str) -> Capsule {
     let emulator = emulator(script);
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"name: {name}
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-{extra}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        endpoint = emulator.url(),
-        probe = repo_root().join("tests/fixtures/probe").display(),
-    );
+    let text = emulator.capsule_manifest(name, &probe_entry(), extra);
     std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
     Capsule { dir, emulator }
 }

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use murmur_testkit::door::Served;
-use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput, free_port, repo_root, shared_home};
+use murmur_testkit::emulator::{Emulator, Script, capsule_manifest};
+use murmur_testkit::{Mur, MurOutput, free_port, shared_home};
 use sha2::Digest;
 
 const KEY: &str = "sk-emulator-peers";
@@ -25,24 +25,7 @@ fn capsule(name: &str, description: &str, script: &str, extra: &str) -> Capsule 
         .start()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"name: {name}
-version: "0.1.0"
-description: {description}
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-{extra}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        endpoint = emulator.url(),
-    );
+    let text = capsule_manifest(&emulator.url(), name, description, "", extra);
     std::fs::write(dir.path().join("murmur.yaml"), text).unwrap();
     Capsule { dir, emulator }
 }

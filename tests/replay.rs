@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::artifacts::{KEY, SCRIPT, capsule};
-use murmur_testkit::emulator::{Emulator, Script};
+use murmur_testkit::emulator::{Emulator, Script, capsule_manifest};
 use murmur_testkit::{Mur, MurOutput, repo_root};
 use serde_json::Value;
 
@@ -464,23 +464,16 @@ turns:
 /// with `extra` appended.
 fn peer_capsule(dir: &Path, name: &str, endpoint: &str, extra: &str) {
     std::fs::create_dir_all(dir).unwrap();
-    let text = format!(
-        r#"name: {name}
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: probe, version: "0.1.0", runtime: tool, path: {probe} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-{extra}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        probe = repo_root().join("tests/fixtures/probe").display(),
+    let probe = format!(
+        "  - {{ name: probe, version: \"0.1.0\", runtime: tool, path: {} }}",
+        repo_root().join("tests/fixtures/probe").display()
+    );
+    let text = capsule_manifest(
+        endpoint,
+        name,
+        "A peer in a recorded session.",
+        &probe,
+        extra,
     );
     std::fs::write(dir.join("murmur.yaml"), text).unwrap();
 }

@@ -115,7 +115,7 @@ pub use script::{
     Answer, Conversation, Fault, HttpFault, Reply, Script, ScriptError, Stop, Thinking, ToolCall,
     Turn, Usage,
 };
-pub use server::{Emulator, EmulatorBuilder};
+pub use server::{Emulator, EmulatorBuilder, capsule_manifest};
 
 use serde::Serialize;
 use serde_json::Value;

@@ -71,32 +71,15 @@ impl Emulator {
         format!("http://{}", self.addr)
     }
 
-    /// A capsule manifest named `name` whose model is this emulator, reached through the
-    /// first-party Anthropic driver with the key `${EMU_KEY}` (`model: test-model`).
-    /// `artifacts` are more entries of its `artifacts:` list (lines starting `  - `), `rest`
-    /// more top-level sections; `rest` follows the `inference:` block, so lines of it indented
-    /// by two spaces add to that block.
+    /// A capsule manifest named `name` whose model is this emulator: [`capsule_manifest`] at
+    /// this emulator's URL, described as a capsule of the emulator.
     pub fn capsule_manifest(&self, name: &str, artifacts: &str, rest: &str) -> String {
-        format!(
-            r#"name: {name}
-version: "0.1.0"
-description: A capsule whose model is the provider emulator.
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-{artifacts}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-{rest}
-"#,
-            driver = crate::repo_root()
-                .join("artifacts/driver-anthropic")
-                .display(),
-            endpoint = self.url(),
+        capsule_manifest(
+            &self.url(),
+            name,
+            "A capsule whose model is the provider emulator.",
+            artifacts,
+            rest,
         )
     }
 
@@ -1266,4 +1249,38 @@ mod tests {
         assert_eq!(text_of(&other).1, "global");
         assert_eq!(other.turn, Some(0));
     }
+}
+
+/// A capsule manifest named `name`, described as `description`, whose model is reached at
+/// `endpoint` (an emulator, or a recording proxy before one) through the first-party Anthropic
+/// driver with the key `${EMU_KEY}` (`model: test-model`). `artifacts` are more entries of its
+/// `artifacts:` list (lines starting `  - `), `rest` more top-level sections; `rest` follows
+/// the `inference:` block, so lines of it indented by two spaces add to that block.
+pub fn capsule_manifest(
+    endpoint: &str,
+    name: &str,
+    description: &str,
+    artifacts: &str,
+    rest: &str,
+) -> String {
+    format!(
+        r#"name: {name}
+version: "0.1.0"
+description: {description}
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+{artifacts}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+{rest}
+"#,
+        driver = crate::repo_root()
+            .join("artifacts/driver-anthropic")
+            .display(),
+    )
 }
