@@ -174,26 +174,33 @@ fn the_example_fixes_the_checkout_in_place_and_its_tests_pass() {
         "{pricing}"
     );
 
-    // The tools in the order the model called them, each one's result ok.
+    // The tools in the order the model called them, each one passed; then the shell ran the
+    // tests in the checkout, and they passed there.
     let trace = trace_of(&report);
     let calls: Vec<(&str, &str)> = events(&trace, "tool_call")
         .iter()
         .map(|e| {
             (
                 e["tool_name"].as_str().unwrap(),
-                e["status"].as_str().unwrap_or(""),
+                e["status"].as_str().unwrap(),
             )
         })
         .collect();
-    let names: Vec<&str> = calls.iter().map(|(name, _)| *name).collect();
     assert_eq!(
-        names,
-        ["list-files", "search", "read-file", "edit-file", "shell"],
-        "{calls:?}"
+        calls,
+        [
+            ("list-files", "passed"),
+            ("search", "passed"),
+            ("read-file", "passed"),
+            ("edit-file", "passed")
+        ]
     );
-    // The shell ran the tests in the checkout, and they passed there.
     let shell = events(&trace, "shell");
     assert_eq!(shell.len(), 1, "{shell:#?}");
+    assert_eq!(
+        shell[0]["argv"],
+        serde_json::json!(["-B", "-m", "unittest"])
+    );
     assert_eq!(shell[0]["exit_code"], 0, "{:#}", shell[0]);
     // What the model was told the tests said.
     let last = emulator.requests().last().unwrap().body.to_string();
@@ -290,8 +297,8 @@ fn the_example_shell_runs_the_test_command_and_refuses_other_command_lines() {
     assert_eq!(shell[1]["exit_code"], 1, "{:#}", shell[1]);
     // As murmur.yaml says: a program on stdin runs, held by the shell's containment.
     assert_eq!(shell[2]["exit_code"], 0, "{:#}", shell[2]);
-    let last = emulator.requests().last().unwrap().body.to_string();
-    assert!(last.contains("from stdin"), "{last}");
+    // It printed `from stdin` and a newline.
+    assert_eq!(shell[2]["stdout_bytes"], 11, "{:#}", shell[2]);
 }
 
 fn eval_run(capsule: &Path, extra: &[&str]) -> MurOutput {
