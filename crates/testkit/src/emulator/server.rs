@@ -955,6 +955,40 @@ fn tool_result_text(request: &Value, id: &str) -> String {
     String::new()
 }
 
+/// A capsule manifest named `name`, described as `description`, whose model is reached at
+/// `endpoint` (an emulator, or a recording proxy before one) through the first-party Anthropic
+/// driver with the key `${EMU_KEY}` (`model: test-model`). `artifacts` are more entries of its
+/// `artifacts:` list (lines starting `  - `), `rest` more top-level sections; `rest` follows
+/// the `inference:` block, so lines of it indented by two spaces add to that block.
+pub fn capsule_manifest(
+    endpoint: &str,
+    name: &str,
+    description: &str,
+    artifacts: &str,
+    rest: &str,
+) -> String {
+    format!(
+        r#"name: {name}
+version: "0.1.0"
+description: {description}
+artifacts:
+  - name: driver-anthropic
+    version: "0.1.0"
+    runtime: driver
+    path: {driver}
+    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
+{artifacts}
+inference:
+  model: test-model
+  driver: {{ artifact: driver-anthropic }}
+{rest}
+"#,
+        driver = crate::repo_root()
+            .join("artifacts/driver-anthropic")
+            .display(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -1249,38 +1283,4 @@ mod tests {
         assert_eq!(text_of(&other).1, "global");
         assert_eq!(other.turn, Some(0));
     }
-}
-
-/// A capsule manifest named `name`, described as `description`, whose model is reached at
-/// `endpoint` (an emulator, or a recording proxy before one) through the first-party Anthropic
-/// driver with the key `${EMU_KEY}` (`model: test-model`). `artifacts` are more entries of its
-/// `artifacts:` list (lines starting `  - `), `rest` more top-level sections; `rest` follows
-/// the `inference:` block, so lines of it indented by two spaces add to that block.
-pub fn capsule_manifest(
-    endpoint: &str,
-    name: &str,
-    description: &str,
-    artifacts: &str,
-    rest: &str,
-) -> String {
-    format!(
-        r#"name: {name}
-version: "0.1.0"
-description: {description}
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-{artifacts}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-{rest}
-"#,
-        driver = crate::repo_root()
-            .join("artifacts/driver-anthropic")
-            .display(),
-    )
 }
