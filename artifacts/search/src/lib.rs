@@ -284,8 +284,17 @@ fn target_path(root: &Path, path: &str) -> Result<Target, String> {
     let full = root.join(path);
     // In the component this goes through the host's WASI, which refuses a path (or a link)
     // leading out of the workdir.
-    let meta = std::fs::metadata(&full)
-        .map_err(|e| murmur_guest::workdir::io_failure("search", path, &e))?;
+    let meta = std::fs::metadata(&full).map_err(|e| {
+        let link = std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_symlink());
+        if link && e.kind() == io::ErrorKind::PermissionDenied {
+            format!(
+                "cannot search {path}: it is a symbolic link leading out of the session \
+                 workdir (paths are relative to the session workdir and cannot leave it)"
+            )
+        } else {
+            murmur_guest::workdir::io_failure("search", path, &e)
+        }
+    })?;
     let rel = lexical(path).ok_or_else(|| {
         format!(
             "cannot search {path}: it leads out of the session workdir (paths are relative \
