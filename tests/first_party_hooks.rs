@@ -243,11 +243,16 @@ turns:
     } = run(&file, "look");
     // The hook writes through its filesystem grant: into the workspace, never the record.
     assert!(!record.join("logs/debug-hook.jsonl").exists());
-    let lines: Vec<Value> = std::fs::read_to_string(workspace.join("logs/debug-hook.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    assert!(
+        !workspace.join("logs").exists(),
+        "nothing among the agent's own files"
+    );
+    let lines: Vec<Value> =
+        std::fs::read_to_string(workspace.join(".murmur-scratch/debug-hook.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
     let handlers: Vec<&str> = lines
         .iter()
         .map(|l| l["handler"].as_str().unwrap())

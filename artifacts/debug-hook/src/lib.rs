@@ -4,7 +4,7 @@
 //! - Bound to no handler, so it receives every event; `execution_mode: async`, so the agent
 //!   loop never waits for it; it always returns `none`.
 //! - Each event appends one line to the file named by config `path` (relative to the workdir,
-//!   default `logs/debug-hook.jsonl`; missing parent directories are created):
+//!   default `.murmur-scratch/debug-hook.jsonl`, Murmur's scratch directory; missing parent directories are created):
 //!   `{"handler": "on-tool-call", "event": {…}}`, the event as
 //!   [`murmur_guest::hook::Event`] serializes it (snake_case fields, `null` for an absent
 //!   optional field, a message's `content` as its JSON string).
@@ -21,8 +21,11 @@ use std::path::Path;
 use murmur_guest::hook::{self, Event, Hook, HookOutput, HookResult};
 use serde::Deserialize;
 
-/// Where the log goes when the config names no `path`.
-const DEFAULT_PATH: &str = "logs/debug-hook.jsonl";
+/// Where the log goes when the config names no `path`: Murmur's scratch directory of the
+/// workspace, so a directory worked on in place gains no `logs/` of ours among its own files.
+fn default_path() -> String {
+    format!("{}/debug-hook.jsonl", murmur_guest::workdir::SCRATCH)
+}
 
 #[derive(Debug, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -33,7 +36,7 @@ struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            path: DEFAULT_PATH.to_string(),
+            path: default_path(),
         }
     }
 }
@@ -85,10 +88,10 @@ mod tests {
     use serde_json::{Value, json};
 
     #[test]
-    fn config_defaults_to_logs_debug_hook_jsonl() {
+    fn config_defaults_to_the_scratch_directory() {
         assert_eq!(
             hook::config_from::<Config>(None).unwrap().path,
-            "logs/debug-hook.jsonl"
+            ".murmur-scratch/debug-hook.jsonl"
         );
         assert_eq!(
             hook::config_from::<Config>(Some(r#"{"path":"x.jsonl"}"#))
