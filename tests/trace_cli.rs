@@ -1075,3 +1075,29 @@ fn a_session_of_record_layout_1_is_read_its_workspace_the_record_itself() {
     assert_eq!(received.len(), 9, "{received:#?}");
     assert_eq!(exported.json()["spans"], 9);
 }
+
+/// `mur trace show | head`: the reader leaves before `mur` has written its first line (the
+/// pipe's read end is closed before `mur` starts). The output ends there, quietly: no panic,
+/// no message, exit 0, as for any output cut short by its reader. A child `mur` writes to that
+/// dies is still an error `mur` survives (`SIGPIPE` stays ignored: the shell tests show it).
+#[test]
+fn output_cut_short_by_its_reader_ends_quietly() {
+    let trace = repo_root().join("tests/fixtures/trace-layout-1.jsonl");
+    for args in [
+        vec!["trace", "show"],
+        vec!["trace", "show", "--json"],
+        vec!["trace", "report"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mur"))
+            .args(&args)
+            .arg(&trace)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

@@ -115,7 +115,46 @@ enum ToolCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let exit = match cli.command {
+    quiet_when_the_reader_leaves();
+    match std::panic::catch_unwind(move || dispatch(cli)) {
+        Ok(exit) => ExitCode::from(exit as u8),
+        // The reader of `mur`'s output went away (`mur trace show | head`): the output ended
+        // early, which is a normal end, not a failure.
+        Err(payload) if reader_left(payload_text(&*payload)) => ExitCode::SUCCESS,
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// A panic of `print!`/`eprint!` because the reader of standard output or error closed it:
+/// said nowhere (the stream is gone) and ended as a normal end of output by `main`. Every
+/// other panic is reported as before. `mur` keeps ignoring `SIGPIPE`, so a child it writes to
+/// that dies is an error it handles, never its own death.
+fn quiet_when_the_reader_leaves() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !reader_left(payload_text(info.payload())) {
+            report(info);
+        }
+    }));
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+/// Whether a panic's message is the standard streams' "failed printing to stdout/stderr" on a
+/// closed pipe.
+fn reader_left(message: &str) -> bool {
+    message.starts_with("failed printing to std")
+        && message.ends_with(&format!("(os error {})", libc::EPIPE))
+}
+
+fn dispatch(cli: Cli) -> exit::Exit {
+    match cli.command {
         Command::Check {
             path,
             json,
@@ -149,6 +188,5 @@ fn main() -> ExitCode {
         Command::Tool {
             command: ToolCommand::Invoke(args),
         } => commands::tool::invoke(args),
-    };
-    ExitCode::from(exit as u8)
+    }
 }
