@@ -236,6 +236,10 @@ fn a_door_or_peer_credential_set_nowhere_is_a_warning_naming_what_it_stops() {
         .collect();
     assert_eq!(warnings.len(), 2, "{report:#}");
     let door = warnings[0]["message"].as_str().unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert_eq!(warnings[0]["line"], line_of("${OPS_TOKEN}"), "{door}");
+    assert_eq!(warnings[1]["line"], line_of("${PEER_KEY}"));
     assert!(
         door.contains("${OPS_TOKEN}") && door.contains("door principal `ops`"),
         "{door}"
@@ -290,9 +294,15 @@ fn a_credential_set_nowhere_is_named_with_every_place_looked() {
         message.contains(&home.path().join("credentials.yaml").display().to_string()),
         "{message}"
     );
+    // Placed like every manifest diagnostic: the file, and the line of the value.
+    let line_of = |needle: &str| KEYED.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert_eq!(primary[0]["line"], line_of("${PRIMARY_KEY}"), "{message}");
+    assert!(primary[0]["column"].as_u64().unwrap() > 1);
+    assert_eq!(primary[0]["file"], file.display().to_string());
     // The alternate's only stages that choice unavailable: a warning.
     let alternate = of("W-RUN-003");
     assert_eq!(alternate.len(), 1, "{diagnostics:#?}");
+    assert_eq!(alternate[0]["line"], line_of("${ALT_KEY}"));
     assert!(
         alternate[0]["message"]
             .as_str()

@@ -203,9 +203,32 @@ pub fn unresolved(
             .at_path(format!("{at}.{}", presented.scheme())),
         );
     }
-    let Some(inference) = &capsule.inference else {
-        return found;
-    };
+    if let Some(inference) = &capsule.inference {
+        found.extend(unresolved_driver_credentials(
+            capsule,
+            inference,
+            manifest_file,
+            env,
+            config,
+            &nowhere,
+        ));
+    }
+    // Placed like every diagnostic of the manifest: file, line and column of the value.
+    crate::place_in_file(&mut found, manifest_file);
+    found
+}
+
+/// The credentials of the drivers the choices name that resolve nowhere (see [`unresolved`]).
+fn unresolved_driver_credentials(
+    capsule: &crate::CapsuleManifest,
+    inference: &crate::capsule::Inference,
+    manifest_file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: &dyn Fn(&str) -> Option<String>,
+    nowhere: &str,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let injected = |name: &str| capsule.control.secrets.iter().any(|s| s == name);
     let primary = inference.driver.as_ref().map(|d| d.artifact.as_str());
     for (index, entry) in capsule.artifacts.iter().enumerate() {
         let Some(name) = entry.gateway.as_ref().and_then(|g| g.env_reference()) else {
