@@ -12,7 +12,8 @@
 //! - **What is walked.** The tree under `path`, skipping what the `.gitignore`, `.ignore` and
 //!   `.git/info/exclude` files on the way from the workspace root ignore (with or without a
 //!   `.git` directory) unless `no_ignore`, and hidden entries (names starting with `.`) unless
-//!   `hidden`. Links are listed as links and never followed, not even when `path` names one.
+//!   `hidden`; `.git` itself never. Links are listed as links and never followed, not even when
+//!   `path` names one.
 //! - **Output.** One line per entry, `kind size path`: kind `file`, `dir`, `link` or `other`,
 //!   size in bytes for a file and `-` otherwise, path relative to the workspace (so it can be
 //!   handed to `read-file`; a name with control characters is shown quoted and escaped).
@@ -240,6 +241,9 @@ fn walk(base: &Path, target: &Path, glob: &GlobMatcher, max: u64, args: &Args) -
         .require_git(false)
         .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(move |entry| {
+            if entry.depth() > 0 && entry.file_name() == ".git" {
+                return false;
+            }
             let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
             rel.starts_with(&route) || route.starts_with(rel)
         });
@@ -424,6 +428,7 @@ mod tests {
         fs::write(root.join("target/debug/out"), "bin").unwrap();
         fs::write(root.join(".hidden/secret"), "s").unwrap();
         fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        fs::create_dir_all(root.join(".git/objects")).unwrap();
         dir
     }
 
@@ -470,6 +475,11 @@ mod tests {
         assert!(all.contains(&"file 8 .gitignore".to_string()), "{all:?}");
         assert!(
             all.contains(&"file 3 target/debug/out".to_string()),
+            "{all:?}"
+        );
+        assert!(
+            !all.iter()
+                .any(|l| l.contains(".git/") || l.ends_with(" .git")),
             "{all:?}"
         );
     }
