@@ -26,6 +26,11 @@ fn deploy(dir: &Path, extra: &[&str]) -> MurOutput {
         .args(["deploy", "kubernetes"])
         .arg(dir)
         .args(extra)
+        .args(if extra.contains(&"--image") {
+            &[][..]
+        } else {
+            &["--image", "murmur/mur:0.1.0"][..]
+        })
         .run()
 }
 
@@ -200,6 +205,26 @@ fn a_capsule_that_cannot_be_served_or_pulled_as_asked_is_refused_with_its_code()
             .contains("/home/someone/registry")
     );
 
+    // No image named: none is published to default to; nothing is written.
+    let out = work.path().join("never.yaml");
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+        .env("LEAD_MODEL", "claude-sonnet-4-5")
+        .env("OPS_TOKEN", "ops-token-value-never-rendered")
+        .args(["deploy", "kubernetes", "--json", "--out"])
+        .arg(&out)
+        .arg(&team)
+        .run();
+    refused(&output, "E-DEP-005");
+    assert!(
+        output.json()["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--image"),
+        "{output:#?}"
+    );
+    assert!(!out.exists());
+
     // An output that cannot be written; nothing is left behind.
     let output = deploy(&team, &["--json", "--out", "/nonexistent-dir/objects.yaml"]);
     refused(&output, "E-DEP-003");
@@ -329,6 +354,8 @@ fn the_rendered_pod_pulls_installs_and_serves_as_its_own_user_from_a_read_only_c
             "deploy",
             "kubernetes",
             "--json",
+            "--image",
+            "murmur/mur:0.1.0",
             "--capsule-ref",
             &reference,
         ])

@@ -345,6 +345,7 @@ codes! {
     E_DEP_001 = "E-DEP-001": "`mur deploy`: the capsule cannot be served on a cluster as it is (no `door.auth`, a capsule component, no inference, or a name that is not a DNS label)";
     E_DEP_002 = "E-DEP-002": "`mur deploy`: the capsule cannot be pulled at start as asked (a reference not pinned by digest, or registry artifacts not locked from one OCI registry)";
     E_DEP_003 = "E-DEP-003": "`mur deploy`: the rendered objects cannot be written";
+    E_DEP_005 = "E-DEP-005": "`mur deploy`: no `--image` names the image that runs `mur` (none is published to default to)";
     W_DEP_004 = "W-DEP-004": "`mur deploy`: the capsule needs what the image must supply (a harness CLI, the binaries its shell grant runs, its read-only paths)";
 
     E_EVAL_001 = "E-EVAL-001": "`mur eval run`: the dataset cannot be read, or a line is not a case (its line and field named)";

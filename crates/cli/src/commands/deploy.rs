@@ -35,7 +35,8 @@
 //! - **Refusals before anything is written**: no `door.auth` (a door beyond loopback must ask
 //!   for credentials), a capsule component or a capsule without inference, or a name that is
 //!   no DNS label is `E-DEP-001`; a `--capsule-ref` not by digest, or registry artifacts not
-//!   locked from one OCI registry, `E-DEP-002`; an output that cannot be written `E-DEP-003`.
+//!   locked from one OCI registry, `E-DEP-002`; an output that cannot be written `E-DEP-003`;
+//!   no `--image` (there is no published image of `mur` to default to) `E-DEP-005`.
 //!   What the image must supply (a harness CLI under `transport: process`, the binaries a
 //!   shell grant runs, read-only paths) is `W-DEP-004` on stderr.
 
@@ -60,8 +61,6 @@ const RUN_AS: u64 = 65532;
 const RUNTIME_MEMORY: u64 = 128 << 20;
 /// A component's memory when the manifest sets no `memory_bytes`.
 const DEFAULT_COMPONENT_MEMORY: u64 = 64 << 20;
-/// The image when `--image` names none.
-const DEFAULT_IMAGE: &str = concat!("murmur/mur:", env!("CARGO_PKG_VERSION"));
 
 #[derive(clap::Subcommand)]
 pub enum DeployCommand {
@@ -76,9 +75,10 @@ pub struct KubernetesArgs {
     /// directory.
     dir: Option<PathBuf>,
     /// The image holding `mur` (and, unless --capsule-ref, the capsule at /capsule with its
-    /// artifacts installed).
-    #[arg(long, default_value = DEFAULT_IMAGE)]
-    image: String,
+    /// artifacts installed): one you built and pushed (docs/deploy.md). Required: no image of
+    /// `mur` is published for you.
+    #[arg(long)]
+    image: Option<String>,
     /// Pull the capsule at start from this pushed image, by digest:
     /// `oci://HOST/REPOSITORY@sha256:…` (what `mur push` prints).
     #[arg(long, value_name = "REF")]
@@ -216,6 +216,19 @@ fn plan(
     manifest: &CapsuleManifest,
     asked: BTreeSet<String>,
 ) -> Result<(Plan, Vec<Diagnostic>), Refusal> {
+    let image = args
+        .image
+        .clone()
+        .filter(|image| !image.trim().is_empty())
+        .ok_or_else(|| {
+            refuse(
+                "E-DEP-005",
+                "no image to run: `--image` is required, since no image of `mur` is published"
+                    .to_string(),
+                "build the image from the repository's Containerfile, push it, and pass it: \
+             `--image registry.example.com/murmur/mur:VERSION` (docs/deploy.md)",
+            )
+        })?;
     let name = dns_label(&manifest.name).ok_or_else(|| {
         refuse(
             "E-DEP-001",
@@ -335,7 +348,7 @@ fn plan(
             name,
             version: manifest.version.clone(),
             namespace: args.namespace.clone(),
-            image: args.image.clone(),
+            image,
             port: args.port,
             credentials,
             config,
