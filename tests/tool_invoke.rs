@@ -329,7 +329,7 @@ fn request_input_is_answered_by_reply_and_says_how_without_one() {
     let unanswered = invoke("probe", &ask, workdir.path());
     assert_eq!(unanswered.code, 3, "{unanswered:#?}");
     let error = &unanswered.json()["error"];
-    assert_eq!(error["code"], "E-RUN-005");
+    assert_eq!(error["code"], "E-RUN-035");
     assert!(
         error["message"].as_str().unwrap().contains("--reply TEXT"),
         "{error}"

@@ -94,8 +94,19 @@ fn with_no_one_to_answer_the_call_fails_at_once_saying_why() {
     let unanswered = invoke(&json!({"question": "Which color?"}), &[]);
     assert_eq!(unanswered.code, 3, "{unanswered:#?}");
     let error = &unanswered.json()["error"];
-    assert_eq!(error["code"], "E-RUN-005");
+    // Named as input no one answered, with where a person can: not as the tool's own failure.
+    assert_eq!(error["code"], "E-RUN-035");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("mur send") && hint.contains("--reply"),
+        "{hint}"
+    );
+    assert!(!hint.contains("fix the component"), "{hint}");
     let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("asked for input and got no answer"),
+        "{message}"
+    );
     assert!(
         message.contains("request-input is only available while the capsule runs an A2A task"),
         "{message}"
@@ -214,7 +225,7 @@ fn in_a_plain_run_no_one_can_answer_and_the_model_is_told_so_at_once() {
         .collect();
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(calls[0]["status"], "error");
-    assert_eq!(calls[0]["error"]["code"], "E-RUN-005");
+    assert_eq!(calls[0]["error"]["code"], "E-RUN-035");
     let requests = emulator.requests();
     assert_eq!(requests.len(), 2, "the model was asked again, once");
     let second = requests[1].body.to_string();

@@ -51,6 +51,11 @@ pub enum RuntimeError {
     #[error("component `{component}` trapped: {message}")]
     Trap { component: String, message: String },
 
+    /// The component asked a person for input (`murmur:task/task.request-input`) and no answer
+    /// came: no one to ask here, the wait ran out, or the task was canceled.
+    #[error("component `{component}` asked for input and got no answer: {why}")]
+    InputUnanswered { component: String, why: String },
+
     /// The tool returned a `data-path` the runtime refuses to read.
     #[error("tool `{component}` returned data-path `{data_path}`, which was refused: {reason}")]
     DataPath {
@@ -86,6 +91,7 @@ impl Coded for RuntimeError {
             RuntimeError::Deadline { .. } => "E-RUN-002",
             RuntimeError::MemoryLimit { .. } => "E-RUN-004",
             RuntimeError::Trap { .. } => "E-RUN-005",
+            RuntimeError::InputUnanswered { .. } => "E-RUN-035",
             RuntimeError::DataPath { .. } => "E-RUN-006",
             RuntimeError::DataTooLarge { .. } => "E-RUN-023",
             RuntimeError::ComponentMissing { .. } => "E-RUN-008",
@@ -127,6 +133,12 @@ impl Coded for RuntimeError {
                 "the component failed on its own (a panic, an uncaught exception, a result its \
                  language's bindings could not return): the end of its stderr, quoted above, \
                  is its own account; fix the component"
+                    .to_string()
+            }
+            RuntimeError::InputUnanswered { .. } => {
+                "run it where a person can answer: a task of `mur run --serve` (answered with \
+                 `mur send`), `mur mcp serve` to a client that takes questions, or `mur tool \
+                 invoke --reply TEXT`"
                     .to_string()
             }
             RuntimeError::DataPath { .. } => {

@@ -323,6 +323,7 @@ codes! {
     E_RUN_032 = "E-RUN-032": "`mur run --resume`: a record file is over the bound it is read to (a trace over 256 MiB, a history over 32 MiB)";
     E_RUN_033 = "E-RUN-033": "`--workspace`: the directory cannot be a workspace (missing, not a directory, or overlapping the workdir root where the records go)";
     E_RUN_034 = "E-RUN-034": "`--workspace`: another session holds the workspace (the error names its process)";
+    E_RUN_035 = "E-RUN-035": "a component asked a person for input (`request-input`) and no answer came: no one to ask where it ran, the wait ran out, or the task was canceled";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";

@@ -98,10 +98,9 @@ async fn request_input_outside_an_a2a_task_fails_the_call_at_once() {
         )
         .await;
     match &report.outcome {
-        Err(RuntimeError::Trap { message, .. }) => assert!(
-            message.contains(murmur_runtime::grants::task::NO_TASK),
-            "{message}"
-        ),
+        Err(RuntimeError::InputUnanswered { why, .. }) => {
+            assert_eq!(why, murmur_runtime::grants::task::NO_TASK)
+        }
         other => panic!("{other:?}"),
     }
 }

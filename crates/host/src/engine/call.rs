@@ -76,6 +76,12 @@ fn classify_failure(
             deadline,
         };
     }
+    if let Some(why) = state.input.unanswered() {
+        return RuntimeError::InputUnanswered {
+            component: component.to_string(),
+            why: why.to_string(),
+        };
+    }
     let mut message = error_chain(error);
     if let Some(said) = stderr_tail(&state.stderr.text()) {
         message.push_str("; its stderr ends with: ");

@@ -51,7 +51,7 @@ use crate::grants::chunks::ChunkSink;
 use crate::grants::hook::HookSlot;
 use crate::grants::message::MessageGrant;
 use crate::grants::shell::ShellSlot;
-use crate::grants::task::SharedBroker;
+use crate::grants::task::TaskInput;
 use crate::grants::tool_registry::ToolRegistryGrant;
 pub use cache::{CacheEntry, CacheStatus, ComponentCache};
 pub use limits::CallLimits;
@@ -574,7 +574,7 @@ fn capsule_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostStat
 
 /// `murmur:task/task`, answered by the call's input broker.
 fn add_task(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    crate::bindings::murmur::task::task::add_to_linker::<_, HasSelf<Option<SharedBroker>>>(
+    crate::bindings::murmur::task::task::add_to_linker::<_, HasSelf<TaskInput>>(
         linker,
         |state: &mut HostState| &mut state.input,
     )

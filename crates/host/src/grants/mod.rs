@@ -195,7 +195,7 @@ impl Grants {
             stdout,
             stderr,
             hook: None,
-            input: self.input.clone(),
+            input: task::TaskInput::new(self.input.clone()),
             message: message::MessageGrant {
                 sender: self.sender.clone(),
                 policy: self.network.clone(),
@@ -222,7 +222,7 @@ pub struct HostState {
     /// For a hook's store: who is calling and about what.
     pub(crate) hook: hook::HookSlot,
     /// Who answers `murmur:task/task.request-input`, inside an A2A task.
-    pub(crate) input: Option<task::SharedBroker>,
+    pub(crate) input: task::TaskInput,
     /// `murmur:message/send`: who sends, where to, and what was sent.
     pub(crate) message: message::MessageGrant,
     /// For a capsule component: the tools it may call, and what it called.

@@ -2,7 +2,9 @@
 //! runs an A2A task: the call's [`InputBroker`] moves the task to `input-required` with the
 //! prompt and returns the next message on that task. Anywhere else (no broker) it fails at
 //! once. The interface returns a plain string, so a failure (no task, the input timeout, a
-//! cancel) is a trap of the calling component, reported with the broker's message.
+//! cancel) ends the calling component's call; the call's [`TaskInput`] keeps why, so the call
+//! is reported as unanswered input (`E-RUN-035`, with where a person can answer), not as the
+//! component's own failure.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,12 +28,37 @@ pub trait InputBroker: Send + Sync {
 /// A shared broker.
 pub type SharedBroker = Arc<dyn InputBroker>;
 
-/// A call inside an A2A task holds the task's broker; any other holds none.
-impl Host for Option<SharedBroker> {
-    async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
-        match self {
-            Some(broker) => broker.request(prompt).await.map_err(wasmtime::Error::msg),
-            None => Err(wasmtime::Error::msg(NO_TASK)),
+/// A call's `request-input`: a call inside an A2A task holds the task's broker; any other
+/// holds none. Why the last request got no answer is kept for the call's report.
+#[derive(Default)]
+pub struct TaskInput {
+    broker: Option<SharedBroker>,
+    unanswered: Option<String>,
+}
+
+impl TaskInput {
+    pub fn new(broker: Option<SharedBroker>) -> Self {
+        TaskInput {
+            broker,
+            unanswered: None,
         }
+    }
+
+    /// Why a request of this call got no answer, if one did not.
+    pub fn unanswered(&self) -> Option<&str> {
+        self.unanswered.as_deref()
+    }
+}
+
+impl Host for TaskInput {
+    async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
+        let answered = match &self.broker {
+            Some(broker) => broker.request(prompt).await,
+            None => Err(NO_TASK.to_string()),
+        };
+        answered.map_err(|why| {
+            self.unanswered = Some(why.clone());
+            wasmtime::Error::msg(why)
+        })
     }
 }
