@@ -483,7 +483,8 @@ turns:
 }
 
 /// Without alternates nothing a switch introduces is written: no `produced_by`, no
-/// `inference_choices`; and no `switch-driver` tool without the grant.
+/// `inference_choices`, no `choice` on an `inference` event; and no `switch-driver` tool
+/// without the grant.
 #[test]
 fn without_alternates_nothing_is_marked() {
     let anthropic = emulator(
@@ -509,6 +510,12 @@ fn without_alternates_nothing_is_marked() {
         of_type(&events, "session_start")[0]
             .get("inference_choices")
             .is_none()
+    );
+    let inferences = of_type(&events, "inference");
+    assert!(!inferences.is_empty());
+    assert!(
+        inferences.iter().all(|e| e.get("choice").is_none()),
+        "{inferences:#?}"
     );
     let requests = answered(&anthropic);
     let tools: Vec<&str> = requests[0].body["tools"]

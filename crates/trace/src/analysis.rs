@@ -808,7 +808,7 @@ fn hook_call(body: &EventBody) -> Option<HookCall> {
     Some(HookCall {
         hook: origin.name().to_string(),
         turn: *turn,
-        choice: choice.clone(),
+        choice: crate::schema::choice_or_primary(choice).to_string(),
         model: model.clone(),
         stop_reason: *stop_reason,
         tokens: Tokens::of(body),
@@ -996,7 +996,7 @@ pub fn show(events: &[Event]) -> Show {
                 }
                 task.turns.push(TurnRow {
                     turn: *turn,
-                    choice: choice.clone(),
+                    choice: crate::schema::choice_or_primary(choice).to_string(),
                     driver: driver.clone(),
                     model: model.clone(),
                     decision: *decision,
@@ -1235,6 +1235,7 @@ pub fn report(events: &[Event]) -> Report {
                         hook.inference_duration_ms.saturating_add(*duration_ms);
                     continue;
                 }
+                let choice = crate::schema::choice_or_primary(choice);
                 let (_, (report, ratio)) = choices.get_or_add(choice, |name| {
                     (
                         ChoiceReport {
@@ -1726,7 +1727,7 @@ mod tests {
             task_id: task_id.map(str::to_string),
             turn,
             origin: origin.parse().unwrap(),
-            choice: "primary".to_string(),
+            choice: None,
             driver: "driver-anthropic".to_string(),
             model: "test-model".to_string(),
             prompt_cache_key: "key".to_string(),
@@ -2544,7 +2545,7 @@ mod tests {
             ..
         } = &mut body
         {
-            *choice = set_choice.to_string();
+            *choice = Some(set_choice.to_string());
             *driver = set_driver.to_string();
             *input_tokens_actual = usage.0;
             *cached_tokens_actual = usage.1;

@@ -654,7 +654,6 @@ impl OtelExport {
                         ])),
                     ),
                     text("murmur.driver", driver),
-                    text("murmur.choice", choice),
                     text("murmur.origin", &origin.to_string()),
                     int("murmur.turn", u64::from(*turn)),
                     text("murmur.decision", decision.as_str()),
@@ -683,6 +682,9 @@ impl OtelExport {
                     if let Some(value) = value {
                         attributes.push(int(key, *value));
                     }
+                }
+                if let Some(choice) = choice {
+                    attributes.push(text("murmur.choice", choice));
                 }
                 if let Some(error) = error {
                     attributes.push(text("error.type", &error.code));
@@ -1031,7 +1033,7 @@ mod tests {
             task_id: task_id.map(str::to_string),
             turn: 1,
             origin: origin.parse().unwrap(),
-            choice: "primary".into(),
+            choice: None,
             driver: "driver-openai-chat".into(),
             model: "m".into(),
             prompt_cache_key: "k".into(),

@@ -129,6 +129,15 @@ pub struct Totals {
     pub cache_write_tokens_actual: Option<u64>,
 }
 
+/// The name of the primary driver choice: what an `inference` event without `choice` was made
+/// by (a capsule that declares no alternates writes none).
+pub const PRIMARY_CHOICE: &str = "primary";
+
+/// The driver choice an `inference` event names, [`PRIMARY_CHOICE`] when it names none.
+pub fn choice_or_primary(choice: &Option<String>) -> &str {
+    choice.as_deref().unwrap_or(PRIMARY_CHOICE)
+}
+
 /// The event types and their own fields.
 // `session_start` is the largest by far, and there is one of it a session: boxing its fields
 // would cost every reader an indirection to save little.
@@ -213,7 +222,11 @@ pub enum EventBody {
         task_id: Option<String>,
         turn: u32,
         origin: Origin,
-        choice: String,
+        /// The driver choice that made the call: written only when the capsule declares
+        /// alternates (without them every call is the primary's, and nothing a switch
+        /// introduces is written).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        choice: Option<String>,
         driver: String,
         model: String,
         prompt_cache_key: String,

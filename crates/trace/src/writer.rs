@@ -194,7 +194,7 @@ mod tests {
             task_id: Some("tsk_1".into()),
             turn: 1,
             origin: crate::schema::Origin::Agent,
-            choice: "primary".into(),
+            choice: None,
             driver: "driver".into(),
             model: "m".into(),
             prompt_cache_key: "k".into(),

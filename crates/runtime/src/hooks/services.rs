@@ -238,7 +238,11 @@ async fn run_inference(
                     task_id: hook.scope.task_id.clone(),
                     turn: hook.scope.turn,
                     origin: Origin::Hook(hook.hook.clone()),
-                    choice: "primary".to_string(),
+                    // Only named where there is another to tell it from.
+                    choice: staged
+                        .choices
+                        .has_alternates()
+                        .then(|| murmur_trace::schema::PRIMARY_CHOICE.to_string()),
                     driver: driver.name.clone(),
                     model: model.clone(),
                     prompt_cache_key: cache_key.clone(),

@@ -1195,7 +1195,12 @@ impl<'a> SessionContext<'a> {
             task_id: Some(run.task_id.clone()),
             turn,
             origin: Origin::Agent,
-            choice: choice.name.clone(),
+            // Only named where the capsule declares alternates to tell it from.
+            choice: self
+                .staged
+                .choices
+                .has_alternates()
+                .then(|| choice.name.clone()),
             driver: choice.driver.clone(),
             model: choice.model.clone(),
             prompt_cache_key: run.cache_key.clone(),
