@@ -20,7 +20,7 @@ use wstd::http::error::ErrorCode;
 use wstd::http::{Body, Client, Request};
 use wstd::time::{Duration, Instant};
 
-use crate::{Ending, Hop, Method, Response};
+use crate::answer::{Ending, Hop, Method, Response};
 
 /// The most redirects followed in one call.
 pub const MAX_REDIRECTS: usize = 5;
