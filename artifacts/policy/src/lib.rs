@@ -21,8 +21,10 @@
 //!   - `input`: for each named field of the tool call's input (a JSON object), its value
 //!     matches the regex (a string as it is, a number or boolean as its JSON text; any other
 //!     value, or a missing field, does not match);
-//!   - `binary`: the shell event's `binary`, by file name (`rm` matches `/usr/bin/rm`) or full
-//!     path, equal;
+//!   - `binary`: the shell event's `binary` (the resolved program: its canonical path) names
+//!     the same program: equal by full path or by file name (`rm` matches `/usr/bin/rm`), a
+//!     version suffix allowed (`python3` and `/usr/bin/python3` match `/usr/bin/python3.11`,
+//!     where `python3` is a link to it);
 //!   - `argv`: any one element of the exact argument list matches the regex;
 //!   - `script`: the `-c` script matches the regex (a command without one does not match).
 //!
@@ -33,8 +35,15 @@
 //!   rule's `reason` or, when it has none, `refused by policy rule <n>` (1-based). No match
 //!   returns `none`.
 //! - At the observation, and at every other handler, it returns `none`.
-//! - A config that does not parse (unknown keys, a bad regex) is an error at the decision
-//!   point; the runtime treats a policy hook's failure as a refusal.
+//! - `only_commands` (shell commands only): a list of exact command lines, each the binary
+//!   (compared as `binary` is) then every argument:
+//!   `{"only_commands": [["python3", "-B", "-m", "unittest"]]}`. When it is given, a shell
+//!   command that is not exactly one of them is refused, before any rule is looked at:
+//!   `deny("only these commands run here: …")`. A command with a `-c` script or a make recipe
+//!   is never one of them. This is how a capsule says "only the project's test command".
+//! - A config that does not parse (unknown keys, a bad regex, an empty command line in
+//!   `only_commands`) is an error at the decision point; the runtime treats a policy hook's
+//!   failure as a refusal.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +57,37 @@ use serde_json::Value;
 struct Config {
     #[serde(default)]
     rules: Vec<RuleSpec>,
+    #[serde(default)]
+    only_commands: Option<Vec<Vec<String>>>,
+}
+
+/// The config, compiled.
+#[derive(Debug, Default)]
+struct Policy {
+    rules: Vec<Rule>,
+    /// `only_commands`: when given, the only shell command lines that may run.
+    only_commands: Option<Vec<Vec<String>>>,
+}
+
+impl Policy {
+    /// Why `event` is not one of `only_commands`, when they are given and it is not.
+    fn outside_only_commands(&self, event: &ShellEvent) -> Option<String> {
+        let only = self.only_commands.as_ref()?;
+        let listed = event.script.is_none()
+            && event.recipe.is_none()
+            && only.iter().any(|line| {
+                let (binary, args) = line.split_first().expect("checked non-empty at load");
+                same_program(binary, &event.binary) && *args == event.argv[..]
+            });
+        if listed {
+            return None;
+        }
+        let lines: Vec<String> = only.iter().map(|line| line.join(" ")).collect();
+        Some(format!(
+            "only these commands run here: {}",
+            lines.join("; ")
+        ))
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -112,11 +152,10 @@ impl Rule {
         if self.names_tool_fields() {
             return false;
         }
-        if let Some(binary) = &self.binary {
-            let file_name = event.binary.rsplit('/').next().unwrap_or_default();
-            if *binary != event.binary && binary != file_name {
-                return false;
-            }
+        if let Some(binary) = &self.binary
+            && !same_program(binary, &event.binary)
+        {
+            return false;
         }
         if let Some(argv) = &self.argv
             && !event.argv.iter().any(|arg| argv.is_match(arg))
@@ -132,16 +171,68 @@ impl Rule {
     }
 }
 
+/// Whether `named` (a config's binary: a file name or a path) names `resolved` (a shell event's
+/// binary, the canonical path the runtime resolved): the same path, or the same file name (in
+/// the same directory when `named` is a path), `resolved`'s name possibly carrying a version
+/// suffix (`python3` for `python3.11`: distributions install the versioned file and link the
+/// plain name to it, and the event names the file).
+fn same_program(named: &str, resolved: &str) -> bool {
+    if named == resolved {
+        return true;
+    }
+    let split = |path: &str| match path.rsplit_once('/') {
+        Some((dir, name)) => (Some(dir.to_string()), name.to_string()),
+        None => (None, path.to_string()),
+    };
+    let (named_dir, named_name) = split(named);
+    let (resolved_dir, resolved_name) = split(resolved);
+    if named_dir.is_some() && named_dir != resolved_dir {
+        return false;
+    }
+    if named_name.is_empty() {
+        return false;
+    }
+    match resolved_name.strip_prefix(named_name.as_str()) {
+        Some("") => true,
+        Some(suffix) => {
+            suffix.starts_with('.')
+                && suffix.len() > 1
+                && suffix[1..].chars().all(|c| c.is_ascii_digit() || c == '.')
+                || named_name.ends_with(|c: char| c.is_ascii_alphabetic())
+                    && suffix.chars().next().is_some_and(|c| c.is_ascii_digit())
+                    && suffix.chars().all(|c| c.is_ascii_digit() || c == '.')
+        }
+        None => false,
+    }
+}
+
 fn compile(pattern: &str, rule: usize, field: &str) -> Result<Regex, String> {
     Regex::new(pattern)
         .map_err(|e| format!("policy: rule {rule}: `{field}` is not a valid regex: {e}"))
 }
 
-/// Parse and compile the rules of a `MURMUR_ARTIFACT_CONFIG` value.
-fn rules_from(raw: Option<&str>) -> Result<Vec<Rule>, String> {
+/// Parse and compile a `MURMUR_ARTIFACT_CONFIG` value.
+fn policy_from(raw: Option<&str>) -> Result<Policy, String> {
     let config: Config = hook::config_from(raw).map_err(|e| format!("policy: {e}"))?;
-    config
-        .rules
+    if let Some(only) = &config.only_commands
+        && let Some(n) = only
+            .iter()
+            .position(|line| line.first().is_none_or(|binary| binary.trim().is_empty()))
+    {
+        return Err(format!(
+            "policy: only_commands[{n}] names no binary: each entry is [binary, arg, …]"
+        ));
+    }
+    let rules = rules_from(config.rules)?;
+    Ok(Policy {
+        rules,
+        only_commands: config.only_commands,
+    })
+}
+
+/// Compile the rules.
+fn rules_from(specs: Vec<RuleSpec>) -> Result<Vec<Rule>, String> {
+    specs
         .into_iter()
         .enumerate()
         .map(|(i, spec)| {
@@ -184,38 +275,41 @@ fn decide_tool_call(rules: &[Rule], event: &ToolCallEvent) -> HookOutput {
     decide(rules.iter().find(|rule| rule.matches_tool(event)))
 }
 
-fn decide_shell(rules: &[Rule], event: &ShellEvent) -> HookOutput {
+fn decide_shell(policy: &Policy, event: &ShellEvent) -> HookOutput {
     if !event.is_decision() {
         return HookOutput::None;
     }
-    decide(rules.iter().find(|rule| rule.matches_shell(event)))
+    if let Some(why) = policy.outside_only_commands(event) {
+        return HookOutput::deny(why);
+    }
+    decide(policy.rules.iter().find(|rule| rule.matches_shell(event)))
 }
 
 fn raw_config() -> Option<String> {
     std::env::var("MURMUR_ARTIFACT_CONFIG").ok()
 }
 
-struct Policy;
+struct PolicyHook;
 
-impl Hook for Policy {
+impl Hook for PolicyHook {
     fn on_tool_call(event: ToolCallEvent) -> HookResult {
         if !event.is_decision() {
             return Ok(HookOutput::None);
         }
-        let rules = rules_from(raw_config().as_deref())?;
-        Ok(decide_tool_call(&rules, &event))
+        let policy = policy_from(raw_config().as_deref())?;
+        Ok(decide_tool_call(&policy.rules, &event))
     }
 
     fn on_shell(event: ShellEvent) -> HookResult {
         if !event.is_decision() {
             return Ok(HookOutput::None);
         }
-        let rules = rules_from(raw_config().as_deref())?;
-        Ok(decide_shell(&rules, &event))
+        let policy = policy_from(raw_config().as_deref())?;
+        Ok(decide_shell(&policy, &event))
     }
 }
 
-murmur_guest::export_hook!(Policy);
+murmur_guest::export_hook!(PolicyHook);
 
 #[cfg(test)]
 mod tests {
@@ -230,8 +324,8 @@ mod tests {
         {"binary": "/opt/bin/deploy", "argv": "^prod$"}
     ]}"#;
 
-    fn rules() -> Vec<Rule> {
-        rules_from(Some(CONFIG)).unwrap()
+    fn rules() -> Policy {
+        policy_from(Some(CONFIG)).unwrap()
     }
 
     fn tool(name: &str, input: &str) -> ToolCallEvent {
@@ -270,7 +364,7 @@ mod tests {
     #[test]
     fn tool_rule_needs_name_and_every_input_field() {
         let r = rules();
-        let deny = |name, input| denied(decide_tool_call(&r, &tool(name, input)));
+        let deny = |name, input| denied(decide_tool_call(&r.rules, &tool(name, input)));
         assert_eq!(
             deny("write-file", r#"{"path":"secrets/key","content":"x"}"#).as_deref(),
             Some("secrets are read-only")
@@ -284,13 +378,13 @@ mod tests {
 
     #[test]
     fn input_numbers_and_bools_match_as_json_text() {
-        let r = rules_from(Some(
+        let r = policy_from(Some(
             r#"{"rules":[{"input":{"limit":"^1\\d\\d$","all":"true"}}]}"#,
         ))
         .unwrap();
         assert_eq!(
             denied(decide_tool_call(
-                &r,
+                &r.rules,
                 &tool("x", r#"{"limit":150,"all":true}"#)
             ))
             .as_deref(),
@@ -298,14 +392,14 @@ mod tests {
         );
         assert_eq!(
             denied(decide_tool_call(
-                &r,
+                &r.rules,
                 &tool("x", r#"{"limit":15,"all":true}"#)
             )),
             None
         );
         assert_eq!(
             denied(decide_tool_call(
-                &r,
+                &r.rules,
                 &tool("x", r#"{"limit":"150","all":[true]}"#)
             )),
             None
@@ -351,7 +445,10 @@ mod tests {
         let r = rules();
         // `rm` as a tool name is not a shell binary.
         assert_eq!(
-            denied(decide_tool_call(&r, &tool("rm", r#"{"argv":"--force"}"#))),
+            denied(decide_tool_call(
+                &r.rules,
+                &tool("rm", r#"{"argv":"--force"}"#)
+            )),
             None
         );
         // A shell command is never matched by the tool rule.
@@ -359,13 +456,16 @@ mod tests {
             denied(decide_shell(&r, &shell("write-file", &["secrets/"], None))),
             None
         );
-        let mixed = rules_from(Some(r#"{"rules":[{"tool":"shell","binary":"rm"}]}"#)).unwrap();
-        assert_eq!(denied(decide_tool_call(&mixed, &tool("shell", "{}"))), None);
+        let mixed = policy_from(Some(r#"{"rules":[{"tool":"shell","binary":"rm"}]}"#)).unwrap();
+        assert_eq!(
+            denied(decide_tool_call(&mixed.rules, &tool("shell", "{}"))),
+            None
+        );
         assert_eq!(denied(decide_shell(&mixed, &shell("rm", &[], None))), None);
         // A rule naming no field matches every call.
-        let all = rules_from(Some(r#"{"rules":[{"reason":"locked down"}]}"#)).unwrap();
+        let all = policy_from(Some(r#"{"rules":[{"reason":"locked down"}]}"#)).unwrap();
         assert_eq!(
-            denied(decide_tool_call(&all, &tool("anything", "{}"))).as_deref(),
+            denied(decide_tool_call(&all.rules, &tool("anything", "{}"))).as_deref(),
             Some("locked down")
         );
         assert_eq!(
@@ -376,7 +476,7 @@ mod tests {
 
     #[test]
     fn first_matching_rule_wins() {
-        let r = rules_from(Some(
+        let r = policy_from(Some(
             r#"{"rules":[{"binary":"git","reason":"first"},{"argv":"push","reason":"second"}]}"#,
         ))
         .unwrap();
@@ -400,7 +500,7 @@ mod tests {
             error: None,
             duration_ms: 1,
         });
-        assert_eq!(decide_tool_call(&r, &event), HookOutput::None);
+        assert_eq!(decide_tool_call(&r.rules, &event), HookOutput::None);
         let mut event = shell("/usr/bin/rm", &["x"], None);
         event.outcome = Some(ShellOutcome {
             exit_code: Some(0),
@@ -415,18 +515,108 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_rule_and_field() {
-        assert!(rules_from(None).unwrap().is_empty());
-        assert!(rules_from(Some(r#"{"rules":[]}"#)).unwrap().is_empty());
-        let err = rules_from(Some(r#"{"rules":[{"tool":"x"},{"argv":"("}]}"#)).unwrap_err();
+        assert!(policy_from(None).unwrap().rules.is_empty());
+        assert!(
+            policy_from(Some(r#"{"rules":[]}"#))
+                .unwrap()
+                .rules
+                .is_empty()
+        );
+        let err = policy_from(Some(r#"{"rules":[{"tool":"x"},{"argv":"("}]}"#)).unwrap_err();
         assert!(
             err.starts_with("policy: rule 2: `argv` is not a valid regex"),
             "{err}"
         );
-        let err = rules_from(Some(r#"{"rules":[{"input":{"path":"["}}]}"#)).unwrap_err();
+        let err = policy_from(Some(r#"{"rules":[{"input":{"path":"["}}]}"#)).unwrap_err();
         assert!(err.contains("rule 1: `input.path`"), "{err}");
-        let err = rules_from(Some(r#"{"rules":[{"tools":"x"}]}"#)).unwrap_err();
+        let err = policy_from(Some(r#"{"rules":[{"tools":"x"}]}"#)).unwrap_err();
         assert!(err.contains("unknown field `tools`"), "{err}");
-        let err = rules_from(Some(r#"{"rule":[]}"#)).unwrap_err();
+        let err = policy_from(Some(r#"{"rule":[]}"#)).unwrap_err();
         assert!(err.contains("unknown field `rule`"), "{err}");
+    }
+
+    #[test]
+    fn only_commands_lets_exactly_the_listed_command_lines_run() {
+        let policy = policy_from(Some(
+            r#"{"only_commands": [["python3", "-B", "-m", "unittest"]],
+                "rules": [{"argv": "^-B$", "reason": "rules still apply"}]}"#,
+        ))
+        .unwrap();
+        let outcome = |binary, argv: &[&str], script| {
+            denied(decide_shell(&policy, &shell(binary, argv, script)))
+        };
+        let only = "only these commands run here: python3 -B -m unittest";
+        // Listed, by file name or full path: then the rules decide.
+        assert_eq!(
+            outcome("/usr/bin/python3", &["-B", "-m", "unittest"], None).as_deref(),
+            Some("rules still apply")
+        );
+        // Anything else is refused before the rules: another argument list, none at all (a
+        // program on stdin), a `-c` script, another binary.
+        for (binary, argv, script) in [
+            ("/usr/bin/python3", &[][..], None),
+            ("/usr/bin/python3", &["-B"][..], None),
+            (
+                "/usr/bin/python3",
+                &["-B", "-m", "unittest", "-x"][..],
+                None,
+            ),
+            ("/usr/bin/python3", &["-m", "pip"][..], None),
+            (
+                "/usr/bin/python3",
+                &["-B", "-m", "unittest"][..],
+                Some("import os"),
+            ),
+            ("/usr/bin/perl", &["-B", "-m", "unittest"][..], None),
+        ] {
+            assert_eq!(
+                outcome(binary, argv, script).as_deref(),
+                Some(only),
+                "{binary} {argv:?}"
+            );
+        }
+        let open = policy_from(Some(r#"{"only_commands": [["make", "test"]]}"#)).unwrap();
+        assert_eq!(
+            denied(decide_shell(&open, &shell("make", &["test"], None))),
+            None
+        );
+        // Tool calls are not shell commands: `only_commands` says nothing of them.
+        assert_eq!(
+            denied(decide_tool_call(&open.rules, &tool("write-file", "{}"))),
+            None
+        );
+        // An entry without a binary is a config error (a refusal at the decision point).
+        for bad in [
+            r#"{"only_commands": [[]]}"#,
+            r#"{"only_commands": [[" "]]}"#,
+        ] {
+            let err = policy_from(Some(bad)).unwrap_err();
+            assert!(err.contains("only_commands[0] names no binary"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_binary_names_its_program_by_path_name_or_version_suffix() {
+        for (named, resolved) in [
+            ("/usr/bin/rm", "/usr/bin/rm"),
+            ("rm", "/usr/bin/rm"),
+            ("python3", "/usr/bin/python3.11"),
+            ("/usr/bin/python3", "/usr/bin/python3.11"),
+            ("python", "/usr/bin/python3.12"),
+            ("rm", "rm"),
+        ] {
+            assert!(same_program(named, resolved), "{named} ~ {resolved}");
+        }
+        for (named, resolved) in [
+            ("rm", "/usr/bin/rmdir"),
+            ("/usr/local/bin/python3", "/usr/bin/python3.11"),
+            ("python3", "/usr/bin/python3-config"),
+            ("python3", "/usr/bin/python3.11x"),
+            ("python3", "/usr/bin/python3."),
+            ("", "/usr/bin/rm"),
+            ("/usr/bin/", "/usr/bin/rm"),
+        ] {
+            assert!(!same_program(named, resolved), "{named} !~ {resolved}");
+        }
     }
 }
