@@ -219,6 +219,20 @@ fn serve(stream: TcpStream, state: &SiteState) {
                 }
             }
         }
+        // A body that starts, then stalls without end.
+        "/stall" => {
+            send(
+                &mut out,
+                "200 OK",
+                &[("content-type", "text/plain".to_string())],
+                b"partial",
+            );
+            let started = Instant::now();
+            while !state.stop.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(60)
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         _ => fixed(&mut out, "404 Not Found", "text/plain", b"not here"),
     }
 }
@@ -492,6 +506,26 @@ fn an_endless_or_huge_body_is_cut_at_max_bytes_in_bounded_time() {
         }
         eprintln!("{path}: cut at {bound} bytes in {took:?}");
     }
+}
+
+#[test]
+fn a_body_that_stalls_is_handed_back_at_the_deadline_with_what_came() {
+    let site = Site::start();
+    let started = Instant::now();
+    let (output, _dir) = invoke(&site, &json!({"url": site.url("/stall")}));
+    let took = started.elapsed();
+    let printed = ended(&output, "passed");
+    assert_eq!(printed["result"]["truncated"], true);
+    assert!(
+        text(&printed).ends_with(
+            "\n\npartial\n\n[stopped: the body did not end within 30 s; 7 bytes were read]\n"
+        ),
+        "{printed:#}"
+    );
+    assert!(
+        took >= Duration::from_secs(29) && took < Duration::from_secs(45),
+        "took {took:?}"
+    );
 }
 
 #[test]
