@@ -407,3 +407,73 @@ fn a_class_the_capsule_contradicts_refuses_to_serve_before_any_session() {
     assert!(stderr.contains("workdir_exec"), "{stderr}");
     assert!(!dir.path().join("s").exists(), "no session was opened");
 }
+
+/// A capsule of tools alone (no `inference:`, no driver, no credential anywhere) is served over
+/// MCP: its tools listed and called, its session traced; `mur run` of it says it has no model
+/// and points at `mur mcp serve`.
+#[test]
+fn a_capsule_of_tools_alone_is_served_and_mur_run_says_it_has_no_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    std::fs::write(
+        dir.path().join("murmur.yaml"),
+        format!(
+            r#"name: tools-only
+version: "0.1.0"
+artifacts:
+  - {{ name: read-file, version: "0.1.0", runtime: tool, path: "{}" }}
+  - {{ name: write-file, version: "0.1.0", runtime: tool, path: "{}" }}
+"#,
+            root.join("artifacts/read-file").display(),
+            root.join("artifacts/write-file").display(),
+        ),
+    )
+    .unwrap();
+    let sessions_root = dir.path().join("sessions");
+    let calls = json!([
+        {"name": "write-file", "arguments": {"path": "a.md", "content": "kept"}},
+        {"name": "read-file", "arguments": {"path": "a.md"}},
+    ]);
+    let out = client(
+        &[
+            "stdio",
+            &calls.to_string(),
+            env!("CARGO_BIN_EXE_mur"),
+            "mcp",
+            "serve",
+            dir.path().to_str().unwrap(),
+            "--workdir",
+            sessions_root.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out["server"]["name"], "murmur:tools-only", "{out:#}");
+    let names: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read-file", "write-file"]);
+    assert_eq!(out["calls"][0]["is_error"], false, "{out:#}");
+    assert!(out["calls"][1]["text"].as_str().unwrap().contains("kept"));
+    let traces = sessions(&sessions_root);
+    assert_eq!(traces.len(), 1);
+    assert_eq!(traces[0][0]["event_type"], "session_start");
+
+    let run = murmur_testkit::Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["run", "--json", "--task", "hi"])
+        .arg(dir.path())
+        .run();
+    assert_eq!(run.code, 2, "{run:#?}");
+    let error = &run.json()["error"];
+    assert_eq!(error["code"], "E-RUN-013", "{run:#?}");
+    assert!(
+        error["message"].as_str().unwrap().contains("has no model"),
+        "{error}"
+    );
+    assert!(
+        error["hint"].as_str().unwrap().contains("mur mcp serve"),
+        "{error}"
+    );
+}

@@ -18,7 +18,7 @@ use murmur_runtime::grants::task::{InputBroker, SharedBroker};
 use murmur_runtime::session::{self, ServedEnd, ServedSession, SessionConfig, Silent, Staged};
 use serde_json::{Value, json};
 
-use crate::commands::run::{runtime_and_engine, stage_capsule};
+use crate::commands::run::{StageFor, runtime_and_engine, stage_capsule};
 use crate::environment::host_env;
 use crate::exit::Exit;
 use crate::render;
@@ -86,7 +86,7 @@ fn serve(args: ServeArgs) -> Exit {
         Err(exit) => return exit,
     };
     let source = murmur_manifest::CapsuleSource::read(&file, &crate::environment::host_env);
-    let staged = match stage_capsule(&source, &engine, false, false) {
+    let staged = match stage_capsule(&source, &engine, false, false, StageFor::Tools) {
         Ok(staged) => staged,
         Err(exit) => return exit,
     };

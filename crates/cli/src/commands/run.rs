@@ -192,7 +192,13 @@ pub fn run(args: RunArgs) -> Exit {
         Ok(started) => started,
         Err(exit) => return exit,
     };
-    let mut staged = match stage_capsule(&source, &engine, args.json, args.replay.is_some()) {
+    let mut staged = match stage_capsule(
+        &source,
+        &engine,
+        args.json,
+        args.replay.is_some(),
+        StageFor::Agent,
+    ) {
         Ok(staged) => staged,
         Err(exit) => return exit,
     };
@@ -608,6 +614,15 @@ fn print_report(report: &SessionReport, json: bool) {
     );
 }
 
+/// What a command stages a capsule for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StageFor {
+    /// `mur run`: an agent's loop, which needs a model.
+    Agent,
+    /// `mur mcp serve`: its tools, with a model only if it declares one.
+    Tools,
+}
+
 /// The capsule manifest `source` staged as a session runs it, credentials looked up in the
 /// environment, the `.env` beside it and the user's credentials file; a failure is reported
 /// and its exit returned.
@@ -616,6 +631,7 @@ pub(crate) fn stage_capsule(
     engine: &Engine,
     json: bool,
     replaying: bool,
+    purpose: StageFor,
 ) -> Result<session::Staged, Exit> {
     let credentials = crate::environment::user_credentials_warned()
         .map_err(|diagnostic| stage_failed(StageError::Manifest(vec![*diagnostic]), json))?;
@@ -629,8 +645,11 @@ pub(crate) fn stage_capsule(
         env: &host_env,
         config: &config_lookup,
     };
-    session::staging::stage_source(source, engine, &lookups)
-        .map_err(|error| stage_failed(error, json))
+    match purpose {
+        StageFor::Agent => session::staging::stage_source(source, engine, &lookups),
+        StageFor::Tools => session::staging::stage_tools_source(source, engine, &lookups),
+    }
+    .map_err(|error| stage_failed(error, json))
 }
 
 /// The cassette `--record` or `--replay` asks for: recording scrubs every credential value the

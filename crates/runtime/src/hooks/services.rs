@@ -148,10 +148,12 @@ async fn run_inference(
     };
     let started = Instant::now();
     let Some(driver) = &staged.driver else {
-        return Err(
+        return Err(if staged.process.is_some() {
             "the capsule's model is an agent CLI (`transport: process`): there is no driver for a hook's inference"
-                .to_string(),
-        );
+        } else {
+            "this session has no model to call: the capsule declares no `inference:`"
+        }
+        .to_string());
     };
     let history = from_wit_list(&request.messages)?;
     let messages: Vec<_> = history

@@ -186,16 +186,7 @@ pub fn stage_source(
             )
             .0
         }
-        (false, []) => {
-            return Err(invalid(
-                "E-RUN-013",
-                format!(
-                    "capsule `{}` declares no `inference:` and no capsule component, so it has nothing to run",
-                    capsule.name
-                ),
-                "add an `inference:` block to run it as an agent capsule, or declare a capsule component (an artifact of `runtime: capsule` with `path:`)",
-            ));
-        }
+        (false, []) => return Err(super::staging::no_model(&capsule)),
         (false, _) => {
             return Err(invalid(
                 "E-RUN-013",

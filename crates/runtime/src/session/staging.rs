@@ -451,11 +451,42 @@ pub fn stage_with(
     )
 }
 
-/// Stages the capsule manifest `source`, read once by the caller.
+/// Stages the capsule manifest `source`, read once by the caller, to run as an agent: it needs
+/// a model (`E-RUN-013` without `inference:`).
 pub fn stage_source(
     source: &CapsuleSource,
     engine: &Engine,
     lookups: &Lookups<'_>,
+) -> Result<Staged, StageError> {
+    stage_source_for(source, engine, lookups, Need::Model)
+}
+
+/// Stages the capsule manifest `source` to serve its tools (`mur mcp serve`): a capsule with no
+/// `inference:` stages no driver, asks for no model credential and has no model
+/// ([`Staged::driver`] and [`Staged::process`] are `None`); one with `inference:` stages as an
+/// agent does.
+pub fn stage_tools_source(
+    source: &CapsuleSource,
+    engine: &Engine,
+    lookups: &Lookups<'_>,
+) -> Result<Staged, StageError> {
+    stage_source_for(source, engine, lookups, Need::Tools)
+}
+
+/// What a staging is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// An agent's loop: a model is required.
+    Model,
+    /// Serving tools: a model only if the capsule declares one.
+    Tools,
+}
+
+fn stage_source_for(
+    source: &CapsuleSource,
+    engine: &Engine,
+    lookups: &Lookups<'_>,
+    need: Need,
 ) -> Result<Staged, StageError> {
     let env = lookups.env;
     let capsule_file = source.file.as_path();
@@ -478,10 +509,15 @@ pub fn stage_source(
         &capsule,
         &env("PATH").unwrap_or_default(),
     ));
-    let (inference, answering) = agent_inference(&capsule, &env("PATH").unwrap_or_default())?;
+    let (inference, answering) = if capsule.inference.is_none() && need == Need::Tools {
+        (None, None)
+    } else {
+        let (inference, answering) = agent_inference(&capsule, &env("PATH").unwrap_or_default())?;
+        (Some(inference), Some(answering))
+    };
     let driver_ref = match &answering {
-        Answering::Driver { driver_ref, .. } => Some(driver_ref.clone()),
-        Answering::Process(_) => None,
+        Some(Answering::Driver { driver_ref, .. }) => Some(driver_ref.clone()),
+        Some(Answering::Process(_)) | None => None,
     };
 
     let mut resolved = Resolved::open(
@@ -516,7 +552,7 @@ pub fn stage_source(
         .iter()
         .map(|driver| driver.artifact.as_str())
         .collect();
-    for alternate in &inference.alternates {
+    for alternate in inference.iter().flat_map(|inference| &inference.alternates) {
         if !driver_names.contains(&alternate.driver.as_str()) {
             driver_names.push(&alternate.driver);
         }
@@ -557,8 +593,8 @@ pub fn stage_source(
     if let Some(clash) = runtime_tool_clash(&capsule, declared.map(|spec| spec.name.as_str())) {
         return Err(clash);
     }
-    let (model, driver, process, choices) = match answering {
-        Answering::Driver { model, driver_ref } => {
+    let (model, driver, process, choices) = match (answering, &inference) {
+        (Some(Answering::Driver { model, driver_ref }), Some(inference)) => {
             let Some(primary_at) = drivers.iter().position(|d| d.name == driver_ref.artifact)
             else {
                 return Err(StageError::invalid(
@@ -583,7 +619,7 @@ pub fn stage_source(
             }
             let choices = stage_choices(
                 &capsule,
-                &inference,
+                inference,
                 &model,
                 &driver,
                 &drivers,
@@ -591,7 +627,7 @@ pub fn stage_source(
             )?;
             (model, Some(driver), None, choices)
         }
-        Answering::Process(cli) => {
+        (Some(Answering::Process(cli)), Some(inference)) => {
             let model = inference.model.clone().unwrap_or_default();
             let choice = DriverChoice {
                 name: PRIMARY.to_string(),
@@ -604,16 +640,37 @@ pub fn stage_source(
             };
             (model, None, Some(cli), DriverChoices::new(vec![choice]))
         }
+        // Serving tools with no model: nothing answers a model call (a hook's `run-inference`
+        // is told so), and the one choice stands for no model at all.
+        _ => {
+            let choice = DriverChoice {
+                name: PRIMARY.to_string(),
+                driver: String::new(),
+                model: String::new(),
+                credential_source: CredentialSource::Keyless,
+                injected_secret: None,
+                unresolved_credential: None,
+                limits: model_limits::resolve("", None, inference_window(&capsule)),
+            };
+            (String::new(), None, None, DriverChoices::new(vec![choice]))
+        }
     };
 
-    let system_prompt = system_prompt(&capsule, &capsule_dir, &inference)?;
+    let system_prompt = match &inference {
+        Some(inference) => system_prompt(&capsule, &capsule_dir, inference)?,
+        None => capsule_block(&capsule.name, &capsule.version),
+    };
 
     let mut staged = Staged {
         capsule_dir,
         capsule_file: capsule_file.to_path_buf(),
         max_tokens: choices.primary().limits.limits.max_output_tokens,
-        max_turns: inference.max_turns,
-        max_session_tokens: inference.max_session_tokens,
+        max_turns: inference
+            .as_ref()
+            .map_or(0, |inference| inference.max_turns),
+        max_session_tokens: inference
+            .as_ref()
+            .and_then(|inference| inference.max_session_tokens),
         model,
         driver,
         process,
@@ -772,6 +829,34 @@ fn unresolved_shell_binaries(capsule: &CapsuleManifest, path_var: &str) -> Vec<D
         .collect()
 }
 
+/// `E-RUN-013` for a capsule with no `inference:` (and no capsule component) asked to run: it
+/// has no model; one with tools is pointed at `mur mcp serve`, which serves them as they are.
+pub(crate) fn no_model(capsule: &CapsuleManifest) -> StageError {
+    let tools = capsule
+        .artifacts
+        .iter()
+        .any(|entry| matches!(entry.runtime, Runtime::Tool | Runtime::Mcp));
+    StageError::invalid(
+        "E-RUN-013",
+        format!(
+            "capsule `{}` has no model: it declares no `inference:` (and no capsule component), so `mur run` has nothing to run{}",
+            capsule.name,
+            if tools {
+                "; its tools can be served as they are"
+            } else {
+                ""
+            }
+        ),
+        if tools {
+            "serve its tools with `mur mcp serve`, or add an `inference:` block (model, driver) \
+             to run it as an agent capsule"
+        } else {
+            "add an `inference:` block (model, driver) to run it as an agent capsule, or declare \
+             a capsule component (an artifact of `runtime: capsule` with `path:`)"
+        },
+    )
+}
+
 /// What answers an agent capsule's model calls.
 enum Answering {
     /// `transport: http`: a driver artifact and a model.
@@ -791,15 +876,7 @@ fn agent_inference(
     path_var: &str,
 ) -> Result<(Inference, Answering), StageError> {
     let Some(inference) = capsule.inference.clone() else {
-        return Err(StageError::invalid(
-            "E-RUN-013",
-            format!(
-                "capsule `{}` declares no `inference:`, so it has no agent loop to run",
-                capsule.name
-            ),
-            "add an `inference:` block (model, driver) to run it as an agent capsule, or declare \
-             a capsule component (an artifact of `runtime: capsule` with `path:`)",
-        ));
+        return Err(no_model(capsule));
     };
     if inference.transport == Transport::Process {
         let Some(command) = inference.command.clone() else {
