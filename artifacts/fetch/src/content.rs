@@ -159,6 +159,15 @@ pub const HTML_WIDTH: usize = 100;
 /// HTML turned into readable text, at most `max_bytes` long (cut on a character boundary).
 /// The second value tells whether the text was cut.
 pub fn html_to_text(html: &str, max_bytes: usize) -> (String, bool) {
+    if tag_depth_over(html, MAX_PARSED_DEPTH) {
+        let text = format!(
+            "[this page nests elements more than {MAX_PARSED_DEPTH} deep: its text is shown \
+             without layout]\n\n{}",
+            strip_tags(html).trim()
+        );
+        let (text, was_cut) = cut(&text, max_bytes);
+        return (text.to_string(), was_cut);
+    }
     let config = html2text::config::plain()
         .allow_width_overflow()
         .link_footnotes(true);
@@ -174,17 +183,74 @@ pub fn html_to_text(html: &str, max_bytes: usize) -> (String, bool) {
     (text.to_string(), was_cut)
 }
 
+/// Past this nesting of tags (counted as written, see [`tag_depth_over`]) a page is not parsed
+/// at all: parsing costs the depth times the number of tags, which a page of a few MiB can
+/// make minutes.
+pub const MAX_PARSED_DEPTH: usize = 512;
+
+/// Whether the tags of `html`, counted as written, nest deeper than `limit`: each start tag
+/// opens, each end tag closes, except void elements (`br`, `img`, ...), self-closing tags and
+/// the elements whose end tag may be left out (`p`, `li`, `td`, `tr`, `option`, ...), which are
+/// not counted. A linear scan without allocation; comments and scripts are not told apart,
+/// which only makes it count a little wrong on odd pages.
+pub fn tag_depth_over(html: &str, limit: usize) -> bool {
+    const UNCOUNTED: &[&str] = &[
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+        "source", "track", "wbr", "p", "li", "dt", "dd", "td", "th", "tr", "tbody", "thead",
+        "tfoot", "option", "optgroup", "rb", "rt", "rp", "colgroup", "caption", "html", "head",
+        "body",
+    ];
+    let b = html.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(at) = b[i..].iter().position(|&c| c == b'<') {
+        i += at + 1;
+        let closing = b.get(i) == Some(&b'/');
+        if closing {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        if start == i {
+            continue;
+        }
+        let name = &html[start..i];
+        let Some(end) = b[i..].iter().position(|&c| c == b'>') else {
+            break;
+        };
+        let self_closing = b[i + end - 1] == b'/';
+        i += end + 1;
+        if UNCOUNTED.iter().any(|u| u.eq_ignore_ascii_case(name)) {
+            continue;
+        }
+        if closing {
+            depth = depth.saturating_sub(1);
+        } else if !self_closing {
+            depth += 1;
+            if depth > limit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// The deepest element nesting laid out as it is. Laying out nests costs more than linear time
 /// in their depth (a few thousand nested lists and tables take minutes and hundreds of MiB),
 /// while real pages nest a few dozen deep.
 pub const MAX_DEPTH: usize = 48;
 
-/// Makes every element deeper than [`MAX_DEPTH`] a direct child of its ancestor at that depth,
-/// keeping only its own text: all the text stays (its order within a too-deep element can
-/// change), the depth is bounded. Templates (never shown) are dropped. Iterative: no recursion
-/// whatever the depth.
+/// Makes every element deeper than [`MAX_DEPTH`] a direct child of its ancestor at that depth
+/// (or, when that ancestor is a list or a table's structure, which show no text of their own,
+/// of the nearest ancestor that does), keeping only its own text: all the text stays (its
+/// order within a too-deep element can change), the depth is bounded. Templates (never shown)
+/// are dropped. Iterative: no recursion whatever the depth.
 fn flatten_deep(dom: &html2text::RcDom) {
     let mut stack: Vec<(html2text::Handle, usize)> = vec![(dom.document.clone(), 0)];
+    // Each node is flattened at most once: its flattened subtree holds no deeper element.
+    let mut flattened = std::collections::HashSet::new();
     while let Some((node, depth)) = stack.pop() {
         if let html2text::Element {
             template_contents, ..
@@ -192,10 +258,20 @@ fn flatten_deep(dom: &html2text::RcDom) {
         {
             template_contents.borrow_mut().take();
         }
-        // A table's rows and sections hold no text of their own: the cap falls on the next
-        // cell (at most a few levels on).
-        if depth >= MAX_DEPTH && !table_part(&node, false) {
-            flatten(&node);
+        if depth >= MAX_DEPTH && matches!(node.data, html2text::Element { .. }) {
+            let mut at = Some(node);
+            while let Some(n) = at.as_ref().filter(|n| hides_text(n, false)) {
+                at = n.parent.take().and_then(|weak| {
+                    let parent = weak.upgrade();
+                    n.parent.set(Some(weak));
+                    parent
+                });
+            }
+            if let Some(at) = at
+                && flattened.insert(std::rc::Rc::as_ptr(&at))
+            {
+                flatten(&at);
+            }
             continue;
         }
         for child in node.children.borrow().iter() {
@@ -204,15 +280,19 @@ fn flatten_deep(dom: &html2text::RcDom) {
     }
 }
 
-/// Whether `node` is a table's structure (`table`, a section, a row; with `cells`, a cell too).
-fn table_part(node: &html2text::Handle, cells: bool) -> bool {
+/// Whether html2text shows no text placed directly in `node`: a list, a table's structure, a
+/// select box, the document's root (and, with `cells`, a table cell, which outside its row
+/// is not shown at all).
+fn hides_text(node: &html2text::Handle, cells: bool) -> bool {
     match &node.data {
         html2text::Element { name, .. } => match &*name.local {
-            "table" | "tbody" | "thead" | "tfoot" | "tr" | "colgroup" | "col" | "caption" => true,
+            "table" | "tbody" | "thead" | "tfoot" | "tr" | "colgroup" | "col" | "caption"
+            | "ul" | "ol" | "dl" | "menu" | "select" | "optgroup" | "datalist" | "html"
+            | "head" => true,
             "td" | "th" => cells,
             _ => false,
         },
-        _ => false,
+        _ => true,
     }
 }
 
@@ -242,8 +322,8 @@ fn flatten(node: &html2text::Handle) {
         let (mut inner, text): (Vec<_>, Vec<_>) = children.into_iter().partition(is_element);
         inner.reverse();
         pending.extend(inner);
-        if table_part(&element, true) {
-            // Out of its table a table part is not laid out at all: keep its text alone.
+        if hides_text(&element, true) {
+            // Its text would not be shown in its new place: keep the text alone.
             for t in &text {
                 t.parent.set(Some(std::rc::Rc::downgrade(node)));
             }
@@ -407,7 +487,8 @@ mod tests {
             "<blockquote>",
             "<div><table><tr><td><ul><li>x ",
         ] {
-            let html = unit.repeat(3000) + "bottom";
+            let html = unit.repeat(3000) + "bottom" + &"<b>x</b>y<ul></ul>".repeat(20_000);
+            assert!(tag_depth_over(&html, MAX_PARSED_DEPTH), "{unit}");
             let started = std::time::Instant::now();
             let (text, _) = html_to_text(&html, 1 << 20);
             assert!(text.contains("bottom"), "{unit}: {text:.300}");
@@ -417,6 +498,20 @@ mod tests {
                 started.elapsed()
             );
         }
+        // Past 48 but within what is parsed, the deep part is flattened, its text kept.
+        let html = "<div><table><tr><td><ul><li>x ".repeat(80) + "bottom";
+        assert!(!tag_depth_over(&html, MAX_PARSED_DEPTH));
+        let started = std::time::Instant::now();
+        let (text, _) = html_to_text(&html, 1 << 20);
+        assert!(text.contains("bottom"), "{text:.300}");
+        assert_eq!(text.matches('x').count(), 80, "{text:.300}");
+        assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+        assert!(!tag_depth_over(
+            "<p>a<p>b<br><img src=x><ul><li>c<li>d</ul>",
+            1
+        ));
+        assert!(tag_depth_over("<div><div>", 1));
+        assert!(!tag_depth_over("<div></div><div/><div>", 1));
         // Within the depth, the layout is html2text's own.
         let (text, _) = html_to_text("<ul><li>a<ul><li>b</li></ul></li></ul>", 1000);
         assert_eq!(text, "* a\n  * b");
@@ -457,6 +552,22 @@ mod tests {
             prop_assert!(text.len() <= max);
             if !was_cut {
                 prop_assert!(text.len() <= max);
+            }
+        }
+
+        #[test]
+        fn any_nesting_keeps_its_text_within_the_bound(
+            opens in prop::collection::vec(
+                "<(div|table><tr><td|ul><li|ol><li|b|blockquote|pre|p|span|a href=\"x\"|h2|em|section|template|select)>",
+                0..400,
+            ),
+            max in 64usize..8192,
+        ) {
+            let html = opens.concat() + "marker-text";
+            let (text, was_cut) = html_to_text(&html, max);
+            prop_assert!(text.len() <= max);
+            if !was_cut && !html.contains("<template>") && !html.contains("<select>") {
+                prop_assert!(text.contains("marker-text"), "{}", text);
             }
         }
 
