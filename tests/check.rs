@@ -641,3 +641,55 @@ fn another_runtimes_artifact_spellings_load_with_a_warning() {
     assert_eq!(invoked.code, 0, "{invoked:#?}");
     assert_eq!(invoked.json()["output"], "echoed");
 }
+
+/// A `murmur.lock` or credentials file grown past its cap (8 MiB, 1 MiB) is refused with its
+/// code, read no further than one byte past the cap (the files here are sparse: a reader of the
+/// whole would still finish, but the answer names the cap, not a parse error).
+#[test]
+fn a_lock_or_credentials_file_past_its_cap_is_refused_naming_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "murmur.yaml", KEYED);
+    let credentials = std::fs::File::create(home.path().join("credentials.yaml")).unwrap();
+    credentials.set_len((1 << 20) + 1).unwrap();
+    let checked = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .args(["check", "--json"])
+        .arg(&file)
+        .run();
+    let report: serde_json::Value = serde_json::from_str(&checked.stdout).unwrap();
+    let unusable: Vec<&serde_json::Value> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == "E-RUN-019")
+        .collect();
+    assert_eq!(unusable.len(), 1, "{report:#}");
+    assert!(
+        unusable[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 1 MiB"),
+        "{report:#}"
+    );
+
+    std::fs::remove_file(home.path().join("credentials.yaml")).unwrap();
+    let lock = std::fs::File::create(dir.path().join("murmur.lock")).unwrap();
+    lock.set_len((8 << 20) + 1).unwrap();
+    let installed = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("MURMUR_HOME", home.path())
+        .args(["install", "--json", "--registry"])
+        .arg(repo_root().join("target/registry"))
+        .arg(dir.path())
+        .run();
+    assert_eq!(installed.code, 2, "{installed:#?}");
+    let report = installed.json();
+    assert_eq!(report["diagnostics"][0]["code"], "E-REG-008", "{report:#}");
+    assert!(
+        report["diagnostics"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 8 MiB"),
+        "{report:#}"
+    );
+}

@@ -45,11 +45,27 @@ impl Credentials {
     }
 }
 
+/// The most the credentials file may hold: `NAME: value` lines, a few dozen bytes each.
+pub const CREDENTIALS_MAX_BYTES: u64 = 1024 * 1024;
+
 /// Loads the credentials file at `path`, with its warnings; `Err` is the one error that makes it
 /// unusable.
 pub fn load(path: &Path) -> Result<(Credentials, Vec<Diagnostic>), Box<Diagnostic>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let text = match crate::capped::read_text(path, CREDENTIALS_MAX_BYTES) {
+        Ok(crate::capped::Capped::Text(text)) => text,
+        Ok(crate::capped::Capped::TooLarge) => {
+            return Err(Box::new(
+                Diagnostic::new(
+                    code::E_RUN_019,
+                    format!(
+                        "the credentials file is larger than {}, the most it may hold",
+                        crate::capped::size_words(CREDENTIALS_MAX_BYTES)
+                    ),
+                )
+                .hint("it holds `NAME: value` lines: keep only the credentials, or remove it")
+                .in_file(path),
+            ));
+        }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok((Credentials::default(), Vec::new()));
         }

@@ -23,6 +23,7 @@
 //! checking that the files it names exist) and writing `murmur.lock` when asked
 //! ([`Lock::write`]). Never panics on any input.
 
+mod capped;
 #[macro_use]
 mod closed_set;
 

@@ -152,6 +152,10 @@ struct LockFile {
     peers: Vec<LockedPeer>,
 }
 
+/// The most `murmur.lock` may hold: a lock pins each artifact, MCP server (its tools'
+/// schemas) and peer in a few KiB.
+pub const LOCK_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
 impl Lock {
     /// Where the lock of the capsule whose manifest is `manifest_file` lives.
     pub fn beside(manifest_file: &Path) -> PathBuf {
@@ -159,10 +163,24 @@ impl Lock {
     }
 
     /// The lock at `path`: `Ok(None)` when there is no file, `E-REG-008` diagnostics when it
-    /// cannot be read or is not a lock.
+    /// cannot be read, holds more than [`LOCK_MAX_BYTES`] (known from reading one byte past
+    /// the cap) or is not a lock.
     pub fn load(path: &Path) -> Result<Option<Lock>, Vec<Diagnostic>> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Lock::parse(&text, path).map(Some),
+        match crate::capped::read_text(path, LOCK_MAX_BYTES) {
+            Ok(crate::capped::Capped::Text(text)) => Lock::parse(&text, path).map(Some),
+            Ok(crate::capped::Capped::TooLarge) => Err(vec![
+                Diagnostic::new(
+                    code::E_REG_008,
+                    format!(
+                        "murmur.lock is larger than {}, the most a lock may hold",
+                        crate::capped::size_words(LOCK_MAX_BYTES)
+                    ),
+                )
+                .hint(format!(
+                    "a lock pins artifacts, servers and peers in a few KiB each: {REWRITE_HINT}"
+                ))
+                .in_file(path),
+            ]),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(vec![
                 Diagnostic::new(code::E_REG_008, format!("cannot read murmur.lock: {error}"))

@@ -24,7 +24,6 @@ mod interpolate;
 mod shape;
 pub(crate) mod yaml;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -210,15 +209,13 @@ fn load_file(path: &Path, env: Env<'_>, want: Want) -> Loaded<Manifest> {
 /// [`MANIFEST_MAX_BYTES`] (known from reading one byte past the cap, never the whole file),
 /// `E-MAN-001` when it cannot be read or is not UTF-8.
 fn read_manifest(file: &Path) -> Result<String, Box<Diagnostic>> {
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(file)
-        .and_then(|opened| opened.take(MANIFEST_MAX_BYTES + 1).read_to_end(&mut bytes));
-    if let Err(e) = read {
-        return Err(Box::new(unreadable(&e, file)));
-    }
-    if bytes.len() as u64 > MANIFEST_MAX_BYTES {
-        let mib = MANIFEST_MAX_BYTES / (1024 * 1024);
-        let limit = format!("{mib} MiB ({MANIFEST_MAX_BYTES} bytes)");
+    let read = crate::capped::read_text(file, MANIFEST_MAX_BYTES);
+    let read = read.map_err(|e| Box::new(unreadable(&e, file)))?;
+    if read == crate::capped::Capped::TooLarge {
+        let limit = format!(
+            "{} ({MANIFEST_MAX_BYTES} bytes)",
+            crate::capped::size_words(MANIFEST_MAX_BYTES)
+        );
         let too_large = Diagnostic::new(
             code::E_MAN_027,
             format!("the manifest is larger than {limit}, the most the loader reads"),
@@ -229,13 +226,10 @@ fn read_manifest(file: &Path) -> Result<String, Box<Diagnostic>> {
         .in_file(file);
         return Err(Box::new(too_large));
     }
-    String::from_utf8(bytes).map_err(|_| {
-        let e = std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
-        );
-        Box::new(unreadable(&e, file))
-    })
+    match read {
+        crate::capped::Capped::Text(text) => Ok(text),
+        crate::capped::Capped::TooLarge => unreachable!("refused above"),
+    }
 }
 
 /// `E-MAN-001` for the manifest file `file` that could not be read.
