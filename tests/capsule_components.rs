@@ -534,3 +534,80 @@ fn a_capsule_component_with_an_mcp_server_is_refused_before_it_runs() {
     );
     assert!(!work.path().join("capsule/workdir").exists());
 }
+
+/// Whether a process whose command line is exactly `argv` is alive.
+fn running(argv: &[&str]) -> bool {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| cmdline == wanted)
+    })
+}
+
+/// SIGTERM, then SIGINT in a second run, to `mur run` of a capsule component mid-way through a
+/// shell call: the run ends as an agent session does: the call is stopped and its child
+/// killed, the task and session end `canceled` with the trace closed, and `mur` exits 128 +
+/// the signal's number.
+#[test]
+fn a_signal_ends_a_capsule_components_run_canceled_with_its_trace_closed() {
+    for (signal, number, seconds) in [(libc::SIGTERM, 143, "4243"), (libc::SIGINT, 130, "4244")] {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let dir = shell_capsule(&work.path().join("capsule"), "sleep", "");
+        let manifest = dir.join("murmur.yaml");
+        let text = std::fs::read_to_string(&manifest).unwrap().replace(
+            "capabilities:\n",
+            "capabilities:\n  env: { allow: [ CAPSULE_SHELL_SLEEP ] }\n",
+        );
+        std::fs::write(&manifest, text).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mur"))
+            .env("MURMUR_HOME", home.path())
+            .env("CAPSULE_SHELL_SLEEP", seconds)
+            .args(["run", "--json"])
+            .arg(&dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while !running(&["sleep", seconds]) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the shell call never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let stopped = std::time::Instant::now();
+        let output = child.wait_with_output().unwrap();
+        assert!(stopped.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(
+            output.status.code(),
+            Some(number),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report["exit_status"], "canceled", "{report:#}");
+        let record = PathBuf::from(report["workdir"].as_str().unwrap());
+        let events: Vec<Value> = std::fs::read_to_string(record.join("trace.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(of_type(&events, "task_end")[0]["exit_status"], "canceled");
+        let end = events.last().unwrap();
+        assert_eq!(end["event_type"], "session_end", "{events:#?}");
+        assert_eq!(end["exit_status"], "canceled");
+        let gone = std::time::Instant::now();
+        while running(&["sleep", seconds]) {
+            assert!(
+                gone.elapsed() < std::time::Duration::from_secs(5),
+                "the shell call's child outlived the run"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

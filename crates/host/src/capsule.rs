@@ -68,6 +68,8 @@ impl Engine {
 /// What one run of a capsule component produced.
 pub struct CapsuleRun {
     pub outcome: Result<(), RuntimeError>,
+    /// Whether `stop` ended the run before the component returned (`outcome` is then `Ok`).
+    pub stopped: bool,
     /// What it sent to peers through `murmur:message/send`.
     pub sends: Vec<PeerSend>,
     /// Whether writing a `tool_call` event of its calls failed.
@@ -78,7 +80,9 @@ pub struct CapsuleRun {
 }
 
 /// Calls `run` of `component` once, under `grants`, with its tool registry, artifact manager
-/// and shell.
+/// and shell. When `stop` resolves first, the call is dropped where it is (a shell call in
+/// progress with it, its children killed) and the run reports `stopped`, with what the
+/// component wrote and sent until then.
 pub async fn call_capsule(
     engine: &Engine,
     component: &LoadedCapsule,
@@ -86,12 +90,14 @@ pub async fn call_capsule(
     registry: ToolRegistryGrant,
     manager: Arc<ArtifactManager>,
     shell: Arc<dyn ShellCall>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> CapsuleRun {
     let mut state = match grants.host_state() {
         Ok(state) => state,
         Err(error) => {
             return CapsuleRun {
                 outcome: Err(error),
+                stopped: false,
                 sends: Vec::new(),
                 tool_calls_trace_failed: false,
                 stdout: String::new(),
@@ -103,20 +109,23 @@ pub async fn call_capsule(
     state.artifacts = Some(manager);
     state.shell = Some(shell);
     let mut store = engine.store(state);
-    let outcome = engine
-        .bounded(
-            component.name(),
-            grants.limits.deadline,
-            &mut store,
-            async |store| {
-                let capsule = component.pre.instantiate_async(&mut *store).await?;
-                capsule.murmur_capsule_run().call_run(&mut *store).await
-            },
-        )
-        .await;
+    let call = engine.bounded(
+        component.name(),
+        grants.limits.deadline,
+        &mut store,
+        async |store| {
+            let capsule = component.pre.instantiate_async(&mut *store).await?;
+            capsule.murmur_capsule_run().call_run(&mut *store).await
+        },
+    );
+    let (outcome, stopped) = tokio::select! {
+        outcome = call => (outcome, false),
+        () = stop => (Ok(()), true),
+    };
     let state = store.data();
     CapsuleRun {
         outcome,
+        stopped,
         sends: state.message.sends.clone(),
         tool_calls_trace_failed: state
             .tool_registry

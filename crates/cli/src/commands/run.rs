@@ -452,6 +452,28 @@ fn run_component(
         Err(error) => return stage_failed(error, args.json),
     };
     render::diagnostics_human(&staged.warnings);
+    // A signal ends the run as it ends an agent's session: the component's call is stopped,
+    // its shell children killed, the trace closed, and `mur` exits 128 + the signal.
+    let signals = match listen_for_signals(&runtime) {
+        Ok(signals) => signals,
+        Err(error) => {
+            return render::failure(
+                args.json,
+                "E-RUN-001",
+                &format!("the signal handlers cannot be installed: {error}"),
+                "retry; this is a problem of the host",
+                Exit::Failed,
+            );
+        }
+    };
+    let cancel = session::StopSignal::default();
+    let mut first = signals.clone();
+    let stopper = cancel.clone();
+    runtime.spawn(async move {
+        if first.wait_for(Option::is_some).await.is_ok() {
+            stopper.stop(session::StopRequest::Canceled);
+        }
+    });
     let config = CapsuleConfig {
         workdir_root: args
             .workdir
@@ -462,6 +484,7 @@ fn run_component(
         host_env: Arc::new(host_env),
         containment: args.containment,
         workspace: args.workspace.clone(),
+        cancel: Some(cancel),
     };
     let observer = Arc::new(Terminal {
         stream: false,
@@ -477,10 +500,10 @@ fn run_component(
     match outcome {
         Ok(report) => {
             print_report(&report, args.json);
-            if report.exit_status == ExitStatus::Ok {
-                Exit::Ok
-            } else {
-                Exit::Failed
+            match *signals.borrow() {
+                Some(signal) if report.exit_status == ExitStatus::Canceled => signal.exit(),
+                _ if report.exit_status == ExitStatus::Ok => Exit::Ok,
+                _ => Exit::Failed,
             }
         }
         Err(error) => render::failure(

@@ -86,6 +86,9 @@ pub struct CapsuleConfig {
     pub host_env: HostEnv,
     /// The containment class the operator asks for (`mur run --containment`).
     pub containment: Option<murmur_confine::Class>,
+    /// Ends the run early (a signal to `mur run`): the component's call is dropped where it is,
+    /// its shell children with it, and the session ends `canceled`, its trace closed.
+    pub cancel: Option<crate::session::StopSignal>,
 }
 
 /// A declared tool, loaded.
@@ -655,6 +658,13 @@ pub async fn run(
         "running capsule component `{}`",
         staged.component.name()
     ));
+    let cancel = config.cancel.clone();
+    let stop = async move {
+        match cancel {
+            Some(cancel) => cancel.requested().await,
+            None => std::future::pending().await,
+        }
+    };
     let run = call_capsule(
         &engine,
         &staged.component,
@@ -662,8 +672,12 @@ pub async fn run(
         registry,
         manager.clone(),
         shell.clone(),
+        stop,
     )
     .await;
+    if run.stopped {
+        observer.note("canceled: the capsule component's run was stopped");
+    }
 
     record_run(&run, &workdir, &site)?;
     workdir.tidy_scratch();
@@ -685,7 +699,9 @@ pub async fn run(
         message: error.to_string(),
         hint: error.hint(),
     });
-    let exit_status = if error.is_some() {
+    let exit_status = if run.stopped {
+        ExitStatus::Canceled
+    } else if error.is_some() {
         ExitStatus::Failed
     } else {
         ExitStatus::Ok
