@@ -562,7 +562,7 @@ fn a_signal_ends_a_capsule_components_run_canceled_with_its_trace_closed() {
             "capabilities:\n  env: { allow: [ CAPSULE_SHELL_SLEEP ] }\n",
         );
         std::fs::write(&manifest, text).unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mur"))
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_mur"))
             .env("MURMUR_HOME", home.path())
             .env("CAPSULE_SHELL_SLEEP", seconds)
             .args(["run", "--json"])
