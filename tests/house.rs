@@ -218,6 +218,38 @@ impl Crate {
                 }
             }
         }
+        // What a file takes from inside another module it takes from that module too: an
+        // edge into `grants/tool_registry.rs` from outside `grants` is also one into
+        // `grants/mod.rs`, so a parent module's file and another module's children cannot
+        // import each other unseen.
+        let mut module_of: HashMap<&PathBuf, &Vec<String>> = HashMap::new();
+        for (path, module) in &self.modules {
+            let entry = module_of.entry(&module.file).or_insert(path);
+            if path.len() < entry.len() {
+                *entry = path;
+            }
+        }
+        let direct: Vec<((PathBuf, PathBuf), String)> =
+            edges.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for ((from, to), written) in direct {
+            let (Some(from_module), Some(to_module)) = (module_of.get(&from), module_of.get(&to))
+            else {
+                continue;
+            };
+            for depth in 1..to_module.len() {
+                let ancestor = &to_module[..depth];
+                if from_module.starts_with(ancestor) {
+                    continue;
+                }
+                if let Some(parent) = self.modules.get(ancestor)
+                    && parent.file != from
+                {
+                    edges
+                        .entry((from.clone(), parent.file.clone()))
+                        .or_insert_with(|| format!("{written}, inside {}", ancestor.join("::")));
+                }
+            }
+        }
         edges
     }
 }
@@ -580,6 +612,45 @@ fn the_cycle_check_finds_cycles() {
     assert_eq!(
         names,
         vec![vec!["a.rs".to_string(), "b.rs".into(), "c.rs".into()]]
+    );
+
+    // A parent module's file and another module's child: `engine/mod.rs` takes `State` from
+    // `grants/mod.rs`, which takes `Limits` from `engine/limits.rs`. Taking from inside
+    // `engine` is taking from `engine`: one cycle, though no two files name each other.
+    let other = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let file = other.path().join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    };
+    write("lib.rs", "mod engine; mod grants;\n");
+    write(
+        "engine/mod.rs",
+        "pub mod limits;\nuse crate::grants::State;\nfn run(_: State) {}\n",
+    );
+    write("engine/limits.rs", "pub struct Limits;\n");
+    write(
+        "grants/mod.rs",
+        "use crate::engine::limits::Limits;\npub struct State(Limits);\n",
+    );
+    let krate = Crate::load(&other.path().join("lib.rs"));
+    let groups: Vec<Vec<String>> = cycles(&krate.edges())
+        .iter()
+        .map(|group| {
+            group
+                .iter()
+                .map(|file| {
+                    file.strip_prefix(other.path())
+                        .unwrap()
+                        .display()
+                        .to_string()
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        vec![vec!["engine/mod.rs".to_string(), "grants/mod.rs".into()]]
     );
 }
 

@@ -14,10 +14,10 @@ use crate::bindings::capsule::CapsulePre;
 use crate::engine::{Engine, error_chain};
 use crate::error::RuntimeError;
 use crate::grants::artifacts::ArtifactManager;
-use crate::grants::message::PeerSend;
 use crate::grants::shell::ShellCall;
 use crate::grants::tool_registry::ToolRegistryGrant;
 use crate::grants::{Grants, HostState};
+use crate::reported::PeerSend;
 
 /// A capsule component compiled and pre-linked.
 pub struct LoadedCapsule {

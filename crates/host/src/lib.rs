@@ -27,6 +27,8 @@ pub mod capsule;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod limits;
+pub mod reported;
 pub mod tool;
 
 pub use engine::{Engine, EngineConfig, LoadedComponent, RunWorld};

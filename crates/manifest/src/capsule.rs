@@ -51,7 +51,7 @@ use crate::artifact::{Build, Runtime};
 use crate::diagnostic::{Diagnostic, code, serde_error};
 use crate::fields::resolve_path;
 use crate::fields::{check_http_url, check_inside_dir, check_name, check_version, null_as_default};
-use crate::load::is_variable_name;
+use crate::fields::is_variable_name;
 use crate::network::NetworkRule;
 
 /// The name of the primary driver choice, reserved among alternates.

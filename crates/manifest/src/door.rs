@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, code};
 use crate::fields::{check_http_url, null_as_default};
-use crate::load::is_variable_name;
+use crate::fields::is_variable_name;
 use crate::network::NetworkRule;
 
 /// The header an `api_key` goes in when the entry names none.

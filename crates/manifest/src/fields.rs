@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 use crate::diagnostic::{Diagnostic, code};
 use crate::source::join_key;
 
+/// Whether `name` can be a variable: letters, digits, `_`, not starting with a digit.
+pub(crate) fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// `E-MAN-004` when `name` (at `holder.name`) is empty. `what` names the thing, as
 /// "the manifest" or "artifact entry 2".
 pub(crate) fn check_name(name: &str, holder: &str, what: &str) -> Option<Diagnostic> {

@@ -33,7 +33,7 @@
 
 pub mod cache;
 mod call;
-pub mod limits;
+pub use crate::limits;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

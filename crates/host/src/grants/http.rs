@@ -19,6 +19,8 @@
 use std::sync::Arc;
 
 use murmur_manifest::network::NetworkRule;
+
+pub use crate::reported::Refusal;
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 /// Which hosts a component may reach over `wasi:http`.
@@ -265,16 +267,6 @@ fn origin(uri: &http::Uri) -> Option<(String, &str, u16)> {
         _ => return None,
     };
     Some((scheme, uri.host()?, port))
-}
-
-/// A request a grant refused.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Refusal {
-    /// Which grant refused: `network`.
-    pub grant: &'static str,
-    /// What was asked for: the request's URL without its query.
-    pub target: String,
-    pub reason: String,
 }
 
 /// The per-call state of the network grant.

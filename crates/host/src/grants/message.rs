@@ -67,10 +67,9 @@ use crate::bindings::host::murmur::message::send::{
 };
 use crate::grants::NetworkPolicy;
 use crate::grants::cassette::{Cassette, PeerKind};
+pub use crate::reported::PeerSend;
 use murmur_a2a::client::{PeerClient, PeerError};
-use murmur_trace::EventBody;
 use murmur_trace::context::SpanRef;
-use murmur_trace::schema::ErrorRef;
 
 /// The task a tool runs for: what its sends are stamped with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,38 +110,6 @@ impl SendingTask {
 
     pub fn traceparent(&self) -> String {
         self.span.traceparent()
-    }
-}
-
-/// One send, as the trace records it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PeerSend {
-    /// The peer URL the component named.
-    pub peer: String,
-    pub peer_task_id: Option<String>,
-    /// The peer's state right after the send.
-    pub state: Option<String>,
-    pub trust: String,
-    pub traceparent: String,
-    /// Why nothing was sent, or why no answer came: a code and a message.
-    pub error: Option<(String, String)>,
-}
-
-impl PeerSend {
-    /// The `a2a_send` event of this send, made during the task `task_id`.
-    pub fn event(&self, task_id: Option<String>) -> EventBody {
-        EventBody::A2aSend {
-            peer: self.peer.clone(),
-            task_id,
-            peer_task_id: self.peer_task_id.clone(),
-            state: self.state.clone(),
-            trust: self.trust.clone(),
-            traceparent: self.traceparent.clone(),
-            error: self.error.as_ref().map(|(code, message)| ErrorRef {
-                code: code.clone(),
-                message: message.clone(),
-            }),
-        }
     }
 }
 

@@ -52,9 +52,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::engine::CallLimits;
-use crate::engine::limits::MemoryLimiter;
 use crate::error::RuntimeError;
+use crate::limits::{CallLimits, MemoryLimiter};
 pub use chunks::{ChunkKind, ChunkSink};
 pub use http::{GatewayCredential, NetworkPolicy, Refusal, SecretStore};
 use murmur_trace::schema::ComponentGrants;

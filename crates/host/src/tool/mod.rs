@@ -28,8 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bindings;
 use crate::error::RuntimeError;
-use crate::grants::Refusal;
-use crate::grants::message::PeerSend;
+use crate::reported::{PeerSend, Refusal};
 pub use call::{BoundTool, KeptInstance, ToolLoader};
 use murmur_beneath::{BeneathDir, BeneathError};
 

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, code};
+use crate::fields::is_variable_name;
 use crate::source::{join_index, join_key};
 
 /// Where variables come from: the environment, then `.env`.
@@ -190,15 +191,6 @@ pub(crate) fn expand(
     } else {
         Err(Problem::Unset(unset))
     }
-}
-
-/// Whether `name` can be a variable: letters, digits, `_`, not starting with a digit.
-pub(crate) fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]

@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub(crate) use interpolate::is_variable_name;
 
 use crate::artifact::{ArtifactManifest, Runtime};
 use crate::capsule::CapsuleManifest;
