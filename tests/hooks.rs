@@ -1402,6 +1402,115 @@ fn a_compaction_summary_the_spend_ceiling_refuses_ends_the_session_spend_ceiling
     assert_eq!(end["exit_status"], "spend_ceiling_reached");
 }
 
+/// The two-task session of the next test: the first task is reopened past
+/// `lifecycle.max_task_reopens: 1` (it ends `reopen_budget_exhausted`), the second makes one
+/// tool call, after which its history is past the compaction threshold.
+fn after_an_exhausted_task(dir: &Path, endpoint: &str, compactor: Hook, ceiling: u64) -> PathBuf {
+    let file = capsule(
+        dir,
+        endpoint,
+        &[compactor, reopener(), Hook::probe("watcher", Value::Null)],
+        "context: { max_tokens: 200 }\nlifecycle: { max_task_reopens: 1 }",
+    );
+    replace_in(
+        &file,
+        "  max_turns: 8\n",
+        &format!("  max_turns: 8\n  max_session_tokens: {ceiling}\n"),
+    );
+    file
+}
+
+const EXHAUSTED_THEN_A_TOOL_CALL: &str = r#"
+turns:
+  - reply: { text: one }
+  - reply: { text: two }
+  - reply: { tool_calls: [ { id: c1, name: write-file, input: { path: a.md, content: hi } } ] }
+  - reply: { text: summary }
+"#;
+
+#[test]
+fn a_compaction_error_decides_the_sessions_exit_status_whatever_an_earlier_task_ended_with() {
+    // The first task ends `reopen_budget_exhausted`; the second's compaction hook errs. The
+    // session ends as the compaction error says: `failed`, or `spend_ceiling_reached` when
+    // the hook's summary (`run-inference`) was refused by the ceiling.
+    let summarizer = || {
+        Hook::probe(
+            "summarizer",
+            json!({"call": {"on-compaction": ["inference"]},
+                   "respond": {"on-compaction": {"arm": "error", "value": "no summary"}}}),
+        )
+        .bound("on-compaction", "replace-context")
+    };
+    // Measured first, with room for everything: what the agent's calls and the summary cost.
+    let measure = emulator(EXHAUSTED_THEN_A_TOOL_CALL);
+    let dir = tempfile::tempdir().unwrap();
+    let file = after_an_exhausted_task(dir.path(), &measure.url(), summarizer(), 1_000_000);
+    let measured = run(&file, &["first", "second"]);
+    let statuses: Vec<&Value> = measured
+        .events("task_end")
+        .iter()
+        .map(|e| &e["exit_status"])
+        .collect();
+    assert_eq!(
+        statuses,
+        ["reopen_budget_exhausted", "failed"],
+        "{:#?}",
+        measured.output
+    );
+    assert_eq!(
+        measured.report["exit_status"], "failed",
+        "{:#?}",
+        measured.output
+    );
+    assert_eq!(measured.trace.last().unwrap()["exit_status"], "failed");
+    assert_eq!(measured.report["tasks"][1]["error"]["code"], "E-HOOK-006");
+    let inference = measured.events("inference");
+    assert_eq!(inference.len(), 4, "{inference:#?}");
+    assert_eq!(inference[3]["origin"], "hook:summarizer");
+    let agent: u64 = inference[..3]
+        .iter()
+        .map(|e| {
+            e["input_tokens_estimated"].as_u64().unwrap()
+                + e["output_tokens_estimated"].as_u64().unwrap()
+        })
+        .sum();
+    let summary = inference[3]["input_tokens_estimated"].as_u64().unwrap();
+    assert!(summary >= 2, "{summary}");
+
+    // The same session under a ceiling the summary passes: `spend_ceiling_reached`.
+    let emulator = emulator(EXHAUSTED_THEN_A_TOOL_CALL);
+    let dir = tempfile::tempdir().unwrap();
+    let file = after_an_exhausted_task(
+        dir.path(),
+        &emulator.url(),
+        summarizer(),
+        agent + summary / 2,
+    );
+    let session = run(&file, &["first", "second"]);
+    let tasks = session.report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2, "{:#?}", session.output);
+    assert_eq!(tasks[0]["exit_status"], "reopen_budget_exhausted");
+    assert_eq!(tasks[1]["exit_status"], "spend_ceiling_reached");
+    assert_eq!(tasks[1]["error"]["code"], "E-RUN-018");
+    assert_eq!(
+        session.report["exit_status"], "spend_ceiling_reached",
+        "{:#?}",
+        session.output
+    );
+    assert_eq!(emulator.requests().len(), 3, "the summary was never sent");
+    let end = session.trace.last().unwrap();
+    assert_eq!(end["event_type"], "session_end");
+    assert_eq!(end["exit_status"], "spend_ceiling_reached");
+    // `on-session-end` heard the same status.
+    let ends: Vec<Value> = session
+        .log("watcher")
+        .into_iter()
+        .filter(|l| l["handler"] == "on-session-end")
+        .collect();
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0]["event"]["exit_status"], "spend_ceiling_reached");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Async hooks
 

@@ -1,5 +1,10 @@
 //! The session loop: the workdir, the trace and its export, then each task the feed hands out,
 //! the session hooks around them, and `session_end` however the session ends.
+//!
+//! The session's exit status is the status of the task whose ending ended the session (an
+//! `on-compaction` error: `failed`, or `spend_ceiling_reached` when the hook's summary was
+//! refused by the spend ceiling), whatever an earlier task ended with; otherwise the first task
+//! that did not end `ok` decides it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -157,21 +162,26 @@ pub async fn run_fed(
             }
             let (report, stop) = context.run_task(&input).await?;
             feed.finished(&input, &report);
-            ran.add(report);
             if stop {
+                ran.end_with(report);
                 break;
             }
+            ran.add(report);
         }
         Ok(ran)
     })
     .await
 }
 
-/// The tasks a session ran: how many, the first that did not end `ok`, the last reports.
+/// The tasks a session ran: how many, the first that did not end `ok`, the one that ended the
+/// session (when one did), the last reports.
 #[derive(Default)]
 pub(crate) struct Ran {
     count: u32,
     first_not_ok: Option<ExitStatus>,
+    /// The status of the task whose failure ended the session (an `on-compaction` error:
+    /// `failed`, or `spend_ceiling_reached` after a refused summary).
+    ended_by: Option<ExitStatus>,
     reports: std::collections::VecDeque<TaskReport>,
 }
 
@@ -185,6 +195,23 @@ impl Ran {
         if self.reports.len() > REPORTS_KEPT {
             self.reports.pop_front();
         }
+    }
+
+    /// The last task, the one whose ending ends the session: its status is the session's,
+    /// whatever an earlier task ended with.
+    pub(crate) fn end_with(&mut self, report: TaskReport) {
+        self.ended_by = Some(report.exit_status);
+        self.add(report);
+    }
+
+    /// The session's exit status: the status of the task that ended it, else the first that
+    /// did not end `ok`, else `failed` when the session itself `failed` and `ok` when not.
+    pub(crate) fn exit_status(&self, failed: bool) -> ExitStatus {
+        self.ended_by.or(self.first_not_ok).unwrap_or(if failed {
+            ExitStatus::Failed
+        } else {
+            ExitStatus::Ok
+        })
     }
 }
 
@@ -289,12 +316,7 @@ pub(crate) async fn in_session(
         Ok(())
     }
     .await;
-    // The first task that did not end `ok` decides the session's exit status.
-    let exit_status = ran.first_not_ok.unwrap_or(if outcome.is_err() {
-        ExitStatus::Failed
-    } else {
-        ExitStatus::Ok
-    });
+    let exit_status = ran.exit_status(outcome.is_err());
     let ending: std::io::Result<()> = async {
         outcome?;
         context.session_end(exit_status, ran.count).await
@@ -333,4 +355,57 @@ pub(crate) async fn in_session(
         changes,
         git,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(exit_status: ExitStatus) -> TaskReport {
+        TaskReport {
+            task_id: new_id("tsk_", 24),
+            context_id: None,
+            exit_status,
+            turns: 1,
+            result_path: None,
+            result_text: None,
+            reopen_count: 0,
+            error: None,
+            outputs: Vec::new(),
+            changes: None,
+        }
+    }
+
+    #[test]
+    fn the_first_task_not_ok_decides_when_none_ended_the_session() {
+        let mut ran = Ran::default();
+        assert_eq!(ran.exit_status(false), ExitStatus::Ok);
+        assert_eq!(ran.exit_status(true), ExitStatus::Failed);
+        ran.add(report(ExitStatus::Ok));
+        ran.add(report(ExitStatus::MaxTurnsReached));
+        ran.add(report(ExitStatus::Failed));
+        assert_eq!(ran.exit_status(false), ExitStatus::MaxTurnsReached);
+        assert_eq!(ran.count, 3);
+    }
+
+    #[test]
+    fn the_task_that_ended_the_session_decides_whatever_came_before() {
+        for ending in [ExitStatus::Failed, ExitStatus::SpendCeilingReached] {
+            for earlier in [
+                ExitStatus::MaxTurnsReached,
+                ExitStatus::ReopenBudgetExhausted,
+                ExitStatus::Canceled,
+                ExitStatus::Failed,
+                ExitStatus::SpendCeilingReached,
+            ] {
+                let mut ran = Ran::default();
+                ran.add(report(ExitStatus::Ok));
+                ran.add(report(earlier));
+                ran.end_with(report(ending));
+                assert_eq!(ran.exit_status(false), ending, "after {earlier:?}");
+                assert_eq!(ran.count, 3);
+                assert_eq!(ran.reports.back().unwrap().exit_status, ending);
+            }
+        }
+    }
 }
