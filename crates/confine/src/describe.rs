@@ -284,6 +284,46 @@ mod tests {
     }
 
     #[test]
+    fn every_file_name_make_and_just_read_is_read_in_their_order() {
+        let recipe = |names: &[(&str, &str)], binary: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            for (name, body) in names {
+                let text = match binary {
+                    "make" => format!("build:\n\t{body}\n"),
+                    _ => format!("build:\n    {body}\n"),
+                };
+                std::fs::write(dir.path().join(name), text).unwrap();
+            }
+            describe(binary, None, &args(&["build"]), &workdir(&dir)).recipe
+        };
+        // Each name alone is read, as make and just read it.
+        for name in ["GNUmakefile", "makefile", "Makefile"] {
+            assert_eq!(recipe(&[(name, name)], "make").as_deref(), Some(name));
+        }
+        for name in ["justfile", ".justfile", "Justfile", "JUSTFILE"] {
+            assert_eq!(recipe(&[(name, name)], "just").as_deref(), Some(name));
+        }
+        // Where several are there, the one make (GNU make) runs wins: GNUmakefile, makefile,
+        // then Makefile.
+        assert_eq!(
+            recipe(&[("Makefile", "third"), ("makefile", "second")], "make").as_deref(),
+            Some("second")
+        );
+        assert_eq!(
+            recipe(
+                &[
+                    ("Makefile", "third"),
+                    ("makefile", "second"),
+                    ("GNUmakefile", "first")
+                ],
+                "make"
+            )
+            .as_deref(),
+            Some("first")
+        );
+    }
+
+    #[test]
     fn a_planted_recipe_link_is_never_read() {
         let outer = tempfile::tempdir().unwrap();
         std::fs::write(outer.path().join("secret"), "build:\n\tthe host's secret\n").unwrap();

@@ -2192,6 +2192,47 @@ mod tests {
     }
 
     #[test]
+    fn a_read_with_neither_a_resource_id_nor_a_path_is_never_redundant() {
+        let keyless = |id| Call {
+            resource_id: None,
+            input_path: None,
+            ..read(id, "unused")
+        };
+        let ids = redundant_ids_of_turns(vec![keyless("c1"), keyless("c2"), keyless("c3")]);
+        assert!(ids.is_empty(), "{ids:?}");
+        // The same read with a path guessed from its input is one.
+        let pathed = |id| Call {
+            resource_id: None,
+            input_path: Some("notes.md"),
+            ..read(id, "unused")
+        };
+        assert_eq!(
+            redundant_ids_of_turns(vec![pathed("c1"), pathed("c2")]),
+            ["c2"]
+        );
+    }
+
+    #[test]
+    fn a_path_is_guessed_from_the_fields_that_name_one_in_their_order() {
+        use crate::schema::input_path;
+        for field in ["path", "file", "file_path", "filepath", "filename"] {
+            assert_eq!(
+                input_path(&serde_json::json!({ field: "a.md", "other": "b.md" })).as_deref(),
+                Some("a.md"),
+                "{field}"
+            );
+        }
+        // The first that holds a string wins; other fields and other types name none.
+        let input = serde_json::json!({"filename": "last.md", "file": "second.md", "path": 7});
+        assert_eq!(input_path(&input).as_deref(), Some("second.md"));
+        assert_eq!(
+            input_path(&serde_json::json!({"name": "x.md", "target": "y"})),
+            None
+        );
+        assert_eq!(input_path(&serde_json::json!("path")), None);
+    }
+
+    #[test]
     fn a_keyless_mutate_is_a_barrier_for_every_resource() {
         let mut mutate = write("c2", "x");
         mutate.resource_id = None;
