@@ -993,3 +993,103 @@ fn a_served_capsule_keeps_its_inputs_on_disk_within_their_bound_dropping_the_old
     let workdir = bytes_under(&session);
     assert!(workdir < conversations + (1 << 20), "{workdir}");
 }
+
+/// `door.a2a_versions: ["1.0"]`: the card is the 1.0 card alone, which the 1.0 schema takes
+/// and the 0.3 schema refuses (it has no `url`, `protocolVersion`, `preferredTransport`), and
+/// every 0.3 call is refused with VersionNotSupported naming 1.0. The default card, which
+/// carries both versions' fields, is refused by the 1.0 schema as a whole: the reason a
+/// deployment may choose one version.
+#[test]
+fn a_door_serving_a2a_1_0_alone_shows_a_card_valid_under_1_0_and_refuses_0_3_calls() {
+    use murmur_testkit::a2a_schema::{is_v1, is_v03};
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"only 1.0\" }\n",
+        &format!("{QUEUE}\ndoor: {{ a2a_versions: [ \"1.0\" ] }}"),
+    );
+    let served = capsule.serve();
+    for headers in [
+        vec![],
+        vec![("A2A-Version", "0.3")],
+        vec![("A2A-Version", "1.0")],
+    ] {
+        let (status, card) = served.get("/.well-known/agent-card.json", &headers);
+        assert_eq!(status, 200);
+        assert_v1("AgentCard", &card);
+        assert!(!is_v03("AgentCard", &card), "{card:#}");
+        for v03_field in ["url", "protocolVersion", "preferredTransport"] {
+            assert!(card.get(v03_field).is_none(), "{v03_field} in {card:#}");
+        }
+        assert!(card["capabilities"].get("stateTransitionHistory").is_none());
+        assert_eq!(
+            card["supportedInterfaces"],
+            json!([{"url": format!("{}/", served.url), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+        );
+    }
+    let (status, _) = served.get("/.well-known/agent.json", &[]);
+    assert_eq!(status, 404, "no 0.3 card on a 1.0-only door");
+
+    let (_, refused) = served.rpc(&v03_send("in 0.3"));
+    assert_eq!(refused["error"]["code"], -32009, "{refused:#}");
+    let detail = &refused["error"]["data"][0];
+    assert_eq!(detail["reason"], "VERSION_NOT_SUPPORTED");
+    assert_eq!(detail["metadata"]["requestedVersion"], "0.3");
+    assert_eq!(detail["metadata"]["supportedVersions"], "1.0");
+    // A 1.0 method sent saying it speaks 0.3 is refused too.
+    let (_, said_03) = post(
+        &format!("{}/", served.url),
+        serde_json::to_vec(&v1_send("1.0 said to be 0.3")).unwrap(),
+        &[("A2A-Version", "0.3")],
+    );
+    assert_v1_error_response(&said_03, -32009);
+    // Nothing of either reached the model; a 1.0 call runs.
+    assert!(capsule.emulator.requests().is_empty());
+    let (_, done) = served.rpc(&v1_send("in 1.0"));
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done:#}"
+    );
+    assert_eq!(capsule.emulator.requests().len(), 1);
+
+    // The default door's discovery card: valid in halves, refused by 1.0's schema whole.
+    let both = capsule_default_card();
+    assert!(!is_v1("AgentCard", &both), "{both:#}");
+    split_discovery_card(&both);
+}
+
+/// The card of a door with no `door.a2a_versions`.
+fn capsule_default_card() -> Value {
+    let capsule = capsule("turns: []\n", QUEUE);
+    let served = capsule.serve();
+    let (status, card) = served.get("/.well-known/agent-card.json", &[]);
+    assert_eq!(status, 200);
+    card
+}
+
+/// `door.a2a_versions: ["0.3"]`: the card is the 0.3 card alone (valid under the closed 0.3
+/// schema, refused by 1.0's), and 1.0 calls are refused with VersionNotSupported naming 0.3.
+#[test]
+fn a_door_serving_a2a_0_3_alone_shows_a_0_3_card_and_refuses_1_0_calls() {
+    use murmur_testkit::a2a_schema::is_v1;
+    let capsule = capsule(
+        "turns:\n  - reply: { text: \"only 0.3\" }\n",
+        &format!("{QUEUE}\ndoor: {{ a2a_versions: [ 0.3 ] }}"),
+    );
+    let served = capsule.serve();
+    let (_, card) = served.get("/.well-known/agent-card.json", &[("A2A-Version", "1.0")]);
+    assert_v03("AgentCard", &card);
+    assert!(!is_v1("AgentCard", &card), "{card:#}");
+    assert!(card.get("supportedInterfaces").is_none());
+    assert_eq!(card["url"], format!("{}/", served.url));
+    let (status, same) = served.get("/.well-known/agent.json", &[]);
+    assert_eq!((status, &same), (200, &card));
+
+    let (_, refused) = served.rpc(&v1_send("in 1.0"));
+    assert_eq!(refused["error"]["code"], -32009, "{refused:#}");
+    assert_eq!(
+        refused["error"]["data"][0]["metadata"]["supportedVersions"],
+        "0.3"
+    );
+    let (_, done) = served.rpc(&v03_send("in 0.3"));
+    assert_v03("SendMessageSuccessResponse", &done);
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done:#}");
+}

@@ -211,15 +211,23 @@ impl RpcError {
 
     /// -32009: the requested `A2A-Version` is not one this crate speaks.
     pub fn version_not_supported(requested: &str) -> Self {
+        RpcError::version_not_supported_by(requested, &["1.0", "0.3"])
+    }
+
+    /// -32009: the requested version is not one of `supported` (`Major.Minor`: what a server
+    /// serves, which may be fewer than this crate speaks), naming them.
+    pub fn version_not_supported_by(requested: &str, supported: &[&str]) -> Self {
+        let said = match supported {
+            [one] => format!("the supported version is {one}"),
+            _ => format!("supported versions are {}", supported.join(" and ")),
+        };
         RpcError::a2a(
             codes::VERSION_NOT_SUPPORTED,
-            format!(
-                "Protocol version not supported: {requested:?}; supported versions are 1.0 and 0.3"
-            ),
+            format!("Protocol version not supported: {requested:?}; {said}"),
             "VERSION_NOT_SUPPORTED",
             &[
                 ("requestedVersion", requested),
-                ("supportedVersions", "1.0,0.3"),
+                ("supportedVersions", &supported.join(",")),
             ],
         )
     }

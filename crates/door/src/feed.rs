@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use murmur_a2a::{AgentCapabilities, AgentCard, AgentSkill, Message, Role, TaskState};
+use murmur_a2a::{AgentCapabilities, AgentCard, AgentSkill, Message, Role, TaskState, Version};
 use murmur_manifest::Coded;
 use murmur_manifest::capsule::{AfterTask, TaskAcceptance};
 
@@ -149,6 +149,7 @@ pub async fn serve(
         acceptance: lifecycle.task_acceptance,
         taken: Default::default(),
         card: card(&staged, &url, &door_config.auth),
+        versions: served_versions(&staged.capsule.door),
         body_limit: door_config.body_limit,
         auth: door_config.auth.clone(),
         input_modes: staged.capsule.door.input_modes.clone(),
@@ -242,7 +243,15 @@ fn ended_early(report: &Result<SessionReport, SessionError>) -> String {
     format!("the session ended before this task started: {cause}")
 }
 
-/// The card a served capsule shows.
+/// The A2A versions `door` serves (`door.a2a_versions`), newest first.
+fn served_versions(door: &murmur_manifest::door::Door) -> Vec<Version> {
+    Version::ALL
+        .into_iter()
+        .filter(|version| door.serves(version.as_str()))
+        .collect()
+}
+
+/// The card a served capsule shows: an interface for each version it serves.
 fn card(staged: &Staged, url: &str, auth: &crate::auth::DoorAuth) -> AgentCard {
     let capsule = &staged.capsule;
     let description = capsule
@@ -250,6 +259,12 @@ fn card(staged: &Staged, url: &str, auth: &crate::auth::DoorAuth) -> AgentCard {
         .clone()
         .unwrap_or_else(|| format!("The Murmur capsule {}.", capsule.name));
     let mut card = AgentCard::new(&capsule.name, &description, &capsule.version, url);
+    let served = served_versions(&capsule.door);
+    card.interfaces.retain(|interface| {
+        served
+            .iter()
+            .any(|v| v.as_str() == interface.protocol_version)
+    });
     card.capabilities = AgentCapabilities {
         streaming: true,
         push_notifications: true,

@@ -5,7 +5,9 @@
 //!
 //! - **Discovery.** The agent card at `/.well-known/agent-card.json`: in the version the
 //!   request's `A2A-Version` names, else one card carrying both versions' fields, so a client of
-//!   either finds its transport there; and at `/.well-known/agent.json` (0.3).
+//!   either finds its transport there; and at `/.well-known/agent.json` (0.3). A door serving
+//!   one version (`door.a2a_versions`) shows that version's card alone, valid under its schema,
+//!   whatever is asked, and `/.well-known/agent.json` only if that version is 0.3 (else 404).
 //! - **One endpoint.** JSON-RPC at `/`. A method is answered in the version its name belongs to
 //!   (`SendMessage` 1.0, `message/send` 0.3). Malformed JSON, an unknown method, bad params,
 //!   an unknown task, a task that cannot be canceled: each gets its JSON-RPC or A2A error
@@ -40,7 +42,8 @@
 //!   `traceparent` is recorded. All of it, with the principal, reaches the trace as
 //!   `a2a_task_received`.
 //! - **Versions and content.** A request whose `A2A-Version` names a version the door does not
-//!   speak is -32009. A message with a part the capsule does not take (`door.input_modes`, text
+//!   speak, or does not serve (`door.a2a_versions`), is -32009, and so is a method of a version
+//!   it does not serve (`message/send` on a 1.0-only door), naming the versions it serves. A message with a part the capsule does not take (`door.input_modes`, text
 //!   only) or whose `acceptedOutputModes` leave out `text/plain` is -32005.
 //! - **Ids.** Every id a client chooses (message, context, task, referenced task, the
 //!   `ListTasks` filter and page token, `Last-Event-ID`) is checked before use: an id is 1 to

@@ -43,6 +43,9 @@ pub(crate) struct Door {
     /// Under `single`: whether the one task was taken.
     pub taken: AtomicBool,
     pub card: AgentCard,
+    /// The A2A versions served (`door.a2a_versions`), newest first: a call or a card asked
+    /// for in another is refused.
+    pub versions: Vec<Version>,
     pub body_limit: usize,
     /// Who may call `/`; open when it has no principals.
     pub auth: Arc<crate::auth::DoorAuth>,
@@ -112,16 +115,27 @@ fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, String> {
     }
 }
 
-/// The card: in the version the request's `A2A-Version` names, else (none, or one the door
-/// does not speak) the discovery card that carries both versions' fields.
+/// The card. A door serving one version shows that version's card, whatever is asked (it
+/// has no other). A door serving both shows the one the request's `A2A-Version` names, else
+/// (none, or one the door does not speak) the discovery card carrying both versions' fields.
 async fn card(State(door): State<Arc<Door>>, headers: HeaderMap) -> Response {
+    if let [only] = door.versions.as_slice() {
+        return json(StatusCode::OK, &door.card.to_wire(*only));
+    }
     match requested_version(&headers) {
         Ok(Some(version)) => json(StatusCode::OK, &door.card.to_wire(version)),
         Ok(None) | Err(_) => json(StatusCode::OK, &door.card.discovery_json()),
     }
 }
 
+/// The A2A 0.3 card's own address: 404 on a door that does not serve 0.3.
 async fn card_v03(State(door): State<Arc<Door>>) -> Response {
+    if !door.versions.contains(&Version::V0_3) {
+        return json(
+            StatusCode::NOT_FOUND,
+            &serde_json::json!({"error": "this capsule does not serve A2A 0.3 (door.a2a_versions); its card is at /.well-known/agent-card.json"}),
+        );
+    }
     json(StatusCode::OK, &door.card.to_wire(Version::V0_3))
 }
 
@@ -277,6 +291,24 @@ async fn rpc_endpoint(State(door): State<Arc<Door>>, headers: HeaderMap, body: B
         );
     }
     let version = request.version;
+    // A version the manifest does not list is not served: neither a method of it nor a call
+    // whose `A2A-Version` names it.
+    let asked = match requested_version(&headers) {
+        Ok(Some(header)) if !door.versions.contains(&header) => Some(header),
+        _ => (!door.versions.contains(&version)).then_some(version),
+    };
+    if let Some(asked) = asked {
+        return json(
+            StatusCode::OK,
+            &rpc::error(
+                &id,
+                &RpcError::version_not_supported_by(
+                    asked.as_str(),
+                    &door.versions.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
+                ),
+            ),
+        );
+    }
     let method_name = request.method.name(version).unwrap_or_default().to_string();
     let call = match request
         .call()

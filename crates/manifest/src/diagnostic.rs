@@ -324,6 +324,7 @@ codes! {
     E_RUN_033 = "E-RUN-033": "`--workspace`: the directory cannot be a workspace (missing, not a directory, or overlapping the workdir root where the records go)";
     E_RUN_034 = "E-RUN-034": "`--workspace`: another session holds the workspace (the error names its process)";
     E_RUN_035 = "E-RUN-035": "a component asked a person for input (`request-input`) and no answer came: no one to ask where it ran, the wait ran out, or the task was canceled";
+    E_RUN_036 = "E-RUN-036": "the agent CLI of `transport: process` is older than the lowest version that runs under Murmur (the error names the version found and the lowest that works)";
     W_RUN_025 = "W-RUN-025": "the capsule changed since the session being resumed (`mur run --resume`)";
 
     E_REG_001 = "E-REG-001": "an artifact cannot be resolved";
@@ -399,6 +400,7 @@ codes! {
     W_A2A_028 = "W-A2A-028": "a named peer's agent card is not pinned in murmur.lock: it is taken as the peer serves it";
     E_A2A_029 = "E-A2A-029": "a named peer's agent card cannot be fetched, and the manifest gives no `description` the model could be told instead";
     W_A2A_030 = "W-A2A-030": "a named peer's agent card cannot be fetched; the manifest's `description` is used, unpinned";
+    E_A2A_031 = "E-A2A-031": "`door.a2a_versions` is empty, names a version the door does not speak (it speaks `0.3` and `1.0`), or names one twice";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";

@@ -8,6 +8,8 @@
 //!     - { principal: ci, api_key: "${CI_KEY}", header: X-API-Key, trust: peer }
 //!   input_modes: [text/plain]
 //!   output_modes: [text/plain, application/json]
+//!   a2a_versions: ["1.0"]
+//!   port: 8080
 //! peers:
 //!   - { url: "http://127.0.0.1:9000", bearer: "${PEER_TOKEN}" }
 //! ```
@@ -28,6 +30,15 @@
 //!   capsule takes: the door hands the agent text, so each is `text/…`. `output_modes` (default
 //!   `[text/plain]`) are what it produces and must hold `text/plain` (the answer). A malformed
 //!   or wildcard type is `E-A2A-008`.
+//! - **The versions served are the ones listed.** `a2a_versions` (default `["0.3", "1.0"]`)
+//!   names the A2A versions the door speaks and its card advertises: with both, one card
+//!   carries both versions' fields (as a client of either reads it); with one, the card is
+//!   that version's alone, valid under its schema, and a call in the other version is refused
+//!   (`VersionNotSupported`, -32009). A version written as a YAML number (`1.0`) is read as the
+//!   text it is. An empty list, a version other than `0.3` and `1.0`, or one listed twice is
+//!   `E-A2A-031`.
+//! - **The port is the manifest's unless the command line says.** `port` is the port
+//!   `mur run --serve` listens on when no `--port` is given (absent: one the system chooses).
 //! - **A peer entry matches by origin.** `peers[].url` is an http(s) URL in
 //!   `capabilities.network.allow` (`E-CAP-008` otherwise); a send whose URL has the same scheme,
 //!   host and port presents that entry's credential. One entry per origin.
@@ -44,8 +55,8 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, code};
-use crate::fields::{check_http_url, null_as_default};
 use crate::fields::is_variable_name;
+use crate::fields::{check_http_url, null_as_default};
 use crate::network::NetworkRule;
 
 /// The header an `api_key` goes in when the entry names none.
@@ -70,6 +81,42 @@ pub struct Door {
     /// HTTPS with this certificate and key.
     #[serde(default)]
     pub tls: Option<DoorTls>,
+    /// The A2A versions the door speaks and its card advertises (`"0.3"`, `"1.0"`), as
+    /// written; [`Door::serves`] answers for one.
+    #[serde(default = "all_versions", deserialize_with = "versions_if_null")]
+    pub a2a_versions: Vec<String>,
+    /// The port `mur run --serve` listens on without `--port`.
+    #[serde(default)]
+    pub port: Option<u16>,
+}
+
+/// The A2A versions a door can speak, as `door.a2a_versions` names them.
+pub const A2A_VERSIONS: [&str; 2] = ["0.3", "1.0"];
+
+fn all_versions() -> Vec<String> {
+    A2A_VERSIONS.iter().map(|v| v.to_string()).collect()
+}
+
+/// `door.a2a_versions`: absent or empty is both; each item is text, or a YAML number read as
+/// the text it is written as (`1.0` is `"1.0"`).
+fn versions_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Word {
+        Text(String),
+        Number(f64),
+    }
+    Ok(Option::<Vec<Word>>::deserialize(d)?
+        .map(|words| {
+            words
+                .into_iter()
+                .map(|word| match word {
+                    Word::Text(text) => text,
+                    Word::Number(number) => format!("{number:?}"),
+                })
+                .collect()
+        })
+        .unwrap_or_else(all_versions))
 }
 
 /// `door.tls`: PEM files, relative to the manifest's directory or absolute.
@@ -91,7 +138,16 @@ impl Default for Door {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tls: None,
+            a2a_versions: all_versions(),
+            port: None,
         }
+    }
+}
+
+impl Door {
+    /// Whether the door speaks A2A `version` (`"0.3"` or `"1.0"`): listed in `a2a_versions`.
+    pub fn serves(&self, version: &str) -> bool {
+        self.a2a_versions.iter().any(|listed| listed == version)
     }
 }
 
@@ -411,6 +467,7 @@ impl Door {
             }
         }
         self.validate_reach(found);
+        self.validate_versions(found);
         if !self.output_modes.is_empty() && !self.output_modes.iter().any(|m| m == "text/plain") {
             found.push(
                 Diagnostic::new(
@@ -426,6 +483,43 @@ impl Door {
 }
 
 impl Door {
+    /// The problems of `a2a_versions` (`E-A2A-031`): empty, unknown, or listed twice.
+    fn validate_versions(&self, found: &mut Vec<Diagnostic>) {
+        if self.a2a_versions.is_empty() {
+            found.push(
+                Diagnostic::new(code::E_A2A_031, "`door.a2a_versions` is empty: the door would speak no A2A version")
+                    .hint("list the versions to serve, such as `[\"1.0\"]`, or remove the key to serve `0.3` and `1.0`")
+                    .at_path("door.a2a_versions"),
+            );
+        }
+        for (i, version) in self.a2a_versions.iter().enumerate() {
+            let at = format!("door.a2a_versions[{i}]");
+            if !A2A_VERSIONS.contains(&version.as_str()) {
+                found.push(
+                    Diagnostic::new(
+                        code::E_A2A_031,
+                        format!(
+                            "`{at}` is `{version}`, which is not an A2A version the door speaks"
+                        ),
+                    )
+                    .hint("write `\"0.3\"` or `\"1.0\"` (Major.Minor, as A2A-Version names them)")
+                    .at_path(at),
+                );
+            } else if let Some(first) = self.a2a_versions[..i].iter().position(|v| v == version) {
+                found.push(
+                    Diagnostic::new(
+                        code::E_A2A_031,
+                        format!(
+                            "`door.a2a_versions` lists `{version}` twice (items {first} and {i})"
+                        ),
+                    )
+                    .hint("list each version once")
+                    .at_path(at),
+                );
+            }
+        }
+    }
+
     /// The problems of `allowed_hosts`, `allowed_origins` and `tls` (`E-A2A-020`).
     fn validate_reach(&self, found: &mut Vec<Diagnostic>) {
         let mut bad = |at: String, message: String, hint: &str| {

@@ -1178,3 +1178,49 @@ fn e_a2a_026_a_peers_tool_has_a_declared_tools_name() {
     assert!(loaded.diagnostics[1].message.contains("skill `ask-style`"));
     assert_at(&loaded.diagnostics[1], &text, "style, bearer");
 }
+
+#[test]
+fn door_a2a_versions_default_to_both_and_take_one_written_as_a_number() {
+    let capsule = |text: &str| {
+        let loaded = load_text(text);
+        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+            panic!("not a capsule")
+        };
+        capsule
+    };
+    let both = capsule(VALID);
+    assert_eq!(both.door.a2a_versions, ["0.3", "1.0"]);
+    assert!(both.door.serves("0.3") && both.door.serves("1.0"));
+    let one = capsule(&format!("{VALID}door:\n  a2a_versions: [ 1.0 ]\n"));
+    assert_eq!(one.door.a2a_versions, ["1.0"]);
+    assert!(one.door.serves("1.0") && !one.door.serves("0.3"));
+    let quoted = capsule(&format!("{VALID}door: {{ a2a_versions: [ \"0.3\" ] }}\n"));
+    assert!(quoted.door.serves("0.3") && !quoted.door.serves("1.0"));
+}
+
+#[test]
+fn e_a2a_031_a2a_versions_empty_unknown_or_twice() {
+    let text = format!("{VALID}door:\n  a2a_versions: []\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-A2A-031");
+    assert_at(&d, &text, "a2a_versions");
+    assert!(d.message.contains("is empty"), "{d}");
+    assert_hint(&d, "remove the key");
+
+    let text = format!("{VALID}door:\n  a2a_versions:\n    - \"1.0\"\n    - \"2.0\"\n    - 1.0\n");
+    let loaded = load_text(&text);
+    assert_eq!(
+        codes(&loaded),
+        ["E-A2A-031"; 2],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    let unknown = &loaded.diagnostics[0];
+    assert_at(unknown, &text, "\"2.0\"");
+    assert!(unknown.message.contains("`2.0`"), "{unknown}");
+    assert_hint(unknown, "`\"0.3\"` or `\"1.0\"`");
+    let twice = &loaded.diagnostics[1];
+    assert_eq!(twice.line, Some(position(&text, "- 1.0").0));
+    assert!(twice.message.contains("lists `1.0` twice"), "{twice}");
+}
