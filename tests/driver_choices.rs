@@ -1413,3 +1413,91 @@ fn a_forged_or_oversized_record_is_refused_and_nothing_is_sent() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     assert_eq!(answered(&anthropic).len(), 1, "a model was called");
 }
+
+/// "Nothing survives a restart", with the alternates removed from the manifest before the
+/// resume: the history's marks are still honoured, and gpt's reasoning never reaches the
+/// primary.
+#[test]
+fn a_resume_without_the_alternates_still_keeps_an_alternates_reasoning_from_the_primary() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Planning on the primary.", signature: sig-primary-1 }
+      text: "Handing over."
+      tool_calls: [ { id: toolu_switch_1, name: switch-driver, input: { choice: gpt } } ]
+  - reply: { text: "primary alone" }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator(
+        r#"
+turns:
+  - reply:
+      id: resp_gpt_1
+      thinking: { text: "Reasoning on gpt.", signature: enc-gpt-1 }
+      text: "done on gpt"
+"#,
+        OPENAI_KEY,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    // gpt's reasoning is kept (its encrypted content), to be returned to its producer only.
+    replace_in(
+        &file,
+        "driver: { artifact: driver-anthropic }",
+        "driver: { artifact: driver-anthropic, config: { include: [reasoning.encrypted_content] } }",
+    );
+    let first = run(&file, &BOTH_KEYS);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let first = first.json();
+    assert_eq!(first["tasks"][0]["result_text"], "done on gpt");
+    let earlier = first["session_id"].as_str().unwrap();
+    let saved = Value::from(history(&first)).to_string();
+    assert!(saved.contains("enc-gpt-1"), "{saved}");
+
+    // The alternate (and the agent's grant to switch) are gone from the manifest.
+    replace_in(
+        &file,
+        "  alternates:\n    - { name: gpt, model: gpt-5, driver: driver-openai-responses }\n",
+        "",
+    );
+    replace_in(
+        &file,
+        "control:\n  agent_settings: [inference.driver]\n",
+        "",
+    );
+    let output = resume(&file, Some(earlier), "Go on, please.");
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["resumed"], earlier);
+    assert_eq!(report["tasks"][0]["result_text"], "primary alone");
+
+    let to_primary = answered(&anthropic);
+    assert_eq!((to_primary.len(), answered(&openai).len()), (2, 1));
+    let body = &to_primary[1].body;
+    assert_eq!(thinking_sent(body), ["sig-primary-1"]);
+    let text = body.to_string();
+    assert!(
+        !text.contains("enc-gpt-1"),
+        "gpt's reasoning went to the primary: {body:#}"
+    );
+    assert!(
+        text.contains("done on gpt"),
+        "gpt's answer itself is sent: {body:#}"
+    );
+    // Without alternates nothing new is marked, and no choice is named.
+    let events = trace(&report);
+    let inferences = of_type(&events, "inference");
+    assert_eq!(inferences.len(), 1);
+    assert_eq!(inferences[0].get("choice"), None);
+    let stored = history(&report);
+    assert_eq!(
+        producers(&stored),
+        [
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+            &json!({"driver": "driver-openai-responses", "model": "gpt-5"}),
+            &Value::Null,
+        ]
+    );
+}

@@ -16,7 +16,10 @@
 //! - **The producer.** An assistant message the agent loop stores while alternates exist is
 //!   marked `produced_by: {driver, model}` of the choice that produced it; a `thinking` block is
 //!   sent only to the choice that produced it ([`wire_view`]). The stored history is never
-//!   edited. Without alternates nothing is marked and nothing is filtered.
+//!   edited. Without alternates nothing new is marked, but the marks a history already holds
+//!   are honoured all the same: a resumed conversation whose alternates were removed from the
+//!   manifest since still keeps an alternate's reasoning from the primary. An unmarked message
+//!   is one written with no alternate declared, the primary's, and goes to every choice.
 
 use std::borrow::Cow;
 
@@ -188,20 +191,17 @@ impl DriverChoices {
     }
 }
 
-/// The messages as `receiver` (a `produced_by` mark) is sent them: a `thinking` block another
-/// producer wrote is left out, and an assistant message left with no content is left out
-/// whole. With no receiver (no alternates), every message as stored.
-pub fn wire_view<'a>(
-    history: &'a [StoredMessage],
-    receiver: Option<&Value>,
-) -> Vec<Cow<'a, Message>> {
+/// The messages as `receiver` (the choice the call runs on, as its `produced_by` mark) is sent
+/// them: a `thinking` block another producer's message holds is left out, and an assistant
+/// message left with no content is left out whole. An unmarked message goes as stored.
+pub fn wire_view<'a>(history: &'a [StoredMessage], receiver: &Value) -> Vec<Cow<'a, Message>> {
     history
         .iter()
         .filter_map(|stored| {
-            let foreign = match (receiver, &stored.produced_by) {
-                (Some(receiver), Some(producer)) => producer != receiver,
-                _ => false,
-            };
+            let foreign = stored
+                .produced_by
+                .as_ref()
+                .is_some_and(|producer| producer != receiver);
             match &stored.message {
                 Message::Assistant { content }
                     if foreign && content.iter().any(|b| matches!(b, Block::Thinking { .. })) =>
@@ -304,14 +304,18 @@ mod tests {
             StoredMessage::new(Message::user_text("hi")),
             thinking_answer(primary),
         ];
-        let to_primary = wire_view(&history, Some(&primary.producer()));
+        let to_primary = wire_view(&history, &primary.producer());
         assert_eq!(to_primary[1].content().len(), 2);
-        let to_haiku = wire_view(&history, Some(&haiku.producer()));
+        let to_haiku = wire_view(&history, &haiku.producer());
         assert_eq!(to_haiku[1].content().len(), 1);
         assert!(matches!(to_haiku[1].content()[0], Block::Text { .. }));
         assert_eq!(history[1].message.content().len(), 2, "stored history kept");
-        // No alternates: no receiver, nothing filtered.
-        assert_eq!(wire_view(&history, None)[1].content().len(), 2);
+        // An unmarked answer (written with no alternate declared) goes to every choice.
+        let unmarked = vec![StoredMessage::new(history[1].message.clone())];
+        assert_eq!(
+            wire_view(&unmarked, &haiku.producer())[0].content().len(),
+            2
+        );
     }
 
     #[test]
@@ -323,8 +327,28 @@ mod tests {
         }
         let history = vec![StoredMessage::new(Message::user_text("hi")), only_thinking];
         assert_eq!(
-            wire_view(&history, Some(&choices.get(1).unwrap().producer())).len(),
+            wire_view(&history, &choices.get(1).unwrap().producer()).len(),
             1
         );
+    }
+
+    #[test]
+    fn marks_are_honoured_without_alternates() {
+        // A resumed history an alternate wrote into, in a session that declares none now.
+        let choices = table();
+        let alone = DriverChoices::new(vec![choices.primary().clone()]);
+        assert!(!alone.has_alternates());
+        let history = vec![
+            StoredMessage::new(Message::user_text("hi")),
+            thinking_answer(choices.get(2).unwrap()),
+            thinking_answer(choices.primary()),
+        ];
+        let sent = wire_view(&history, &alone.primary().producer());
+        assert_eq!(
+            sent[1].content().len(),
+            1,
+            "gpt's reasoning kept from the primary"
+        );
+        assert_eq!(sent[2].content().len(), 2);
     }
 }

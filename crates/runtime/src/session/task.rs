@@ -908,12 +908,15 @@ impl<'a> SessionContext<'a> {
                 Ok(estimate) => estimate,
                 Err(failure) => return Ok(Ending::SpendCeiling(failure)),
             };
-            let receiver = staged.choices.has_alternates().then(|| choice.producer());
+            // Thinking goes only to its producer, by the marks the history holds, also when
+            // alternates are declared no more (a resumed conversation); only with alternates is
+            // this call's answer marked.
+            let receiver = choice.producer();
             let request = DriverRequest {
                 model: &choice.model,
                 max_tokens: self.control.max_tokens_for(choice),
                 system: Some(&staged.system_prompt),
-                messages: wire_view(&run.history[from..], receiver.as_ref()),
+                messages: wire_view(&run.history[from..], &receiver),
                 tools: &self.specs,
                 prompt_cache_key: &run.cache_key,
                 stream: self.config.stream,
@@ -973,7 +976,7 @@ impl<'a> SessionContext<'a> {
                 content: answer.content.clone(),
             });
             assistant.source_id = Some(format!("driver:{}", driver.name));
-            assistant.produced_by = receiver;
+            assistant.produced_by = staged.choices.has_alternates().then_some(receiver);
             let output_estimate =
                 tokens::count(&serde_json::to_string(&assistant.message).unwrap_or_default());
             self.spend.record_output(output_estimate);
