@@ -1414,6 +1414,116 @@ fn a_forged_or_oversized_record_is_refused_and_nothing_is_sent() {
     assert_eq!(answered(&anthropic).len(), 1, "a model was called");
 }
 
+/// "The producer across a hook's `replace-context`": the compaction hook hands back the
+/// primary's answer unchanged (no id kept: found by its content) and an answer it wrote itself,
+/// with thinking. The kept answer's thinking still goes to the primary alone, after the switch
+/// to `gpt` and back; the hook's own thinking goes to neither.
+#[test]
+fn thinking_a_compaction_hook_hands_back_goes_only_to_its_producer() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      thinking: { text: "Planning on the primary.", signature: sig-primary-1 }
+      text: "Handing over."
+      tool_calls: [ { id: toolu_switch_1, name: switch-driver, input: { choice: gpt } } ]
+  - reply: { text: "done on the primary" }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator(
+        r#"
+turns:
+  - reply:
+      id: resp_gpt_1
+      thinking: { text: "Reasoning on gpt.", signature: enc-gpt-1 }
+      tool_calls: [ { id: call_switch_2, name: switch-driver, input: { choice: primary } } ]
+"#,
+        OPENAI_KEY,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(
+        dir.path(),
+        &anthropic.url(),
+        &openai.url(),
+        "context: { max_tokens: 200 }",
+    );
+    replace_in(
+        &file,
+        "driver: { artifact: driver-anthropic }",
+        "driver: { artifact: driver-anthropic, config: { include: [reasoning.encrypted_content] } }",
+    );
+    // The first compaction (after the switch) is answered with a summary, an answer the hook
+    // wrote, and the primary's answer and its call's result as they were; later ones with none.
+    let replacement = json!([
+        {"role": "user", "text": "the gist"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Made up by the hook.", "signature": "sig-forged"},
+            {"type": "text", "text": "A note from the summary."}
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Planning on the primary.", "signature": "sig-primary-1"},
+            {"type": "text", "text": "Handing over."},
+            {"type": "tool_call", "id": "toolu_switch_1", "name": "switch-driver", "input": {"choice": "gpt"}}
+        ]},
+        {"role": "tool", "tool_call_id": "toolu_switch_1", "text": "switched to `gpt`"}
+    ]);
+    let summarizer = probe_hook(
+        dir.path(),
+        "summarizer",
+        "binding: on-compaction\nexecution_mode: blocking\ncommit_policy: replace-context\n",
+        &json!({"log": "summarizer.jsonl", "state": "summarizer.state.json",
+                "respond": {"on-compaction": {"arm": "replace-context", "value": replacement, "times": 1}}})
+        .to_string(),
+    );
+    add_artifact(&file, &summarizer);
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["tasks"][0]["result_text"], "done on the primary");
+    let events = trace(&report);
+    let compactions = of_type(&events, "compaction");
+    assert_eq!(compactions.len(), 1, "{compactions:#?}");
+    assert_eq!(compactions[0]["hook"], "summarizer");
+    assert_eq!(compactions[0]["messages_after"], 4);
+
+    let (to_primary, to_gpt) = (answered(&anthropic), answered(&openai));
+    assert_eq!((to_primary.len(), to_gpt.len()), (2, 1));
+    // gpt is sent the conversation the hook handed back, with no thinking but its own.
+    let gpt = &to_gpt[0].body;
+    assert_eq!(reasoning_sent(gpt), Vec::<String>::new());
+    let text = gpt.to_string();
+    assert!(
+        !text.contains("sig-primary-1") && !text.contains("sig-forged"),
+        "{gpt:#}"
+    );
+    assert!(
+        text.contains("the gist") && text.contains("A note from the summary."),
+        "{gpt:#}"
+    );
+    // Back on the primary: its own thinking, carried through the compaction, and nothing else.
+    let primary = &to_primary[1].body;
+    assert_eq!(thinking_sent(primary), ["sig-primary-1"]);
+    let text = primary.to_string();
+    assert!(
+        !text.contains("sig-forged") && !text.contains("enc-gpt-1"),
+        "{primary:#}"
+    );
+    assert!(text.contains("A note from the summary."), "{primary:#}");
+
+    // The stored conversation names each answer's producer: the hook's, then the models'.
+    let stored = history(&report);
+    assert_eq!(
+        producers(&stored),
+        [
+            &json!({"hook": "summarizer"}),
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+            &json!({"driver": "driver-openai-responses", "model": "gpt-5"}),
+            &json!({"driver": "driver-anthropic", "model": "claude-sonnet-4-5"}),
+        ]
+    );
+}
+
 /// "Nothing survives a restart", with the alternates removed from the manifest before the
 /// resume: the history's marks are still honoured, and gpt's reasoning never reaches the
 /// primary.

@@ -20,6 +20,20 @@
 //!   are honoured all the same: a resumed conversation whose alternates were removed from the
 //!   manifest since still keeps an alternate's reasoning from the primary. An unmarked message
 //!   is one written with no alternate declared, the primary's, and goes to every choice.
+//! - **The producer across a hook's `replace-context`.** A compaction hook hands back a new
+//!   list; the runtime mints fresh ids for it ([`carry_producers`]). A message handed back
+//!   unchanged (the same role and content as a stored message, found by the `id` the hook was
+//!   handed, else by content alone when every stored copy has one producer) keeps its
+//!   producer's mark. An assistant message with `thinking` that matches nothing (the hook wrote
+//!   or changed it) is marked `produced_by: {"hook": <name>}` whenever the conversation may hold
+//!   more than one producer's reasoning (alternates are declared, or the history already held a
+//!   mark): no driver choice produced it, so its `thinking` goes to none of them. A signature
+//!   is only good for the model that wrote it, and one nobody can vouch for would make the
+//!   provider refuse the whole request; the answer's text, tool calls and everything else still
+//!   go to every choice. We carry the producer through where it can be proven rather than drop
+//!   all of a hook's thinking, because a compaction that keeps the recent tail verbatim is the
+//!   common case, and its producer's own reasoning is what that model is owed after a switch
+//!   back.
 
 use std::borrow::Cow;
 
@@ -219,6 +233,58 @@ pub fn wire_view<'a>(history: &'a [StoredMessage], receiver: &Value) -> Vec<Cow<
         .collect()
 }
 
+/// The producers of the messages a hook named `hook` handed back (`returned`, each with the
+/// `id` the hook set on it, in `returned_ids`) in place of `before`. A returned message with the
+/// same role and content as a stored one keeps that message's `produced_by`: the stored message
+/// whose id the hook kept, else every stored copy of it when they agree on one producer. An
+/// assistant message with `thinking` that matches nothing is marked `{"hook": <hook>}` when
+/// `several` (the conversation may hold more than one producer's reasoning), so that no driver
+/// choice is sent its thinking. Every other message is left unmarked.
+pub fn carry_producers(
+    before: &[StoredMessage],
+    returned_ids: &[&str],
+    returned: &mut [StoredMessage],
+    hook: &str,
+    several: bool,
+) {
+    for (index, message) in returned.iter_mut().enumerate() {
+        if !matches!(message.message, Message::Assistant { .. }) {
+            continue;
+        }
+        let kept_id = returned_ids.get(index).copied().unwrap_or_default();
+        let by_id = before
+            .iter()
+            .find(|stored| !kept_id.is_empty() && stored.id == kept_id)
+            .filter(|stored| stored.message == message.message);
+        let producer = match by_id {
+            Some(stored) => Some(stored.produced_by.clone()),
+            None => {
+                let mut copies = before
+                    .iter()
+                    .filter(|stored| stored.message == message.message)
+                    .map(|stored| &stored.produced_by);
+                match copies.next() {
+                    Some(first) if copies.all(|other| other == first) => Some(first.clone()),
+                    _ => None,
+                }
+            }
+        };
+        message.produced_by = match producer {
+            Some(kept) => kept,
+            None if several && has_thinking(&message.message) => Some(json!({"hook": hook})),
+            None => None,
+        };
+    }
+}
+
+/// Whether `message` holds a `thinking` block.
+fn has_thinking(message: &Message) -> bool {
+    message
+        .content()
+        .iter()
+        .any(|block| matches!(block, Block::Thinking { .. }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +396,121 @@ mod tests {
             wire_view(&history, &choices.get(1).unwrap().producer()).len(),
             1
         );
+    }
+
+    /// A hook's `replace-context` of `before`: `returned` as the runtime builds it (fresh ids),
+    /// with the ids the hook set.
+    fn replaced(
+        before: &[StoredMessage],
+        returned: Vec<(&str, Message)>,
+        several: bool,
+    ) -> Vec<StoredMessage> {
+        let ids: Vec<&str> = returned.iter().map(|(id, _)| *id).collect();
+        let mut messages: Vec<StoredMessage> = returned
+            .into_iter()
+            .map(|(_, message)| StoredMessage::new(message))
+            .collect();
+        carry_producers(before, &ids, &mut messages, "squeezer", several);
+        messages
+    }
+
+    #[test]
+    fn a_kept_message_keeps_its_producer_through_a_replace_context() {
+        let choices = table();
+        let (primary, haiku) = (choices.primary(), choices.get(1).unwrap());
+        let mine = thinking_answer(primary);
+        let theirs = {
+            let mut theirs = thinking_answer(haiku);
+            if let Message::Assistant { content } = &mut theirs.message {
+                content[0] = Block::Thinking {
+                    thinking: "hmm".into(),
+                    signature: Some("sig-haiku".into()),
+                };
+            }
+            theirs
+        };
+        let before = vec![
+            StoredMessage::new(Message::user_text("hi")),
+            mine.clone(),
+            theirs.clone(),
+        ];
+        let after = replaced(
+            &before,
+            vec![
+                ("", Message::user_text("earlier, in short")),
+                // The id the hook was handed, the message unchanged.
+                (mine.id.as_str(), mine.message.clone()),
+                // No id kept: found by its content.
+                ("", theirs.message.clone()),
+            ],
+            true,
+        );
+        assert_eq!(after[0].produced_by, None);
+        assert_eq!(after[1].produced_by, Some(primary.producer()));
+        assert_eq!(after[2].produced_by, Some(haiku.producer()));
+        assert_ne!(after[1].id, mine.id, "fresh ids all the same");
+        // Each model is sent its own thinking only.
+        let to_haiku = wire_view(&after, &haiku.producer());
+        assert_eq!(to_haiku[1].content().len(), 1);
+        assert_eq!(to_haiku[2].content().len(), 2);
+        let to_primary = wire_view(&after, &primary.producer());
+        assert_eq!(to_primary[1].content().len(), 2);
+        assert_eq!(to_primary[2].content().len(), 1);
+    }
+
+    #[test]
+    fn thinking_a_hook_wrote_or_changed_goes_to_no_choice() {
+        let choices = table();
+        let primary = choices.primary();
+        let mine = thinking_answer(primary);
+        let before = vec![StoredMessage::new(Message::user_text("hi")), mine.clone()];
+        let mut changed = mine.message.clone();
+        if let Message::Assistant { content } = &mut changed {
+            content[1] = Block::text("answer, edited");
+        }
+        let after = replaced(
+            &before,
+            vec![(mine.id.as_str(), changed.clone()), ("", changed.clone())],
+            true,
+        );
+        for message in &after {
+            assert_eq!(message.produced_by, Some(json!({"hook": "squeezer"})));
+        }
+        for choice in choices.iter() {
+            let sent = wire_view(&after, &choice.producer());
+            assert!(sent.iter().all(|m| m.content().len() == 1), "{sent:?}");
+        }
+        // With a single producer possible (no alternates, no marks), nothing is marked.
+        let alone = replaced(&before, vec![("", changed)], false);
+        assert_eq!(alone[0].produced_by, None);
+        // Text alone needs no producer.
+        let text = replaced(
+            &before,
+            vec![(
+                "",
+                Message::Assistant {
+                    content: vec![Block::text("a summary")],
+                },
+            )],
+            true,
+        );
+        assert_eq!(text[0].produced_by, None);
+    }
+
+    #[test]
+    fn copies_with_two_producers_are_no_proof() {
+        let choices = table();
+        let (primary, haiku) = (choices.primary(), choices.get(1).unwrap());
+        let before = vec![thinking_answer(primary), thinking_answer(haiku)];
+        let after = replaced(&before, vec![("", before[0].message.clone())], true);
+        assert_eq!(after[0].produced_by, Some(json!({"hook": "squeezer"})));
+        // The id the hook kept settles which copy it is.
+        let after = replaced(
+            &before,
+            vec![(before[1].id.as_str(), before[1].message.clone())],
+            true,
+        );
+        assert_eq!(after[0].produced_by, Some(haiku.producer()));
     }
 
     #[test]

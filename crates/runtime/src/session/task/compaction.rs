@@ -1,8 +1,11 @@
 //! Keeping the conversation within the model's window: a task's seed fitted into its budget
 //! before the first turn, and compaction when the history's estimate crosses the threshold (the
-//! first `replace-context` an `on-compaction` hook returns replaces it).
+//! first `replace-context` an `on-compaction` hook returns replaces it, each message handed back
+//! unchanged keeping its producer's `produced_by`, and thinking the hook wrote or changed sent to
+//! no driver choice: see [`crate::inference::choices`]).
 
 use super::*;
+use crate::inference::choices::carry_producers;
 
 impl SessionContext<'_> {
     /// Fits a seed into `budget`: `(outcome, messages, reason)`.
@@ -166,7 +169,7 @@ impl SessionContext<'_> {
         let Some((hook, list)) = replacement else {
             return Ok(None);
         };
-        let messages = match from_wit_list(&list) {
+        let mut messages = match from_wit_list(&list) {
             Ok(messages) => messages,
             Err(reason) => {
                 return Ok(Some(Ending::Stop(Failure {
@@ -179,6 +182,12 @@ impl SessionContext<'_> {
                 })));
             }
         };
+        // The producer of each message handed back unchanged is carried through; thinking the
+        // hook wrote or changed goes to no driver choice ([`carry_producers`]).
+        let several = self.staged.choices.has_alternates()
+            || run.history.iter().any(|m| m.produced_by.is_some());
+        let ids: Vec<&str> = list.iter().map(|m| m.id.as_str()).collect();
+        carry_producers(&run.history, &ids, &mut messages, &hook, several);
         let messages_before = run.history.len() as u32;
         run.history = messages;
         run.counts.clear();
