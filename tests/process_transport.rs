@@ -1241,3 +1241,173 @@ said=$(printf 'home=%s | config=%s | seen=%s | copy=%s | state=%s | own=%s | rea
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{command}");
     }
 }
+
+/// A fake npm install of `package` at `version` under `dir/node_modules` (its `package.json`
+/// and `bin/file`, a shell script that prints `version` to `--version` and otherwise answers
+/// `ok` in `command`'s dialect), linked as `node_modules/.bin/command` as npm links it.
+/// Returns the `PATH` that finds it.
+fn fake_npm_install(dir: &Path, package: &str, version: &str, command: &str, file: &str) -> String {
+    let package_dir = dir.join("node_modules").join(package);
+    std::fs::create_dir_all(package_dir.join("bin")).unwrap();
+    std::fs::write(
+        package_dir.join("package.json"),
+        format!(r#"{{"name": "{package}", "version": "{version}", "bin": {{"{command}": "bin/{file}"}}}}"#),
+    )
+    .unwrap();
+    let answer = if command == "codex" {
+        r#"printf '{"type":"item.completed","item":{"id":"m1","type":"agent_message","text":"ok"}}\n'
+printf '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\n'"#
+    } else {
+        r#"printf '{"type":"result","subtype":"success","is_error":false,"result":"ok"}\n'"#
+    };
+    let script = package_dir.join("bin").join(file);
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\n{answer}\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(format!("../{package}/bin/{file}"), bin.join(command)).unwrap();
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+#[test]
+fn a_cli_older_than_the_lowest_that_runs_is_refused_naming_both_versions() {
+    // (command, package, its file, a version too old, the lowest that runs)
+    for (command, package, file, old, lowest) in [
+        (
+            "claude",
+            "@anthropic-ai/claude-code",
+            "claude.exe",
+            "2.1.197",
+            "2.1.314",
+        ),
+        ("codex", "@openai/codex", "codex.js", "0.153.4", "0.154.0"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fake_npm_install(dir.path(), package, old, command, file);
+        capsule(dir.path(), command, "m", "", "");
+        let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+            .env("PATH", &path)
+            .env("HOME", dir.path())
+            .arg("run")
+            .arg(dir.path())
+            .arg("--workdir")
+            .arg(dir.path().join("work"))
+            .args(["--task", "hi"])
+            .run();
+        assert_eq!(output.code, 2, "{command}: {output:#?}");
+        let said = &output.stderr;
+        assert!(said.contains("error[E-RUN-036]"), "{command}: {said}");
+        assert!(
+            said.contains(&format!(
+                "is {package} {old}; `transport: process` needs {lowest} or newer"
+            )),
+            "{command}: {said}"
+        );
+        assert!(
+            said.contains(&format!("npm install -g {package}@latest")),
+            "{command}: {said}"
+        );
+        // Refused before anything ran: no session, and the CLI itself was never executed.
+        assert!(
+            !dir.path().join("work").exists(),
+            "{command}: a session was started"
+        );
+    }
+}
+
+#[test]
+fn a_cli_at_the_lowest_version_that_runs_is_run() {
+    for (command, package, file, lowest) in [
+        (
+            "claude",
+            "@anthropic-ai/claude-code",
+            "claude.exe",
+            "2.1.314",
+        ),
+        ("codex", "@openai/codex", "codex.js", "0.154.0"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fake_npm_install(dir.path(), package, lowest, command, file);
+        capsule(dir.path(), command, "m", "", "");
+        let (output, report) = run(dir.path(), &path, None, "hi");
+        assert_eq!(report["exit_status"], "ok", "{command}: {output:#?}");
+        assert_eq!(
+            std::fs::read_to_string(workdir_of(&report).join("out/result.txt")).unwrap(),
+            "ok",
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn a_cli_that_dies_by_a_signal_is_quoted_by_the_last_lines_it_printed() {
+    // Twenty 1000-character lines, then twelve numbered ones, on stderr; then SIGABRT. (Under
+    // `advisory`: under `scoped` the CLI is the first process of its own PID namespace, which
+    // a signal it sends itself does not end.)
+    let noisy = r#"i=0; while [ $i -lt 20 ]; do printf '%01000d\n' 0 >&2; i=$((i+1)); done
+i=1; while [ $i -le 12 ]; do echo "runtime line $i" >&2; i=$((i+1)); done
+kill -ABRT $$"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_claude(dir.path(), noisy);
+    capsule(dir.path(), "claude", "m", "", "");
+    let (output, report) = run_with(
+        dir.path(),
+        &path,
+        None,
+        "hi",
+        &["--containment", "advisory"],
+    );
+    assert_eq!(report["exit_status"], "failed", "{output:#?}");
+    let error = &report["tasks"][0]["error"];
+    assert_eq!(error["code"], "E-RUN-028", "{error}");
+    let message = error["message"].as_str().unwrap();
+    let last: Vec<String> = (5..=12).map(|i| format!("runtime line {i}")).collect();
+    assert_eq!(
+        message,
+        format!(
+            "claude exited with signal: 6 (SIGABRT); it said: {}",
+            last.join(" | ")
+        ),
+        "{error}"
+    );
+
+    // One that prints nothing before it dies says so.
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_claude(dir.path(), "kill -ABRT $$");
+    capsule(dir.path(), "claude", "m", "", "");
+    let (output, report) = run_with(
+        dir.path(),
+        &path,
+        None,
+        "hi",
+        &["--containment", "advisory"],
+    );
+    assert_eq!(report["exit_status"], "failed", "{output:#?}");
+    assert_eq!(
+        report["tasks"][0]["error"]["message"],
+        "claude exited with signal: 6 (SIGABRT); it printed nothing on stderr"
+    );
+
+    // The tail is bounded: a last line of 10,000 characters is quoted from its last 4 KiB
+    // (under `scoped`, the class a run gets unless it asks for another).
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_claude(dir.path(), "printf 'x%09999d\\n' 0 >&2; exit 3");
+    capsule(dir.path(), "claude", "m", "", "");
+    let (output, report) = run(dir.path(), &path, None, "hi");
+    assert_eq!(report["exit_status"], "failed", "{output:#?}");
+    let message = report["tasks"][0]["error"]["message"].as_str().unwrap();
+    let quoted = message.split("; it said: ").nth(1).expect(message);
+    assert_eq!(
+        quoted,
+        "0".repeat(4095),
+        "quoted {} characters",
+        quoted.len()
+    );
+}

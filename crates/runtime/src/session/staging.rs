@@ -870,7 +870,7 @@ enum Answering {
 
 /// What an agent capsule's loop runs on: its `inference:` over HTTP, with a model and a
 /// driver, or an agent CLI under `transport: process` (`E-RUN-027` when it is not on
-/// `path_var`). Anything else is `E-RUN-013`.
+/// `path_var`, `E-RUN-036` when its install is too old). Anything else is `E-RUN-013`.
 fn agent_inference(
     capsule: &CapsuleManifest,
     path_var: &str,
@@ -886,8 +886,9 @@ fn agent_inference(
                 "set `inference.command: claude` (Claude Code) or `codex` (Codex)",
             ));
         };
-        let cli = ProcessCli::resolve(&command, path_var, inference.timeout_seconds)
-            .map_err(|missing| StageError::invalid("E-RUN-027", missing.message, missing.hint))?;
+        let cli = ProcessCli::resolve(&command, path_var, inference.timeout_seconds).map_err(
+            |unusable| StageError::invalid(unusable.code, unusable.message, unusable.hint),
+        )?;
         return Ok((inference, Answering::Process(cli)));
     }
     let (Some(model), Some(driver_ref)) = (inference.model.clone(), inference.driver.clone())

@@ -7,7 +7,9 @@
 //!   `--print --output-format stream-json` ([`claude`]).
 //! - **A CLI that is not there stops the launch** ([`ProcessCli::resolve`]): a bare name is
 //!   looked up on the host's `PATH`, a path must be an executable file; otherwise `E-RUN-027`,
-//!   with a hint naming how to install that CLI.
+//!   with a hint naming how to install that CLI. One whose install says it is older than the
+//!   lowest version that runs under Murmur is refused there too ([`version`], `E-RUN-036`),
+//!   naming the version found and the lowest that works.
 //! - **Each run is asked one way** ([`RunPlan`] to [`Launch`]): the prompt on stdin, the
 //!   capsule's system prompt, the model when the manifest names one, the capsule's tools as one
 //!   MCP server on loopback with its bearer token (in a file of the run's private directory,
@@ -31,6 +33,7 @@ pub mod claude;
 pub mod codex;
 pub mod home;
 mod run;
+pub mod version;
 
 pub use home::CliHome;
 
@@ -81,6 +84,14 @@ impl Dialect {
         }
     }
 
+    /// Its npm package and the lowest of its releases that runs under Murmur.
+    pub fn releases(self) -> &'static version::Releases {
+        match self {
+            Dialect::ClaudeCode => &version::CLAUDE_CODE,
+            Dialect::Codex => &version::CODEX,
+        }
+    }
+
     /// What the trace names as the session's driver.
     pub fn label(self) -> &'static str {
         match self {
@@ -123,20 +134,23 @@ pub struct ProcessCli {
     pub timeout: Duration,
 }
 
-/// `E-RUN-027`: why the CLI cannot be run, and how to get it.
+/// Why the CLI cannot be run, and how to get one that can: `E-RUN-027` (not there) or
+/// `E-RUN-036` (older than the lowest that runs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotFound {
+pub struct Unusable {
+    pub code: &'static str,
     pub message: String,
     pub hint: String,
 }
 
 impl ProcessCli {
-    /// Finds `command` (a bare name on `path_var`, or a path to an executable file).
+    /// Finds `command` (a bare name on `path_var`, or a path to an executable file) and
+    /// checks that its install is not older than the lowest version that runs.
     pub fn resolve(
         command: &str,
         path_var: &str,
         timeout: Option<u64>,
-    ) -> Result<ProcessCli, NotFound> {
+    ) -> Result<ProcessCli, Unusable> {
         let dialect = Dialect::of(command);
         let found = murmur_confine::resolve(command, path_var).and_then(|p| p.canonicalize().ok());
         let Some(path) = found else {
@@ -147,11 +161,19 @@ impl ProcessCli {
                     "`inference.command` names `{command}`, which is not on PATH; `transport: process` runs it as the model"
                 )
             };
-            return Err(NotFound {
+            return Err(Unusable {
+                code: "E-RUN-027",
                 message,
                 hint: dialect.install_hint().to_string(),
             });
         };
+        if let Some((message, hint)) = version::too_old(&path, command, dialect.releases()) {
+            return Err(Unusable {
+                code: "E-RUN-036",
+                message,
+                hint,
+            });
+        }
         Ok(ProcessCli {
             command: command.to_string(),
             path,

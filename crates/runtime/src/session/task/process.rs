@@ -21,7 +21,9 @@
 //!   `max_turns_reached`, `failed` (`E-RUN-028`) or `canceled`.
 //! - **Failure is said, never waited on**: a line that is not the CLI's event stream, a run the
 //!   CLI ends in error (a permission it was refused included), or an exit without a result ends
-//!   the task `failed` with `E-RUN-028`, quoting what the CLI said (its stderr's last lines).
+//!   the task `failed` with `E-RUN-028`, quoting what the CLI said: a CLI that exits or dies
+//!   (a signal included) is quoted by its stderr's last 8 lines (of its last 4 KiB), or said
+//!   to have printed nothing there.
 //! - **The result is the CLI's**: the final text it reported is the task's answer
 //!   (`out/result.txt`). Text streams to the observer as it comes when the session streams.
 //! - **A reopened task goes on with the CLI's own session** (its id kept per context for the
@@ -58,6 +60,8 @@ use murmur_trace::schema::{Decision, Sent};
 const MAX_LINE: u64 = 64 << 20;
 /// How much of the CLI's stderr is kept to quote when it fails.
 const STDERR_TAIL: usize = 4096;
+/// How many of its last lines are quoted.
+const SAID_LINES: usize = 8;
 /// How long a call of the CLI's waits for the line of its stream that names it (the CLI
 /// writes the line before calling, but the pipe and the socket race); past it the call makes
 /// a turn of its own.
@@ -348,6 +352,10 @@ impl SessionContext<'_> {
                         Ok(Ok(status)) if status.success() => {
                             format!("{} exited without reporting a result{said}", cli.command)
                         }
+                        Ok(Ok(status)) if said.is_empty() => format!(
+                            "{} exited with {status}; it printed nothing on stderr",
+                            cli.command
+                        ),
                         Ok(Ok(status)) => format!("{} exited with {status}{said}", cli.command),
                         _ => format!("{} closed its output but did not exit{said}", cli.command),
                     };
@@ -729,7 +737,8 @@ async fn tail_of(mut stderr: tokio::process::ChildStderr) -> String {
     String::from_utf8_lossy(&tail[start..]).into_owned()
 }
 
-/// What the CLI said on stderr, for a failure's message (its last non-blank lines).
+/// What the CLI said on stderr, for a failure's message: its last [`SAID_LINES`] non-blank
+/// lines (of the last [`STDERR_TAIL`] bytes), joined by ` | `.
 async fn said(tail: tokio::task::JoinHandle<String>) -> String {
     let tail = tokio::time::timeout(std::time::Duration::from_secs(2), tail)
         .await
@@ -740,6 +749,6 @@ async fn said(tail: tokio::task::JoinHandle<String>) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let last = &lines[lines.len().saturating_sub(8)..];
+    let last = &lines[lines.len().saturating_sub(SAID_LINES)..];
     format!("; it said: {}", last.join(" | "))
 }
