@@ -1205,6 +1205,53 @@ fn compaction_event_carries_model_and_prompt_verbatim_or_absent() {
     }
 }
 
+/// `compaction.system_prompt_file` is handed to `on-compaction` hooks as its contents; a file
+/// that cannot be read stops the run before the model is called, never an empty prompt.
+#[test]
+fn a_compaction_prompt_file_is_delivered_as_its_contents_and_an_unreadable_one_stops_the_run() {
+    let emulator = emulator(ONE_TOOL_CALL);
+    let dir = tempfile::tempdir().unwrap();
+    let watcher = Hook::probe("watcher", Value::Null).bound("on-compaction", "replace-context");
+    let file = capsule(
+        dir.path(),
+        &emulator.url(),
+        &[watcher],
+        "context: { max_tokens: 200 }",
+    );
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "  max_turns: 8\n",
+        "  max_turns: 8\n  compaction: { threshold: 0.5, system_prompt_file: prompts/compact.md }\n",
+    );
+    std::fs::write(&file, text).unwrap();
+    std::fs::create_dir_all(dir.path().join("prompts")).unwrap();
+    std::fs::write(
+        dir.path().join("prompts/compact.md"),
+        "Keep the decisions.\nDrop the chatter.\n",
+    )
+    .unwrap();
+    let session = run(&file, &["go"]);
+    assert_eq!(session.output.code, 0, "{:#?}", session.output);
+    let event = &session.log("watcher")[0]["event"];
+    assert_eq!(
+        event["system_prompt"],
+        "Keep the decisions.\nDrop the chatter.\n"
+    );
+
+    // A file that cannot be read (here a directory by that name).
+    let asked = emulator.requests().len();
+    std::fs::remove_file(dir.path().join("prompts/compact.md")).unwrap();
+    std::fs::create_dir(dir.path().join("prompts/compact.md")).unwrap();
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json", "--task", "go"])
+        .arg(&file)
+        .run();
+    assert_eq!(output.code, 2, "{output:#?}");
+    let text = format!("{}{}", output.stdout, output.stderr);
+    assert!(text.contains("compact.md"), "{output:#?}");
+    assert_eq!(emulator.requests().len(), asked, "the model was not called");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Compaction
 

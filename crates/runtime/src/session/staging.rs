@@ -228,6 +228,9 @@ pub struct Staged {
     pub max_turns: u32,
     /// The `[Capsule]` block, then the capsule's prompt.
     pub system_prompt: String,
+    /// `inference.compaction.system_prompt`, or the contents of `system_prompt_file`, read at
+    /// staging (unreadable: `E-MAN-023`): what `on-compaction` hooks are handed.
+    pub compaction_prompt: Option<String>,
     pub components: Vec<ComponentRef>,
     /// The capsule's hooks, in manifest order.
     pub hooks: Arc<[StagedHook]>,
@@ -660,6 +663,10 @@ fn stage_source_for(
         Some(inference) => system_prompt(&capsule, &capsule_dir, inference)?,
         None => capsule_block(&capsule.name, &capsule.version),
     };
+    let compaction_prompt = match &inference {
+        Some(inference) => compaction_prompt(&capsule_dir, &inference.compaction)?,
+        None => None,
+    };
 
     let mut staged = Staged {
         capsule_dir,
@@ -684,6 +691,7 @@ fn stage_source_for(
         peers: peer_credentials(&capsule, capsule_file, lookups),
         peer_tools: staged_peers(&capsule, capsule_file)?,
         system_prompt,
+        compaction_prompt,
         components: resolved.into_components(),
         manifest_sha256,
         warnings,
@@ -806,6 +814,32 @@ fn system_prompt(
         system_prompt.push_str(prompt.trim_end());
     }
     Ok(system_prompt)
+}
+
+/// `inference.compaction.system_prompt`, or the contents of the file `system_prompt_file` names
+/// (relative to the manifest), read now: a file that cannot be read is `E-MAN-023` before the
+/// session starts, never an empty prompt at the first compaction.
+fn compaction_prompt(
+    capsule_dir: &Path,
+    compaction: &murmur_manifest::capsule::Compaction,
+) -> Result<Option<String>, StageError> {
+    if let Some(prompt) = &compaction.system_prompt {
+        return Ok(Some(prompt.clone()));
+    }
+    let Some(file) = &compaction.system_prompt_file else {
+        return Ok(None);
+    };
+    let file = capsule_dir.join(file);
+    std::fs::read_to_string(&file).map(Some).map_err(|error| {
+        StageError::invalid(
+            "E-MAN-023",
+            format!(
+                "the compaction prompt file {} cannot be read: {error}",
+                file.display()
+            ),
+            "fix `inference.compaction.system_prompt_file` (relative to the manifest's directory)",
+        )
+    })
 }
 
 /// `W-CAP-007` for each binary of `capabilities.shell.allow` that resolves to no executable

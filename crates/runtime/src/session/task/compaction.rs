@@ -51,7 +51,7 @@ impl SessionContext<'_> {
                     .inference
                     .as_ref()
                     .and_then(|i| i.compaction.model.clone()),
-                system_prompt: self.compaction_prompt(),
+                system_prompt: self.staged.compaction_prompt.clone(),
             });
             let dispatched = self
                 .hooks
@@ -91,15 +91,6 @@ impl SessionContext<'_> {
         ))
     }
 
-    fn compaction_prompt(&self) -> Option<String> {
-        let compaction = &self.staged.capsule.inference.as_ref()?.compaction;
-        if let Some(prompt) = &compaction.system_prompt {
-            return Some(prompt.clone());
-        }
-        let file = compaction.system_prompt_file.as_ref()?;
-        std::fs::read_to_string(self.staged.capsule_dir.join(file)).ok()
-    }
-
     /// Compaction: when the conversation's estimate crosses `threshold × context window` (the
     /// window of the choice the next call runs on, so a switch measures against the new
     /// choice's), the first `replace-context` an `on-compaction` hook returns replaces it (fresh
@@ -131,7 +122,7 @@ impl SessionContext<'_> {
             estimated_tokens: before,
             context_window: window,
             model: inference.compaction.model.clone(),
-            system_prompt: self.compaction_prompt(),
+            system_prompt: self.staged.compaction_prompt.clone(),
         });
         let refusals_before = self.spend.refusals();
         let compaction_started = Instant::now();
