@@ -1296,6 +1296,17 @@ turns:
     assert!(second.to_string().contains("Summary: read a.md"));
     let inference = session.events("inference");
     assert_eq!(inference[1]["sent"]["full_resend"], true);
+    // The prompt cache key is the conversation's, not its content's: unchanged across the
+    // compaction, in the trace and on the wire.
+    let key = inference[0]["prompt_cache_key"].as_str().unwrap();
+    assert!(!key.is_empty());
+    assert_eq!(inference[1]["prompt_cache_key"], key);
+    let sent: Vec<Value> = emulator
+        .requests()
+        .iter()
+        .map(|r| r.body["prompt_cache_key"].clone())
+        .collect();
+    assert_eq!(sent, [json!(key), json!(key)]);
 }
 
 #[test]
