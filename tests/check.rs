@@ -693,3 +693,110 @@ fn a_lock_or_credentials_file_past_its_cap_is_refused_naming_the_cap() {
         "{report:#}"
     );
 }
+
+/// A capsule manifest written for the other Murmur runtime: `mur check` names each key it
+/// read in this runtime's spelling (a `W-MAN-032` each, at its line), and the capsule checks
+/// clean otherwise; the gateway key it mapped is looked for as any driver credential is.
+#[test]
+fn another_runtimes_capsule_spellings_are_each_named_with_what_they_were_read_as() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"name: ported
+version: "1.0.0"
+artifacts:
+  - { name: driver-anthropic, version: "0.1.0", runtime: driver }
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+  endpoint: https://api.anthropic.com
+  api_key: "${PORTED_KEY}"
+network:
+  internal_port: 8080
+lifecycle:
+  queue_depth: 4
+"#;
+    write(dir.path(), "murmur.yaml", text);
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("PORTED_KEY", "sk-ported")
+        .args(["check", "--json"])
+        .arg(dir.path())
+        .run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["errors"], 0, "{report:#}");
+    let mapped: Vec<(u64, String)> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == "W-MAN-032")
+        .map(|d| {
+            (
+                d["line"].as_u64().unwrap(),
+                d["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        (
+            "endpoint:",
+            "`inference.endpoint`",
+            "`artifacts[0].gateway.endpoint`",
+        ),
+        (
+            "api_key:",
+            "`inference.api_key`",
+            "`artifacts[0].gateway.api_key`",
+        ),
+        ("internal_port", "`network.internal_port`", "`door.port`"),
+        (
+            "queue_depth",
+            "`lifecycle.queue_depth`",
+            "`task_acceptance: queue`",
+        ),
+    ];
+    assert_eq!(mapped.len(), expected.len(), "{report:#}");
+    for ((line, message), (at, from, to)) in mapped.iter().zip(expected) {
+        assert_eq!(*line as usize, line_of(at), "{message}");
+        assert!(message.contains(from) && message.contains(to), "{message}");
+    }
+
+    // In words, each named with its line; unset, the mapped key is named where it was written.
+    let plain = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .arg("check")
+        .arg(dir.path())
+        .run();
+    assert_eq!(plain.code, 1, "{plain:#?}");
+    let shown = format!("{}{}", plain.stdout, plain.stderr);
+    for (at, from, _) in expected {
+        assert!(
+            shown.contains(&format!("murmur.yaml:{}:", line_of(at))) && shown.contains(from),
+            "{at}: {shown}"
+        );
+    }
+    let unset = shown
+        .split("error[E-MAN-012]")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no E-MAN-012: {shown}"));
+    assert!(
+        unset.contains(&format!("murmur.yaml:{}:", line_of("api_key:"))),
+        "{shown}"
+    );
+
+    // Written both ways, the two are an error naming both.
+    let both = text.replace(
+        "runtime: driver }",
+        "runtime: driver, gateway: { endpoint: \"https://gw.example\" } }",
+    );
+    write(dir.path(), "murmur.yaml", &both);
+    let refused = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("PORTED_KEY", "sk-ported")
+        .arg("check")
+        .arg(dir.path())
+        .run();
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    let shown = format!("{}{}", refused.stdout, refused.stderr);
+    assert!(
+        shown.contains("error[E-MAN-018]: `inference.endpoint` and `artifacts[0].gateway`"),
+        "{shown}"
+    );
+}

@@ -1093,3 +1093,106 @@ fn a_door_serving_a2a_0_3_alone_shows_a_0_3_card_and_refuses_1_0_calls() {
     assert_v03("SendMessageSuccessResponse", &done);
     assert_eq!(done["result"]["status"]["state"], "completed", "{done:#}");
 }
+
+/// The state of task `id`, in 1.0 names.
+fn state_of(served: &Served, id: &str) -> String {
+    let (_, got) =
+        served.rpc(&json!({"jsonrpc": "2.0", "id": 5, "method": "GetTask", "params": {"id": id}}));
+    got["result"]["status"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `lifecycle.queue_depth` (here written as the other Murmur runtime writes it, without
+/// `task_acceptance`, which reads it as a queue): while one task runs, that many may wait, and
+/// one more is refused with JSON-RPC -32603 naming the bound; a canceled waiting task makes
+/// room again.
+#[test]
+fn queue_depth_bounds_the_tasks_waiting_and_refuses_past_it() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: first }\n    first_byte_delay_ms: 1500\n  - reply: { text: third }\n",
+        "lifecycle: { queue_depth: 1 }",
+    );
+    let served = capsule.serve();
+    let send = |text: &str| {
+        let mut request = v1_send(text);
+        request["params"]["configuration"] = json!({"returnImmediately": true});
+        request["params"]["message"]["messageId"] = json!(format!("m-{text}"));
+        served.rpc(&request).1
+    };
+    let first = send("first");
+    let first_id = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while state_of(&served, &first_id) != "TASK_STATE_WORKING" {
+        assert!(std::time::Instant::now() < deadline, "never taken");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = send("second");
+    assert_eq!(
+        second["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{second:#}"
+    );
+    let second_id = second["result"]["task"]["id"].as_str().unwrap().to_string();
+    let refused = send("third");
+    assert_v1_error_response(&refused, -32603);
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("queue is full") && message.contains("lifecycle.queue_depth: 1"),
+        "{refused:#}"
+    );
+    // The waiting one canceled, there is room again.
+    let (_, canceled) = served.rpc(
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "CancelTask", "params": {"id": second_id}}),
+    );
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    let third = send("third");
+    let third_id = third["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{third:#}"))
+        .to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while state_of(&served, &third_id) != "TASK_STATE_COMPLETED" {
+        assert!(std::time::Instant::now() < deadline, "never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(state_of(&served, &first_id), "TASK_STATE_COMPLETED");
+    // Two tasks ran; the refused one and the canceled one never reached the model.
+    assert_eq!(capsule.emulator.requests().len(), 2);
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `network.internal_port` (the other runtime's `door.port`) is where `mur run --serve`
+/// listens, and `--port` wins over it.
+#[test]
+fn the_manifests_port_is_served_on_unless_port_is_given() {
+    let port = free_port();
+    let capsule = capsule(
+        "turns: []\n",
+        &format!("network: {{ internal_port: {port} }}"),
+    );
+    {
+        let served = capsule.serve();
+        assert_eq!(served.url, format!("http://127.0.0.1:{port}"));
+        let (status, card) = served.get("/.well-known/agent-card.json", &[]);
+        assert_eq!(status, 200);
+        assert_eq!(card["url"], format!("http://127.0.0.1:{port}/"));
+    }
+    let flag = free_port();
+    let served = Served::start_with_args(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        capsule.dir.path(),
+        &[("EMU_KEY", KEY)],
+        &murmur_testkit::shared_home(),
+        &["--port", &flag.to_string()],
+    );
+    assert_eq!(served.url, format!("http://127.0.0.1:{flag}"));
+}

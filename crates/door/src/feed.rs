@@ -133,6 +133,11 @@ pub async fn serve(
     let capsule = &staged.capsule;
     let lifecycle = &capsule.lifecycle;
     let store: Store = Arc::new(TaskStore::default());
+    if lifecycle.task_acceptance == TaskAcceptance::Queue
+        && let Some(depth) = lifecycle.queue_depth
+    {
+        store.bound_waiting(depth as usize);
+    }
     let (queue, receiver) = tokio::sync::mpsc::unbounded_channel();
     let control = ControlState::new(staged.clone());
     // One policy for both ends: what a client may register, and where the pusher posts.

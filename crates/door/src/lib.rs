@@ -16,7 +16,9 @@
 //!   client still sending gets the answer rather than a cut connection.
 //! - **Tasks.** A message without a task id starts a task (`submitted`, then `working` when the
 //!   session takes it) as `lifecycle.task_acceptance` allows: `none` refuses every message,
-//!   `single` takes one task, `queue` takes them all and runs them one after another. A message
+//!   `single` takes one task, `queue` takes them all and runs them one after another, at most
+//!   `lifecycle.queue_depth` waiting while one runs (past it a new task is JSON-RPC -32603, the
+//!   A2A mapping of a server unavailable for now). A message
 //!   on a task in `input-required` is the answer the task waits for. `GetTask`, `ListTasks`,
 //!   `CancelTask` answer from the store; a cancel is immediate (`canceled`), and the task's loop
 //!   stops at its next turn or tool call.

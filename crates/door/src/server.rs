@@ -691,6 +691,7 @@ impl Door {
             .create(&task_id, &context_id, message, origin.clone())
             .map_err(|refused| match refused {
                 NotCreated::Full => full(),
+                NotCreated::QueueFull(depth) => queue_full(depth),
                 NotCreated::OthersContext => others_context(),
             })?;
         // Before the session can take the task: no status change goes unposted.
@@ -729,6 +730,21 @@ fn full() -> RpcError {
         crate::tasks::UNFINISHED_LIMIT,
         crate::tasks::UNFINISHED_BYTES >> 20
     ))
+}
+
+/// The answer to a new task while `depth` tasks wait already (`lifecycle.queue_depth`). A
+/// full queue is the capsule unavailable for now, not an operation it does not support: A2A
+/// names no error of its own for it, and its error handling (§3.3.2, system errors:
+/// temporary unavailability, a rate limit exceeded) maps such a refusal to JSON-RPC's
+/// -32603 Internal error. The message says it is the queue, and when to send again.
+fn queue_full(depth: usize) -> RpcError {
+    RpcError::new(
+        murmur_a2a::error::codes::INTERNAL_ERROR,
+        format!(
+            "Internal error: the capsule's queue is full: {depth} tasks wait for it already \
+             (lifecycle.queue_depth: {depth}); send again once one has started"
+        ),
+    )
 }
 
 /// The answer to a message in a context of another principal's (whether or not its tasks are

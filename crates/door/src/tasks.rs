@@ -27,7 +27,9 @@
 //!
 //! - At most [`UNFINISHED_LIMIT`] tasks that have not ended, holding at most
 //!   [`UNFINISHED_BYTES`] of messages in all; a new task past either is refused
-//!   ([`NotCreated::Full`]; a task is always taken when none is waiting).
+//!   ([`NotCreated::Full`]; a task is always taken when none is waiting). Under a bound on the
+//!   queue ([`TaskStore::bound_waiting`]), at most that many tasks wait for the session, the
+//!   one it runs not counted; a new task past it is refused ([`NotCreated::QueueFull`]).
 //! - At most [`FINISHED_KEPT`] ended tasks, holding at most [`FINISHED_BYTES`] of text in all
 //!   (inputs, replies, answers, artifacts and replay logs): past either, the one that ended
 //!   longest ago is forgotten (GetTask then answers task-not-found); the one that ended last
@@ -139,6 +141,9 @@ pub enum NotCreated {
     Full,
     /// The context it names is another principal's.
     OthersContext,
+    /// As many tasks as the bound ([`TaskStore::bound_waiting`], `lifecycle.queue_depth`)
+    /// wait for the session already.
+    QueueFull(usize),
 }
 
 struct Entry {
@@ -221,6 +226,11 @@ struct Inner {
     history_bytes: u64,
     /// The tasks the session took and has not reported back, with their context.
     running: HashMap<String, String>,
+    /// Tasks that have neither ended nor been taken by the session: the queue.
+    waiting: usize,
+    /// The most tasks that may wait ([`TaskStore::bound_waiting`]); `None`: no bound but
+    /// [`UNFINISHED_LIMIT`].
+    waiting_limit: Option<usize>,
 }
 
 impl Inner {
@@ -233,6 +243,7 @@ impl Inner {
             self.finished_bytes += entry.counted;
             if !entry.taken {
                 // The session never ran it: it saved nothing, and lets go of its context now.
+                self.waiting = self.waiting.saturating_sub(1);
                 let context = entry.task.context_id.clone();
                 self.let_go(&context);
             }
@@ -421,10 +432,18 @@ impl TaskStore {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
+    /// Bounds the tasks that may wait for the session (neither ended nor taken) to `depth`:
+    /// past it a new task is refused ([`NotCreated::QueueFull`]). The one the session runs is
+    /// not waiting.
+    pub fn bound_waiting(&self, depth: usize) {
+        self.lock().waiting_limit = Some(depth);
+    }
+
     /// A new task in `submitted`, its history holding `message`; the signal that stops it.
     /// Refused when
     /// [`UNFINISHED_LIMIT`] tasks or [`UNFINISHED_BYTES`] of messages have not ended
-    /// ([`NotCreated::Full`]), or when `context_id` is another principal's
+    /// ([`NotCreated::Full`]), when the tasks waiting for the session are at their bound
+    /// ([`NotCreated::QueueFull`]), or when `context_id` is another principal's
     /// ([`NotCreated::OthersContext`]).
     pub fn create(
         &self,
@@ -448,7 +467,13 @@ impl TaskStore {
         {
             return Err(NotCreated::Full);
         }
+        if let Some(limit) = inner.waiting_limit
+            && inner.waiting >= limit
+        {
+            return Err(NotCreated::QueueFull(limit));
+        }
         inner.join(context_id, origin.principal.as_deref())?;
+        inner.waiting += 1;
         inner.unfinished_bytes += bytes;
         let seq = inner.next_seq;
         inner.next_seq += 1;
@@ -490,6 +515,7 @@ impl TaskStore {
                 return None;
             }
             entry.taken = true;
+            inner.waiting = inner.waiting.saturating_sub(1);
             inner
                 .running
                 .insert(id.to_string(), entry.task.context_id.clone());

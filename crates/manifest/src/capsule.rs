@@ -36,6 +36,9 @@
 //!   climbs out of it (`E-CAP-010`). What each artifact then holds is [`CapsuleManifest::grants_of`].
 //! - A gateway's `api_key` is a credential reference, not interpolated at load: `${NAME}` is
 //!   resolved at staging (see [`Gateway::env_reference`]), anything else is a literal.
+//! - `lifecycle.queue_depth` (1 to 1,000) bounds the tasks waiting in the door's queue and is
+//!   taken only with `task_acceptance: queue` (`E-MAN-018` otherwise). A manifest written for
+//!   another Murmur runtime is read in this one's spellings first (`capsule_spellings`).
 //! - `control.settings` name settings a controller may change; `control.agent_settings` only
 //!   `inference.driver`.
 
@@ -49,9 +52,9 @@ use serde_json::Value;
 
 use crate::artifact::{Build, Runtime};
 use crate::diagnostic::{Diagnostic, code, serde_error};
+use crate::fields::is_variable_name;
 use crate::fields::resolve_path;
 use crate::fields::{check_http_url, check_inside_dir, check_name, check_version, null_as_default};
-use crate::fields::is_variable_name;
 use crate::network::NetworkRule;
 
 /// The name of the primary driver choice, reserved among alternates.
@@ -693,7 +696,16 @@ pub struct Lifecycle {
     /// How often an `on-task-end` hook may reopen one task.
     #[serde(default = "default_max_task_reopens")]
     pub max_task_reopens: u32,
+    /// Under `task_acceptance: queue`: the most tasks that may wait for the session (the
+    /// running one not counted); the door refuses a new one past it. `None`: the door's own
+    /// bound alone.
+    #[serde(default)]
+    pub queue_depth: Option<u32>,
 }
+
+/// The largest `lifecycle.queue_depth`: the door holds at most this many tasks that have not
+/// ended.
+pub const MAX_QUEUE_DEPTH: u32 = 1_000;
 
 fn default_input_timeout() -> u64 {
     600
@@ -711,6 +723,7 @@ impl Default for Lifecycle {
             conversation: Conversation::default(),
             input_timeout_secs: default_input_timeout(),
             max_task_reopens: default_max_task_reopens(),
+            queue_depth: None,
         }
     }
 }
@@ -906,6 +919,7 @@ impl CapsuleManifest {
                 "seconds to wait for input, such as 600",
             ));
         }
+        self.validate_queue_depth(&mut found);
         self.control.validate(&mut found);
         self.door.validate(&mut found);
         crate::door::validate_peers(&self.peers, &self.capabilities.network.allow, &mut found);
@@ -914,6 +928,35 @@ impl CapsuleManifest {
             found.extend(check_http_url(endpoint, "observability.otel_endpoint"));
         }
         found
+    }
+
+    /// `lifecycle.queue_depth`: 1 to [`MAX_QUEUE_DEPTH`] (`E-MAN-015`), and only beside
+    /// `task_acceptance: queue` (`E-MAN-018`: no other acceptance has a queue).
+    fn validate_queue_depth(&self, found: &mut Vec<Diagnostic>) {
+        let Some(depth) = self.lifecycle.queue_depth else {
+            return;
+        };
+        if !(1..=MAX_QUEUE_DEPTH).contains(&depth) {
+            found.push(out_of_range(
+                "lifecycle.queue_depth",
+                depth,
+                "from 1 to 1000",
+                "the most tasks that may wait while one runs, such as 8",
+            ));
+        }
+        if self.lifecycle.task_acceptance != TaskAcceptance::Queue {
+            found.push(
+                Diagnostic::new(
+                    code::E_MAN_018,
+                    format!(
+                        "`lifecycle.queue_depth` bounds a queue, and `lifecycle.task_acceptance: {}` has none",
+                        self.lifecycle.task_acceptance
+                    ),
+                )
+                .hint("set `task_acceptance: queue`, or remove `queue_depth`")
+                .at_path("lifecycle.queue_depth"),
+            );
+        }
     }
 
     /// `E-A2A-026` when a named peer's tool `ask-<name>` is the name of a declared tool or

@@ -269,7 +269,7 @@ codes! {
     E_MAN_028 = "E-MAN-028": "a `runtime: mcp` entry does not say how to reach its server: exactly one of `server.command` and `server.url`, and no `path`";
     W_MAN_030 = "W-MAN-030": "an artifact's component is not built yet (its `build:` makes it)";
     E_MAN_031 = "E-MAN-031": "an artifact's component file is not a WebAssembly component, or does not export its world's entry point";
-    W_MAN_032 = "W-MAN-032": "another Murmur runtime's spelling in an artifact manifest, read as this one's (`runtime: wasm`, `requires_files`, `input`, an `input_schema` written as JSON text)";
+    W_MAN_032 = "W-MAN-032": "another Murmur runtime's spelling, read as this one's: in an artifact manifest `runtime: wasm`, `requires_files`, `input`, an `input_schema` written as JSON text; in a capsule manifest `inference.endpoint` and `inference.api_key` (the primary driver's gateway), `network.internal_port` (`door.port`), `lifecycle.queue_depth` without `task_acceptance` (a queue)";
     E_MAN_033 = "E-MAN-033": "an unknown key under `capabilities` (the capsule's, or an artifact entry's), or a top-level key that looks like a misspelt `capabilities`: a key about what a capsule may do or how it is contained is never dropped with a warning";
 
     E_CAP_001 = "E-CAP-001": "a `capabilities.network.allow` entry is malformed";

@@ -29,6 +29,7 @@ mod closed_set;
 
 pub mod artifact;
 pub mod capsule;
+mod capsule_spellings;
 pub mod credentials;
 pub mod diagnostic;
 pub mod door;

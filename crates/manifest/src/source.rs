@@ -63,6 +63,13 @@ impl SourceMap {
             .or_else(|| self.locate(path))
     }
 
+    /// Places `to` where `from` is written (a key read under another path keeps its line).
+    pub(crate) fn alias(&mut self, from: &str, to: String) {
+        if let Some(node) = self.nodes.get(from).cloned() {
+            self.nodes.insert(to, node);
+        }
+    }
+
     /// The source text of the non-string scalar at `path`.
     pub(crate) fn raw(&self, path: &str) -> Option<&str> {
         self.nodes.get(path).and_then(|node| node.raw.as_deref())

@@ -1224,3 +1224,129 @@ fn e_a2a_031_a2a_versions_empty_unknown_or_twice() {
     assert_eq!(twice.line, Some(position(&text, "- 1.0").0));
     assert!(twice.message.contains("lists `1.0` twice"), "{twice}");
 }
+
+/// A capsule written for another Murmur runtime: its gateway beside the model, its port under
+/// `network`, its queue by depth alone.
+const OTHER_RUNTIME: &str = r#"name: reviewer
+version: "1.0.0"
+artifacts:
+  - { name: driver-anthropic, version: "1.0.0", runtime: driver }
+inference:
+  model: claude-sonnet-4-5
+  driver: { artifact: driver-anthropic }
+  endpoint: https://api.anthropic.com
+  api_key: "${ANTHROPIC_API_KEY}"
+network:
+  internal_port: 8080
+lifecycle:
+  queue_depth: 8
+"#;
+
+#[test]
+fn w_man_032_another_runtimes_capsule_spellings_are_read_as_this_ones() {
+    let loaded = load_text(OTHER_RUNTIME);
+    assert_eq!(
+        codes(&loaded),
+        ["W-MAN-032"; 4],
+        "{:#?}",
+        loaded.diagnostics
+    );
+    for (d, at, read_as) in [
+        (
+            &loaded.diagnostics[0],
+            "endpoint:",
+            "artifacts[0].gateway.endpoint",
+        ),
+        (
+            &loaded.diagnostics[1],
+            "api_key:",
+            "artifacts[0].gateway.api_key",
+        ),
+        (&loaded.diagnostics[2], "8080", "door.port"),
+        (
+            &loaded.diagnostics[3],
+            "queue_depth: 8",
+            "task_acceptance: queue",
+        ),
+    ] {
+        assert_eq!(d.line, Some(position(OTHER_RUNTIME, at).0), "{d}");
+        assert!(d.message.contains(read_as), "{d}");
+        assert!(d.hint.is_some(), "{d}");
+    }
+    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+        panic!("not a capsule")
+    };
+    let gateway = capsule.artifacts[0].gateway.as_ref().expect("a gateway");
+    assert_eq!(gateway.endpoint, "https://api.anthropic.com");
+    // Still a reference, resolved at staging like any gateway key: never interpolated.
+    assert_eq!(gateway.env_reference(), Some("ANTHROPIC_API_KEY"));
+    assert_eq!(capsule.door.port, Some(8080));
+    assert_eq!(
+        capsule.lifecycle.task_acceptance,
+        murmur_manifest::capsule::TaskAcceptance::Queue
+    );
+    assert_eq!(capsule.lifecycle.queue_depth, Some(8));
+}
+
+#[test]
+fn a_mapped_key_is_reported_at_the_line_it_was_written() {
+    let text = OTHER_RUNTIME.replace("https://api.anthropic.com", "api.anthropic.com");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-024");
+    assert_eq!(d.line, Some(position(&text, "endpoint:").0), "{d}");
+}
+
+#[test]
+fn e_man_018_another_runtimes_key_beside_this_ones() {
+    let text = OTHER_RUNTIME
+        .replace(
+            "runtime: driver }",
+            "runtime: driver, gateway: { endpoint: \"https://gw.example\" } }",
+        )
+        .replace("lifecycle:", "door: { port: 9090 }\nlifecycle:");
+    let loaded = load_text(&text);
+    let errors: Vec<_> = loaded.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 3, "{:#?}", loaded.diagnostics);
+    assert!(errors.iter().all(|d| d.code == "E-MAN-018"));
+    assert!(loaded.manifest.is_none());
+    let endpoint = errors[0];
+    assert_eq!(endpoint.line, Some(position(&text, "endpoint: https").0));
+    assert!(
+        endpoint.message.contains("`inference.endpoint`")
+            && endpoint.message.contains("`artifacts[0].gateway`"),
+        "{endpoint}"
+    );
+    assert!(errors[1].message.contains("`inference.api_key`"));
+    let port = errors[2];
+    assert_eq!(port.line, Some(position(&text, "internal_port").0));
+    assert!(
+        port.message.contains("`network.internal_port`") && port.message.contains("`door.port`"),
+        "{port}"
+    );
+    assert_hint(port, "remove `network.internal_port`");
+}
+
+#[test]
+fn e_man_021_an_api_key_of_another_runtime_with_nowhere_to_send_it() {
+    let text = OTHER_RUNTIME.replace("  endpoint: https://api.anthropic.com\n", "");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-021");
+    assert_at(&d, &text, "\"${ANTHROPIC_API_KEY}\"");
+    assert_hint(&d, "inference.endpoint");
+}
+
+#[test]
+fn lifecycle_queue_depth_is_a_bound_of_a_queue() {
+    let text = format!("{VALID}lifecycle: {{ task_acceptance: queue, queue_depth: 0 }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-015");
+    assert_at(&d, &text, "0 }");
+    let text = format!("{VALID}lifecycle: {{ task_acceptance: single, queue_depth: 4 }}\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-MAN-018");
+    assert_at(&d, &text, "4 }");
+    assert_hint(&d, "task_acceptance: queue");
+    let text = format!("{VALID}lifecycle: {{ task_acceptance: queue, queue_depth: 4 }}\n");
+    let loaded = load_text(&text);
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+}

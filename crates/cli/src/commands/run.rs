@@ -61,9 +61,10 @@ pub struct RunArgs {
     /// Serve the capsule over A2A (JSON-RPC + SSE) until its tasks are done or it is stopped.
     #[arg(long)]
     serve: bool,
-    /// With --serve: the port (default: one the system chooses, printed).
-    #[arg(long, requires = "serve", default_value_t = 0)]
-    port: u16,
+    /// With --serve: the port (default: the manifest's `door.port`, else one the system
+    /// chooses, printed).
+    #[arg(long, requires = "serve")]
+    port: Option<u16>,
     /// With --serve: the address to listen on.
     #[arg(long, requires = "serve", default_value = "127.0.0.1")]
     host: std::net::IpAddr,
@@ -308,7 +309,8 @@ pub fn run(args: RunArgs) -> Exit {
         };
         let door = DoorConfig {
             host: args.host,
-            port: args.port,
+            // The command line wins over the manifest.
+            port: args.port.or(staged.capsule.door.port).unwrap_or(0),
             control_dir: Some(control_dir.clone()),
             insecure_no_auth: args.insecure_no_auth,
             auth: Arc::new(auth),

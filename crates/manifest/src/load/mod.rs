@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-
 use crate::artifact::{ArtifactManifest, Runtime};
 use crate::capsule::CapsuleManifest;
 use crate::diagnostic::{Diagnostic, code};
@@ -259,7 +258,7 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
         Ok(parsed) => parsed,
         Err(found) => return finish(None, found, file, &SourceMap::default()),
     };
-    let yaml::Document { mut value, map } = document;
+    let yaml::Document { mut value, mut map } = document;
 
     let mut vars = interpolate::Variables::new(env, &dir);
     found.extend(interpolate::interpolate(
@@ -271,8 +270,15 @@ fn load_text(text: &str, file: &Path, env: Env<'_>, want: Want) -> Loaded<Manife
 
     // An artifact manifest may be written in another Murmur runtime's spellings.
     let runtime = value.get("runtime").and_then(Value::as_str);
+    let capsule_like = runtime.is_none_or(|r| r == "capsule");
     if !matches!(want, Want::Capsule) && runtime.is_some_and(|r| r != "capsule" && r != "mcp") {
         found.extend(crate::artifact::read_reference_spellings(&mut value));
+    }
+    // And a capsule manifest in its spellings of the gateway, the port and the queue.
+    if !matches!(want, Want::Artifact) && capsule_like {
+        found.extend(crate::capsule_spellings::read_capsule_spellings(
+            &mut value, &mut map,
+        ));
     }
     let (kind, mismatch) = kind_of(&value, want);
     if let Some(mismatch) = mismatch {
@@ -355,7 +361,8 @@ fn checked<T>(
 /// `gateway.api_key`, an MCP server's `server.headers.<name>`, a door principal's or a peer's
 /// `bearer` / `api_key`.
 fn is_credential(path: &str) -> bool {
-    if crate::door::is_credential_path(path) {
+    // Another runtime's place for the primary driver's gateway key (see `capsule_spellings`).
+    if crate::door::is_credential_path(path) || path == "inference.api_key" {
         return true;
     }
     let Some((index, field)) = path
@@ -417,7 +424,18 @@ pub(crate) fn source_map_of(file: &Path) -> SourceMap {
     read_manifest(file)
         .ok()
         .and_then(|text| yaml::parse(&text).ok())
-        .map(|(document, _)| document.map)
+        .map(|(document, _)| {
+            // A key read under another path (another runtime's spelling) keeps its line.
+            let yaml::Document { mut value, mut map } = document;
+            if value
+                .get("runtime")
+                .and_then(Value::as_str)
+                .is_none_or(|r| r == "capsule")
+            {
+                crate::capsule_spellings::read_capsule_spellings(&mut value, &mut map);
+            }
+            map
+        })
         .unwrap_or_default()
 }
 
