@@ -754,6 +754,52 @@ turns:
     );
 }
 
+/// A policy hook may deny `switch-driver` as any tool call: the call is refused before it runs
+/// (`call_denied`, the reason handed to the model), nothing is switched, and the next call is
+/// the primary's again; the alternate is never called.
+#[test]
+fn a_policy_hook_denying_switch_driver_keeps_the_primary() {
+    let anthropic = emulator(
+        r#"
+turns:
+  - reply:
+      tool_calls: [ { id: toolu_s1, name: switch-driver, input: { choice: gpt } } ]
+  - reply: { text: "still on the primary" }
+"#,
+        ANTHROPIC_KEY,
+    );
+    let openai = emulator("turns:\n  - reply: { text: never }\n", OPENAI_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    add_artifact(
+        &file,
+        &format!(
+            "{{ name: policy, version: \"0.1.0\", runtime: hook, path: \"{}\", config: {{ rules: [ {{ tool: switch-driver, reason: \"no switching here\" }} ] }} }}",
+            repo_root().join("artifacts/policy").display()
+        ),
+    );
+    let output = run(&file, &BOTH_KEYS);
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    let events = trace(&report);
+    let denied = of_type(&events, "call_denied");
+    assert_eq!(denied.len(), 1, "{events:#?}");
+    assert_eq!(denied[0]["target"], "switch-driver");
+    assert_eq!(denied[0]["reason"], "no switching here");
+    assert!(of_type(&events, "control_change").is_empty());
+    let choices: Vec<&Value> = of_type(&events, "inference")
+        .iter()
+        .map(|e| &e["choice"])
+        .collect();
+    assert_eq!(choices, [&json!("primary"), &json!("primary")]);
+    assert!(
+        answered(&openai).is_empty(),
+        "the alternate was never called"
+    );
+    let second = answered(&anthropic)[1].body.to_string();
+    assert!(second.contains("no switching here"), "{second}");
+}
+
 /// One spend meter over every choice: a call on the primary and a call on `gpt` add up against
 /// the one ceiling (each would fit alone).
 #[test]
