@@ -611,3 +611,112 @@ fn a_signal_ends_a_capsule_components_run_canceled_with_its_trace_closed() {
         }
     }
 }
+
+/// `murmur:message/send` from a capsule component: a send to a served peer whose origin
+/// `network.allow` permits goes out with the `peers:` entry's credential (the component never
+/// sees it) and comes back with the peer's task; the peer hears the text, from a `peer`
+/// origin, nested under the sending task; a send to an origin not allowed is refused with no
+/// connection. Both are `a2a_send` events of the capsule's task.
+#[test]
+fn a_capsule_component_sends_to_an_allowed_peer_and_is_refused_another() {
+    use murmur_testkit::emulator::{Emulator, Script};
+    const TOKEN: &str = "capsule-to-peer-token-0123456789";
+    let emulator = Emulator::builder(
+        Script::from_yaml("turns:\n  - reply: { text: \"hello back\" }\n").unwrap(),
+    )
+    .api_key("sk-peer")
+    .start()
+    .unwrap();
+    let peer_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        peer_dir.path().join("murmur.yaml"),
+        emulator.capsule_manifest(
+            "peer",
+            "",
+            "door:\n  auth:\n    - { principal: capsule, bearer: \"${CAPSULE_TOKEN}\", trust: peer }\n",
+        ),
+    )
+    .unwrap();
+    let served = murmur_testkit::door::Served::start(
+        Path::new(env!("CARGO_BIN_EXE_mur")),
+        peer_dir.path(),
+        &[("EMU_KEY", "sk-peer"), ("CAPSULE_TOKEN", TOKEN)],
+    );
+    // A listener nobody may reach: it must never be connected to.
+    let unlisted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    unlisted.set_nonblocking(true).unwrap();
+    let unlisted_url = format!("http://{}/", unlisted.local_addr().unwrap());
+
+    let home = tempfile::tempdir().unwrap();
+    let reg = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = shell_capsule(&work.path().join("capsule"), "echo", "");
+    let manifest = dir.join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "capabilities:\n",
+        &format!(
+            "peers:\n  - {{ url: \"{url}/\", bearer: \"${{PEER_TOKEN}}\" }}\ncapabilities:\n  env: {{ allow: [ CAPSULE_SHELL_PEERS ] }}\n  network: {{ allow: [ \"{url}\" ] }}\n",
+            url = served.url
+        ),
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let output = mur(home.path())
+        .env(
+            "CAPSULE_SHELL_PEERS",
+            format!("{}/ {unlisted_url}", served.url),
+        )
+        .env("PEER_TOKEN", TOKEN)
+        .args(["run", "--json", "--registry"])
+        .arg(reg.path())
+        .arg(&dir)
+        .run();
+    let (_, _, seen, events) = session(&output);
+
+    let sent = &seen["send-0"]["ok"];
+    assert_eq!(sent["state"], "TaskState::Completed", "{seen:#}");
+    let peer_task = sent["task_id"].as_str().unwrap();
+    assert!(!peer_task.is_empty());
+    let refused = seen["send-1"]["err"].as_str().unwrap();
+    assert!(
+        refused.contains("not in capabilities.network.allow"),
+        "{seen:#}"
+    );
+    assert!(
+        unlisted.accept().is_err(),
+        "the unlisted origin was connected to"
+    );
+    // The peer's model heard the text once.
+    let requests = emulator.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0]
+            .body
+            .to_string()
+            .contains("hello from a capsule")
+    );
+
+    // Both sends are the capsule's task's `a2a_send` events.
+    let task_id = of_type(&events, "task_start")[0]["task_id"].clone();
+    let sends = of_type(&events, "a2a_send");
+    assert_eq!(sends.len(), 2, "{sends:#?}");
+    assert_eq!(sends[0]["task_id"], task_id);
+    assert_eq!(sends[0]["peer_task_id"], peer_task);
+    assert!(sends[0].get("error").is_none(), "{:#}", sends[0]);
+    assert!(
+        sends[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not in capabilities.network.allow")
+    );
+    // The peer took it as from a peer, nested under the sending task's span.
+    let peer_trace = murmur_testkit::door::session_dir(peer_dir.path()).join("trace.jsonl");
+    let peer_events: Vec<Value> = std::fs::read_to_string(peer_trace)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let received = of_type(&peer_events, "a2a_task_received");
+    assert_eq!(received.len(), 1, "{peer_events:#?}");
+    assert_eq!(received[0]["origin"], "peer");
+    assert_eq!(received[0]["traceparent"], sends[0]["traceparent"]);
+}
