@@ -767,3 +767,78 @@ fn a_control_directory_that_cannot_be_written_refuses_to_serve() {
     assert_code(&out, 1, "E-CTL-005");
     assert!(!out.stdout.contains("listening on"), "{}", out.stdout);
 }
+
+/// The switch check and the forget check are decided under one lock: a switch to `gpt` and a
+/// forget of the secret that keys it, raced from two threads again and again, never both take:
+/// each round ends on `gpt` with its secret, or off `gpt`, and exactly one of the two was
+/// refused `409`.
+#[test]
+fn a_switch_and_a_forget_raced_never_leave_the_loop_on_a_choice_without_its_credential() {
+    let capsule = capsule(
+        "turns:\n  - reply: { text: unused }\n",
+        "turns:\n  - reply: { text: unused }\n",
+        ALL_SETTINGS,
+    );
+    let served = capsule.serve();
+    let token = capsule.token(&served);
+    let token = token.as_str();
+    for round in 0..60 {
+        // Back to the start: on the primary, the secret injected.
+        let (status, _) = put(
+            &served,
+            "/control/settings/inference.driver",
+            token,
+            json!("primary"),
+        );
+        assert_eq!(status, 200);
+        let (status, _) = put(
+            &served,
+            "/control/secrets/GPT_KEY",
+            token,
+            json!(GPT_SECRET),
+        );
+        assert_eq!(status, 200);
+        let barrier = std::sync::Barrier::new(2);
+        let (switched, forgot) = std::thread::scope(|scope| {
+            let switch = scope.spawn(|| {
+                barrier.wait();
+                put(
+                    &served,
+                    "/control/settings/inference.driver",
+                    token,
+                    json!("gpt"),
+                )
+                .0
+            });
+            let forget = scope.spawn(|| {
+                barrier.wait();
+                call(
+                    &served,
+                    "DELETE",
+                    "/control/secrets/GPT_KEY",
+                    Some(token),
+                    None,
+                )
+                .0
+            });
+            (switch.join().unwrap(), forget.join().unwrap())
+        });
+        let (_, snapshot) = call(&served, "GET", "/control", Some(token), None);
+        let on_gpt = snapshot["settings"]["inference.driver"] == "gpt";
+        let injected = snapshot["secrets"][0]["injected"] == true;
+        assert!(
+            !on_gpt || injected,
+            "round {round}: on gpt without its secret (switch {switched}, forget {forgot})"
+        );
+        let mut codes = [switched, forgot];
+        codes.sort();
+        assert_eq!(
+            codes,
+            [200, 409],
+            "round {round}: switch {switched}, forget {forgot}"
+        );
+        *outcomes.entry((switched, forgot)).or_insert(0) += 1;
+    }
+    // Both orders happened at least once would be luck; each round's verdict is what counts.
+    assert!(!outcomes.is_empty(), "{outcomes:?}");
+}
