@@ -837,8 +837,5 @@ fn a_switch_and_a_forget_raced_never_leave_the_loop_on_a_choice_without_its_cred
             [200, 409],
             "round {round}: switch {switched}, forget {forgot}"
         );
-        *outcomes.entry((switched, forgot)).or_insert(0) += 1;
     }
-    // Both orders happened at least once would be luck; each round's verdict is what counts.
-    assert!(!outcomes.is_empty(), "{outcomes:?}");
 }
