@@ -1055,6 +1055,57 @@ fn prior_tokens_under_a_threaded_conversation_count_the_loaded_history() {
     assert_eq!(starts[1]["prior_tokens"], loaded, "{:#}", starts[1]);
 }
 
+/// Under a threaded conversation a task's seed goes ahead of the history it loads: the second
+/// task's model gets the seed first, then the first task's exchange, then its own message.
+#[test]
+fn a_seed_is_placed_ahead_of_the_loaded_threaded_history() {
+    let emulator = emulator(
+        "turns:\n  - reply: { text: \"noted: 42\" }\n  - reply: { text: \"it was 42\" }\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    seed_capsule(
+        dir.path(),
+        &emulator.url(),
+        json!([{"role": "user", "text": "SEED: the user likes numbers", "source_id": "memory:1"}]),
+        "context: { max_tokens: 4000 }\nlifecycle: { task_acceptance: queue, conversation: threaded }",
+        false,
+    );
+    let served = serve(dir.path());
+    for (id, text) in [("m-1", "remember 42"), ("m-2", "what was it?")] {
+        let (status, answer) = served.rpc(&json!({"jsonrpc": "2.0", "id": 1,
+            "method": "SendMessage", "params": {"message": {"messageId": id,
+            "role": "ROLE_USER", "contextId": "thread-1", "parts": [{"text": text}]}}}));
+        assert_eq!(status, 200, "{answer:#}");
+    }
+    let requests = emulator.requests();
+    assert_eq!(requests.len(), 2);
+    // Every text block sent, in order (the driver may join consecutive user messages).
+    let texts: Vec<&str> = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().unwrap())
+        .filter_map(|block| block["text"].as_str())
+        .collect();
+    let at = |needle: &str| {
+        texts
+            .iter()
+            .position(|t| *t == needle)
+            .unwrap_or_else(|| panic!("{needle} not sent: {texts:#?}"))
+    };
+    assert_eq!(at("SEED: the user likes numbers"), 0, "{texts:#?}");
+    assert!(
+        texts
+            .iter()
+            .rposition(|t| *t == "SEED: the user likes numbers")
+            .unwrap()
+            < at("remember 42"),
+        "this task's seed and the first task's, then the loaded exchange: {texts:#?}"
+    );
+    assert!(at("remember 42") < at("noted: 42"), "{texts:#?}");
+    assert_eq!(at("what was it?"), texts.len() - 1, "{texts:#?}");
+}
+
 #[test]
 fn host_imports_answer_a_granted_hook_and_inference_is_traced_as_the_hooks() {
     let emulator =
