@@ -3,3 +3,4 @@
 mod archive_never_panics;
 mod index;
 mod index_never_panics;
+mod pull;
