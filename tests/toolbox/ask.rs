@@ -13,14 +13,25 @@ use murmur_testkit::emulator::{Emulator, Script};
 use murmur_testkit::{Mur, MurOutput, mcp_python, repo_root};
 use serde_json::{Value, json};
 
-const KEY: &str = "sk-emulator-0001";
+use super::KEY;
+
+/// A capsule with `ask` on the emulator at `endpoint`; `extra` is appended.
+fn capsule(dir: &Path, endpoint: &str, extra: &str) -> PathBuf {
+    super::capsule(
+        dir,
+        endpoint,
+        "asker",
+        &["ask"],
+        &format!("  system_prompt: \"You paint fences.\"\n  max_turns: 6\n{extra}"),
+    )
+}
 
 /// The prompt `ask` puts for "Which color?" with the choices red and blue.
 const COLOR_PROMPT: &str = "Which color?\n\nChoices:\n1. red\n2. blue\n\nAnswer with one of the \
                             choices or its number, or in your own words.";
 
 fn artifact() -> PathBuf {
-    repo_root().join("artifacts/ask")
+    super::artifact("ask")
 }
 
 fn invoke(input: &Value, replies: &[&str]) -> MurOutput {
@@ -148,35 +159,6 @@ fn bad_input_is_named_and_no_one_is_asked() {
         assert_eq!(printed["output"], says);
         assert_eq!(printed["inputs"], json!([]), "no one was asked");
     }
-}
-
-/// A capsule with `ask` on the emulator at `endpoint`; `extra` is appended.
-fn capsule(dir: &Path, endpoint: &str, extra: &str) -> PathBuf {
-    let root = repo_root();
-    let text = format!(
-        r#"name: asker
-version: "0.1.0"
-description: Asks before it paints.
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: ask, version: "0.1.0", runtime: tool, path: {ask} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  system_prompt: "You paint fences."
-  max_turns: 6
-{extra}
-"#,
-        driver = root.join("artifacts/driver-anthropic").display(),
-        ask = artifact().display(),
-    );
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
-    dir.to_path_buf()
 }
 
 fn emulator(script: &str) -> Emulator {

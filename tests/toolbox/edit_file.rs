@@ -6,42 +6,30 @@
 use std::path::{Path, PathBuf};
 
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput, repo_root};
+use murmur_testkit::{Mur, MurOutput};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-const KEY: &str = "sk-emulator-0001";
-
-fn artifact() -> PathBuf {
-    repo_root().join("artifacts/edit-file")
-}
+use super::{KEY, ended};
 
 fn invoke(input: &Value, workdir: &Path) -> MurOutput {
-    invoke_stdin(input.to_string().into_bytes(), workdir)
+    super::invoke("edit-file", input, workdir)
 }
 
-/// The input through stdin (`--input -`): past the size one command-line argument may have.
+/// The input through stdin: past the size one command-line argument may have.
 fn invoke_stdin(input: Vec<u8>, workdir: &Path) -> MurOutput {
-    Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .args(["tool", "invoke", "--json"])
-        .arg(artifact())
-        .args(["--input", "-"])
-        .arg("--workdir")
-        .arg(workdir)
-        .stdin(input)
-        .run()
+    super::invoke_bytes("edit-file", input, workdir)
 }
 
-/// The printed result of a call that ended `status`, with its exit code checked.
-fn ended(output: &MurOutput, status: &str) -> Value {
-    let printed = output.json();
-    assert_eq!(printed["result"]["status"], status, "{printed:#}");
-    assert_eq!(
-        output.code,
-        if status == "passed" { 0 } else { 1 },
-        "{output:#?}"
-    );
-    printed
+/// A capsule on the Anthropic driver against `endpoint` with edit-file as its one tool.
+fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
+    super::capsule(
+        dir,
+        endpoint,
+        "editor",
+        &["edit-file"],
+        "  system_prompt: \"You fix code.\"\n  max_turns: 8",
+    )
 }
 
 fn message(printed: &Value) -> &str {
@@ -421,33 +409,6 @@ fn big_files_and_big_inputs_are_refused_without_reading_them_whole() {
             .len(),
         64 * 1024
     );
-}
-
-/// A capsule on the Anthropic driver against `endpoint` with edit-file as its one tool.
-fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
-    let root = repo_root();
-    let text = format!(
-        r#"name: editor
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: edit-file, version: "0.1.0", runtime: tool, path: {edit_file} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  system_prompt: "You fix code."
-  max_turns: 8
-"#,
-        driver = root.join("artifacts/driver-anthropic").display(),
-        edit_file = artifact().display(),
-    );
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
-    dir.to_path_buf()
 }
 
 const SESSION: &str = r#"

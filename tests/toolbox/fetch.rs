@@ -13,10 +13,31 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput, repo_root};
+use murmur_testkit::{Mur, MurOutput};
 use serde_json::{Value, json};
 
-const KEY: &str = "sk-emulator-0001";
+use super::{KEY, text};
+
+/// The printed result of a call that ended with `status` (`passed` exits 0, `failed` 1), a read.
+fn ended(output: &MurOutput, status: &str) -> Value {
+    let printed = super::ended(output, status);
+    assert_eq!(printed["state_effect"], "read", "{printed:#}");
+    printed
+}
+
+/// A capsule on the Anthropic driver against `endpoint` with fetch as its one tool, allowed to
+/// reach `allow`.
+fn session_capsule(dir: &Path, endpoint: &str, allow: &str) -> PathBuf {
+    super::capsule(
+        dir,
+        endpoint,
+        "reader",
+        &["fetch"],
+        &format!(
+            "  system_prompt: \"You read pages.\"\n  max_turns: 4\ncapabilities:\n  network: {{ allow: [\"{allow}\"] }}"
+        ),
+    )
+}
 
 const PAGE: &str = "<!doctype html><html><head><title>Notes</title>\
     <style>body { color: red }</style><script>var hidden = 'script text';</script></head>\
@@ -238,7 +259,7 @@ fn serve(stream: TcpStream, state: &SiteState) {
 }
 
 fn artifact() -> PathBuf {
-    repo_root().join("artifacts/fetch")
+    super::artifact("fetch")
 }
 
 /// A capsule granting fetch `network.allow: [<allow>...]`, written under `dir`.
@@ -274,20 +295,6 @@ fn invoke(site: &Site, input: &Value) -> (MurOutput, tempfile::TempDir) {
         .arg(&workdir)
         .run();
     (output, dir)
-}
-
-/// The printed result of a call that ended with `status` (`passed` exits 0, `failed` 1).
-fn ended(output: &MurOutput, status: &str) -> Value {
-    let code = if status == "passed" { 0 } else { 1 };
-    assert_eq!(output.code, code, "{output:#?}");
-    let printed = output.json();
-    assert_eq!(printed["result"]["status"], status, "{printed:#}");
-    assert_eq!(printed["state_effect"], "read", "{printed:#}");
-    printed
-}
-
-fn text(printed: &Value) -> &str {
-    printed["output"].as_str().unwrap_or_default()
 }
 
 #[test]
@@ -588,35 +595,6 @@ fn bad_input_is_named_and_nothing_is_fetched() {
     );
     assert_eq!(output.json()["error"]["code"], "E-RUN-009");
     assert_eq!(site.connections(), 0);
-}
-
-/// A capsule on the Anthropic driver against `endpoint` with fetch as its one tool, allowed to
-/// reach `allow`.
-fn session_capsule(dir: &Path, endpoint: &str, allow: &str) -> PathBuf {
-    let text = format!(
-        r#"name: reader
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: fetch, version: "0.1.0", runtime: tool, path: {fetch} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  system_prompt: "You read pages."
-  max_turns: 4
-capabilities:
-  network: {{ allow: ["{allow}"] }}
-"#,
-        driver = repo_root().join("artifacts/driver-anthropic").display(),
-        fetch = artifact().display(),
-    );
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
-    dir.to_path_buf()
 }
 
 /// The text of the tool result for `call_id` in a request the model got.

@@ -7,40 +7,24 @@
 use std::path::{Path, PathBuf};
 
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput, repo_root};
+use murmur_testkit::{Mur, MurOutput};
 use serde_json::{Value, json};
 
-const KEY: &str = "sk-emulator-0001";
-
-fn artifact() -> PathBuf {
-    repo_root().join("artifacts/list-files")
-}
+use super::{KEY, ended, text};
 
 fn invoke(input: &Value, workdir: &Path) -> MurOutput {
-    Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .args(["tool", "invoke", "--json"])
-        .arg(artifact())
-        .arg("--input")
-        .arg(input.to_string())
-        .arg("--workdir")
-        .arg(workdir)
-        .run()
+    super::invoke("list-files", input, workdir)
 }
 
-/// The printed result of a call that ended `status`, with its exit code checked.
-fn ended(output: &MurOutput, status: &str) -> Value {
-    let printed = output.json();
-    assert_eq!(printed["result"]["status"], status, "{printed:#}");
-    assert_eq!(
-        output.code,
-        if status == "passed" { 0 } else { 1 },
-        "{output:#?}"
-    );
-    printed
-}
-
-fn text(printed: &Value) -> &str {
-    printed["output"].as_str().unwrap_or_default()
+/// A capsule on the Anthropic driver against `endpoint` with list-files as its one tool.
+fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
+    super::capsule(
+        dir,
+        endpoint,
+        "lister",
+        &["list-files"],
+        "  system_prompt: \"You look around.\"\n  max_turns: 4",
+    )
 }
 
 /// A root holding `outside/` (names no listing may show) and `ws/`, the workspace: sources,
@@ -210,32 +194,6 @@ fn bad_input_is_named() {
     let over = invoke(&json!({"max": 5001}), &ws);
     assert_eq!(over.code, 2, "{over:#?}");
     assert_eq!(over.json()["error"]["code"], "E-RUN-009");
-}
-
-fn capsule(dir: &Path, endpoint: &str) -> PathBuf {
-    let root = repo_root();
-    let text = format!(
-        r#"name: lister
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: list-files, version: "0.1.0", runtime: tool, path: {list_files} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  system_prompt: "You look around."
-  max_turns: 4
-"#,
-        driver = root.join("artifacts/driver-anthropic").display(),
-        list_files = artifact().display(),
-    );
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("murmur.yaml"), text).unwrap();
-    dir.to_path_buf()
 }
 
 const SESSION: &str = r#"

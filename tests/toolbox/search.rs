@@ -7,18 +7,24 @@
 use std::path::{Path, PathBuf};
 
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput, repo_root};
+use murmur_testkit::{Mur, MurOutput};
 use serde_json::{Value, json};
 
+use super::KEY;
+
 fn invoke(input: &Value, workdir: &Path) -> MurOutput {
-    Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .args(["tool", "invoke", "--json"])
-        .arg(repo_root().join("artifacts/search"))
-        .arg("--input")
-        .arg(input.to_string())
-        .arg("--workdir")
-        .arg(workdir)
-        .run()
+    super::invoke("search", input, workdir)
+}
+
+/// A capsule (in `dir/capsule`) on the Anthropic driver against `emulator`, with `search`.
+fn capsule(dir: &Path, emulator: &Emulator) -> PathBuf {
+    super::capsule(
+        &dir.join("capsule"),
+        &emulator.url(),
+        "searcher",
+        &["search"],
+        "  system_prompt: \"You find code.\"\n  max_turns: 4",
+    )
 }
 
 /// The printed result of a call that passed.
@@ -395,37 +401,6 @@ fn a_big_tree_and_a_big_file_are_bounded() {
         &out[out.len() - 400..]
     );
     assert_eq!(printed["result"]["truncated"], true);
-}
-
-const KEY: &str = "sk-emulator-0001";
-
-/// A capsule on the Anthropic driver against `emulator`, with `search`.
-fn capsule(dir: &Path, emulator: &Emulator) -> PathBuf {
-    let root = repo_root();
-    let text = format!(
-        r#"name: searcher
-version: "0.1.0"
-artifacts:
-  - name: driver-anthropic
-    version: "0.1.0"
-    runtime: driver
-    path: {driver}
-    gateway: {{ endpoint: "{endpoint}", api_key: "${{EMU_KEY}}" }}
-  - {{ name: search, version: "0.1.0", runtime: tool, path: {search} }}
-inference:
-  model: test-model
-  driver: {{ artifact: driver-anthropic }}
-  system_prompt: "You find code."
-  max_turns: 4
-"#,
-        driver = root.join("artifacts/driver-anthropic").display(),
-        search = root.join("artifacts/search").display(),
-        endpoint = emulator.url(),
-    );
-    let capsule = dir.join("capsule");
-    std::fs::create_dir_all(&capsule).unwrap();
-    std::fs::write(capsule.join("murmur.yaml"), text).unwrap();
-    capsule
 }
 
 /// The text of the `tool_result` block answering `call_id` in an Anthropic request body.
