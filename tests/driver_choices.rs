@@ -1093,20 +1093,20 @@ fn sessions(capsule: &Path) -> Vec<String> {
     names
 }
 
-/// A resumed session goes on with the conversation an earlier one left: on the primary
-/// (although that session ended on `gpt`), the whole conversation resent, the primary's own
-/// thinking sent back and gpt's not, under the same context; its trace names what it resumed.
-#[test]
-fn a_resumed_session_goes_on_with_the_conversation_on_the_primary() {
+/// A session that switched: the primary thinks (`sig-primary-1`) and switches to `gpt`, which
+/// reasons (kept as `enc-gpt-1`) and finishes with "done on gpt"; the primary's next answer is
+/// `then`. The emulators, the capsule's directory and manifest, and the session's report.
+fn switched_session(then: &str) -> (Emulator, Emulator, tempfile::TempDir, PathBuf, Value) {
     let anthropic = emulator(
-        r#"
+        &(r#"
 turns:
   - reply:
       thinking: { text: "Planning on the primary.", signature: sig-primary-1 }
       text: "Handing over."
       tool_calls: [ { id: toolu_switch_1, name: switch-driver, input: { choice: gpt } } ]
-  - reply: { text: "primary again" }
-"#,
+"#
+        .to_string()
+            + &format!("  - reply: {{ text: \"{then}\" }}\n")),
         ANTHROPIC_KEY,
     );
     let openai = emulator(
@@ -1121,6 +1121,7 @@ turns:
     );
     let dir = tempfile::tempdir().unwrap();
     let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
+    // gpt's reasoning is kept (its encrypted content), to be returned to its producer only.
     replace_in(
         &file,
         "driver: { artifact: driver-anthropic }",
@@ -1130,6 +1131,15 @@ turns:
     assert_eq!(first.code, 0, "{first:#?}");
     let first = first.json();
     assert_eq!(first["tasks"][0]["result_text"], "done on gpt");
+    (anthropic, openai, dir, file, first)
+}
+
+/// A resumed session goes on with the conversation an earlier one left: on the primary
+/// (although that session ended on `gpt`), the whole conversation resent, the primary's own
+/// thinking sent back and gpt's not, under the same context; its trace names what it resumed.
+#[test]
+fn a_resumed_session_goes_on_with_the_conversation_on_the_primary() {
+    let (anthropic, openai, _dir, file, first) = switched_session("primary again");
     let earlier = first["session_id"].as_str().unwrap();
     let context = first["tasks"][0]["context_id"].as_str().unwrap();
     let saved = history(&first);
@@ -1575,39 +1585,7 @@ turns:
 /// primary.
 #[test]
 fn a_resume_without_the_alternates_still_keeps_an_alternates_reasoning_from_the_primary() {
-    let anthropic = emulator(
-        r#"
-turns:
-  - reply:
-      thinking: { text: "Planning on the primary.", signature: sig-primary-1 }
-      text: "Handing over."
-      tool_calls: [ { id: toolu_switch_1, name: switch-driver, input: { choice: gpt } } ]
-  - reply: { text: "primary alone" }
-"#,
-        ANTHROPIC_KEY,
-    );
-    let openai = emulator(
-        r#"
-turns:
-  - reply:
-      id: resp_gpt_1
-      thinking: { text: "Reasoning on gpt.", signature: enc-gpt-1 }
-      text: "done on gpt"
-"#,
-        OPENAI_KEY,
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let file = capsule(dir.path(), &anthropic.url(), &openai.url(), "");
-    // gpt's reasoning is kept (its encrypted content), to be returned to its producer only.
-    replace_in(
-        &file,
-        "driver: { artifact: driver-anthropic }",
-        "driver: { artifact: driver-anthropic, config: { include: [reasoning.encrypted_content] } }",
-    );
-    let first = run(&file, &BOTH_KEYS);
-    assert_eq!(first.code, 0, "{first:#?}");
-    let first = first.json();
-    assert_eq!(first["tasks"][0]["result_text"], "done on gpt");
+    let (anthropic, openai, _dir, file, first) = switched_session("primary alone");
     let earlier = first["session_id"].as_str().unwrap();
     let saved = Value::from(history(&first)).to_string();
     assert!(saved.contains("enc-gpt-1"), "{saved}");
