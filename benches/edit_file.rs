@@ -6,31 +6,16 @@
 //!
 //! Each iteration flips the marker line between two values, so every call makes a real edit.
 
+mod support;
+
 use std::cell::Cell;
-use std::path::Path;
 use std::process::Command;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use murmur_registry::source::{LocalArtifact, ensure_components};
+use murmur_runtime::Grants;
 use murmur_runtime::tool::{ToolInput, ToolStatus};
-use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RunWorld};
 
 const MARKERS: [&str; 2] = ["marker = ALPHA", "marker = OMEGA"];
-
-fn load(engine: &Engine, relative: &str) -> LoadedComponent {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative);
-    let artifact = LocalArtifact::open(&dir, &|_| None).expect("artifact manifest");
-    ensure_components(&[&artifact]).expect("building the component");
-    engine
-        .load_component(
-            &artifact.manifest.name,
-            &artifact.component_path(),
-            RunWorld::Tool,
-        )
-        .expect("loading the component")
-}
 
 /// 1 MiB of source-like lines with the marker line once, in the middle.
 fn one_mib() -> String {
@@ -42,17 +27,8 @@ fn one_mib() -> String {
 }
 
 fn edit_file_on_one_mib(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let engine = Engine::new(EngineConfig {
-        cache_dir: None,
-        pooling: true,
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    let edit_file = load(&engine, "artifacts/edit-file");
+    let (runtime, engine) = support::runtime_and_engine();
+    let edit_file = support::load_tool(&engine, "artifacts/edit-file");
     let content = one_mib();
     eprintln!("file: {} bytes", content.len());
 

@@ -16,14 +16,15 @@
 //! Before measuring, the bench prints the tool's note and `rg`'s count of matching lines, so
 //! a reader can see both searched the same files.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use murmur_registry::source::{LocalArtifact, ensure_components};
 use murmur_runtime::tool::{ToolInput, ToolStatus};
-use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RunWorld};
+use murmur_runtime::{Grants, RunWorld};
 
 /// The queries: a regular expression with a few hundred matches, and a rare literal.
 const QUERIES: [(&str, &str, bool); 2] = [
@@ -36,18 +37,6 @@ fn repo() -> PathBuf {
         .join("../..")
         .canonicalize()
         .unwrap()
-}
-
-fn load(engine: &Engine, relative: &str) -> LoadedComponent {
-    let artifact = LocalArtifact::open(&repo().join(relative), &|_| None).expect("manifest");
-    ensure_components(&[&artifact]).expect("building the component");
-    engine
-        .load_component(
-            &artifact.manifest.name,
-            &artifact.component_path(),
-            RunWorld::Tool,
-        )
-        .expect("loading the component")
 }
 
 fn rg() -> Option<PathBuf> {
@@ -73,17 +62,8 @@ fn quiet(mut command: Command) {
 }
 
 fn search_repo(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let engine = Engine::new(EngineConfig {
-        cache_dir: None,
-        pooling: true,
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    let mut search = load(&engine, "artifacts/search");
+    let (runtime, engine) = support::runtime_and_engine();
+    let mut search = support::load_tool(&engine, "artifacts/search");
     if let Some(other) = std::env::var_os("SEARCH_COMPONENT") {
         eprintln!("measuring {}", other.to_string_lossy());
         search = engine

@@ -5,6 +5,8 @@
 //! grants; `result_only` calls the probe fixture's cheapest action, to separate the runtime's
 //! per-call cost from the tool's own work.
 
+mod support;
+
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -12,34 +14,10 @@ use murmur_registry::source::{LocalArtifact, ensure_components};
 use murmur_runtime::tool::ToolInput;
 use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RunWorld};
 
-fn load(engine: &Engine, relative: &str) -> LoadedComponent {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative);
-    let artifact = LocalArtifact::open(&dir, &|_| None).expect("artifact manifest");
-    ensure_components(&[&artifact]).expect("building the component");
-    engine
-        .load_component(
-            &artifact.manifest.name,
-            &artifact.component_path(),
-            RunWorld::Tool,
-        )
-        .expect("loading the component")
-}
-
 fn warm_invocation(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let engine = Engine::new(EngineConfig {
-        cache_dir: None,
-        pooling: true,
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    let read_file = load(&engine, "artifacts/read-file");
-    let probe = load(&engine, "tests/fixtures/probe");
+    let (runtime, engine) = support::runtime_and_engine();
+    let read_file = support::load_tool(&engine, "artifacts/read-file");
+    let probe = support::load_tool(&engine, "tests/fixtures/probe");
     let workdir = tempfile::tempdir().unwrap();
     std::fs::write(workdir.path().join("notes.md"), "one\ntwo\nthree\n").unwrap();
     let grants = Grants::new(workdir.path());
