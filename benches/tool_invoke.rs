@@ -7,12 +7,9 @@
 
 mod support;
 
-use std::path::Path;
-
 use criterion::{Criterion, criterion_group, criterion_main};
-use murmur_registry::source::{LocalArtifact, ensure_components};
+use murmur_runtime::Grants;
 use murmur_runtime::tool::ToolInput;
-use murmur_runtime::{Engine, EngineConfig, Grants, LoadedComponent, RunWorld};
 
 fn warm_invocation(c: &mut Criterion) {
     let (runtime, engine) = support::runtime_and_engine();
