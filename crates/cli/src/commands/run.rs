@@ -261,28 +261,13 @@ pub fn run(args: RunArgs) -> Exit {
     let (engine, staged) = (Arc::new(engine), Arc::new(staged));
     let signals = match listen_for_signals(&runtime) {
         Ok(signals) => signals,
-        Err(error) => {
-            return render::failure(
-                args.json,
-                "E-RUN-001",
-                &format!("the signal handlers cannot be installed: {error}"),
-                "retry; this is a problem of the host",
-                Exit::Failed,
-            );
-        }
+        Err(error) => return signals_failed(args.json, &error),
     };
     let mut config = config;
     if !args.serve {
         // A signal cancels the session: the running task ends `canceled` with its end hooks,
         // no other task starts, and the trace is closed.
-        let cancel = session::StopSignal::default();
-        config.cancel = Some(cancel.clone());
-        let mut first = signals.clone();
-        runtime.spawn(async move {
-            if first.wait_for(Option::is_some).await.is_ok() {
-                cancel.stop(session::StopRequest::Canceled);
-            }
-        });
+        config.cancel = Some(cancel_on_signal(&runtime, &signals));
     }
     let outcome = if args.serve {
         // Each principal gets a workspace of its own; one directory worked on in place is one.
@@ -458,24 +443,9 @@ fn run_component(
     // its shell children killed, the trace closed, and `mur` exits 128 + the signal.
     let signals = match listen_for_signals(&runtime) {
         Ok(signals) => signals,
-        Err(error) => {
-            return render::failure(
-                args.json,
-                "E-RUN-001",
-                &format!("the signal handlers cannot be installed: {error}"),
-                "retry; this is a problem of the host",
-                Exit::Failed,
-            );
-        }
+        Err(error) => return signals_failed(args.json, &error),
     };
-    let cancel = session::StopSignal::default();
-    let mut first = signals.clone();
-    let stopper = cancel.clone();
-    runtime.spawn(async move {
-        if first.wait_for(Option::is_some).await.is_ok() {
-            stopper.stop(session::StopRequest::Canceled);
-        }
-    });
+    let cancel = cancel_on_signal(&runtime, &signals);
     let config = CapsuleConfig {
         workdir_root: args
             .workdir
@@ -578,6 +548,33 @@ fn listen_for_signals(
         }
     });
     Ok(receiver)
+}
+
+/// `E-RUN-001`: the signal handlers could not be installed.
+fn signals_failed(json: bool, error: &std::io::Error) -> Exit {
+    render::failure(
+        json,
+        "E-RUN-001",
+        &format!("the signal handlers cannot be installed: {error}"),
+        "retry; this is a problem of the host",
+        Exit::Failed,
+    )
+}
+
+/// A stop the first of `signals` requests (`canceled`).
+fn cancel_on_signal(
+    runtime: &tokio::runtime::Runtime,
+    signals: &tokio::sync::watch::Receiver<Option<EndSignal>>,
+) -> session::StopSignal {
+    let cancel = session::StopSignal::default();
+    let stopper = cancel.clone();
+    let mut first = signals.clone();
+    runtime.spawn(async move {
+        if first.wait_for(Option::is_some).await.is_ok() {
+            stopper.stop(session::StopRequest::Canceled);
+        }
+    });
+    cancel
 }
 
 fn tasks(given: &[String], capsule_dir: &Path) -> Result<Vec<TaskInput>, String> {
