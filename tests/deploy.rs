@@ -118,6 +118,52 @@ fn the_objects_for_a_capsule_are_the_golden_ones_and_pass_the_kubernetes_schema(
     }
 }
 
+/// The door's port: `--port`, else the manifest's `door.port`, else 8080: in the container's
+/// command, its port, and the NetworkPolicy's way in.
+#[test]
+fn the_doors_port_is_the_flags_else_the_manifests_else_8080() {
+    let work = tempfile::tempdir().unwrap();
+    let team = golden_dir().join("team");
+    let dir = work.path().join("team");
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["murmur.yaml", "murmur.lock"] {
+        std::fs::copy(team.join(file), dir.join(file)).unwrap();
+    }
+    let ported = dir.join("murmur.yaml");
+    let text = std::fs::read_to_string(&ported)
+        .unwrap()
+        .replace("door:\n", "door:\n  port: 9090\n");
+    std::fs::write(&ported, text).unwrap();
+    let port_of = |extra: &[&str]| -> (u64, String, u64) {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(extra);
+        let output = deploy(&dir, &args);
+        assert_eq!(output.code, 0, "{output:#?}");
+        let objects = output.json();
+        let items = objects["items"].as_array().unwrap();
+        let of_kind = |kind: &str| items.iter().find(|o| o["kind"] == kind).unwrap();
+        let container = &of_kind("Deployment")["spec"]["template"]["spec"]["containers"][0];
+        let policy = &of_kind("NetworkPolicy")["spec"]["ingress"][0]["ports"][0]["port"];
+        (
+            container["ports"][0]["containerPort"].as_u64().unwrap(),
+            container["args"].to_string(),
+            policy.as_u64().unwrap(),
+        )
+    };
+    let (port, args, policy) = port_of(&[]);
+    assert_eq!((port, policy), (9090, 9090));
+    assert!(args.contains("\"9090\""), "{args}");
+    let (port, args, policy) = port_of(&["--port", "7070"]);
+    assert_eq!((port, policy), (7070, 7070));
+    assert!(
+        args.contains("\"7070\"") && !args.contains("9090"),
+        "{args}"
+    );
+    // The golden capsule names no port: 8080, as its golden objects show.
+    let golden = deploy(&team, &["--json"]).json();
+    assert!(golden.to_string().contains("8080"));
+}
+
 #[test]
 fn the_schema_check_refuses_what_the_api_does_not_have() {
     // The check itself can fail: a field the API lacks, and a number where a string goes.

@@ -1,4 +1,4 @@
-//! `mur deploy kubernetes [DIR] [--image IMAGE] [--capsule-ref REF] [--port N] [--namespace NS]
+//! `mur deploy kubernetes [DIR] --image IMAGE [--capsule-ref REF] [--port N] [--namespace NS]
 //! [--out FILE] [--json]`: the Kubernetes objects that serve a capsule on a cluster.
 //!
 //! What it promises (each object is the API's own shape, so `kubectl apply -f` takes it):
@@ -53,7 +53,7 @@ use crate::environment::{capsule_paths, host_env};
 use crate::exit::Exit;
 use crate::render;
 
-/// The door's port inside the pod, unless `--port` says otherwise.
+/// The door's port inside the pod, unless `--port` or the manifest's `door.port` says otherwise.
 const DEFAULT_PORT: u16 = 8080;
 /// The user and group the container runs as.
 const RUN_AS: u64 = 65532;
@@ -83,9 +83,9 @@ pub struct KubernetesArgs {
     /// `oci://HOST/REPOSITORY@sha256:…` (what `mur push` prints).
     #[arg(long, value_name = "REF")]
     capsule_ref: Option<String>,
-    /// The door's port in the pod.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// The door's port in the pod (default: the manifest's `door.port`, else 8080).
+    #[arg(long)]
+    port: Option<u16>,
     /// The namespace the objects go in (else kubectl's current one).
     #[arg(long)]
     namespace: Option<String>,
@@ -349,7 +349,7 @@ fn plan(
             version: manifest.version.clone(),
             namespace: args.namespace.clone(),
             image,
-            port: args.port,
+            port: args.port.or(manifest.door.port).unwrap_or(DEFAULT_PORT),
             credentials,
             config,
             pulled,
