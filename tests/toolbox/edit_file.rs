@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use murmur_testkit::MurOutput;
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -439,19 +439,7 @@ fn in_a_session_the_model_edits_the_workspace_and_refusals_reach_it() {
         .start()
         .unwrap();
     let dir = capsule(&root.path().join("capsule"), &emulator.url());
-    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .env("EMU_KEY", KEY)
-        .args(["run", "--json"])
-        .arg(&dir)
-        .arg("--workdir")
-        .arg(dir.join("work"))
-        .arg("--workspace")
-        .arg(&workspace)
-        .args(["--task", "make add add two"])
-        .run();
-    assert_eq!(output.code, 0, "{output:#?}");
-    let report = output.json();
-    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    let report = super::run_session(&dir, Some(&workspace), "make add add two");
 
     // The edit landed in place; the outside file is untouched.
     assert_eq!(
@@ -460,15 +448,7 @@ fn in_a_session_the_model_edits_the_workspace_and_refusals_reach_it() {
     );
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "token = 1\n");
 
-    let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let calls: Vec<&Value> = trace
-        .iter()
-        .filter(|e| e["event_type"] == "tool_call")
-        .collect();
+    let calls = super::tool_calls(&report);
     let seen: Vec<(&str, &str)> = calls
         .iter()
         .map(|c| {

@@ -639,17 +639,7 @@ turns:
         &emulator.url(),
         &format!("127.0.0.1:{}", site.addr.port()),
     );
-    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .env("EMU_KEY", KEY)
-        .args(["run", "--json"])
-        .arg(&dir)
-        .arg("--workdir")
-        .arg(dir.join("work"))
-        .args(["--task", "What is new?"])
-        .run();
-    assert_eq!(output.code, 0, "{output:#?}");
-    let report = output.json();
-    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    let report = super::run_session(&dir, None, "What is new?");
 
     // What the model was handed back.
     let requests = emulator.requests();
@@ -677,15 +667,7 @@ turns:
     assert_eq!(paths, ["/page.html", "/data.json"]);
 
     // The trace: every call a read of its URL.
-    let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let calls: Vec<&Value> = trace
-        .iter()
-        .filter(|e| e["event_type"] == "tool_call")
-        .collect();
+    let calls = super::tool_calls(&report);
     let seen: Vec<(&str, &str, &str, &str)> = calls
         .iter()
         .map(|c| {

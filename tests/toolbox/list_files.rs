@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use murmur_testkit::MurOutput;
 use murmur_testkit::emulator::{Emulator, Script};
-use murmur_testkit::{Mur, MurOutput};
 use serde_json::{Value, json};
 
 use super::{KEY, ended, text};
@@ -215,28 +215,11 @@ fn in_a_session_the_model_gets_the_listing_and_the_refusals() {
         .start()
         .unwrap();
     let dir = capsule(&root.path().join("capsule"), &emulator.url());
-    let output = Mur::new(env!("CARGO_BIN_EXE_mur"))
-        .env("EMU_KEY", KEY)
-        .args(["run", "--json"])
-        .arg(&dir)
-        .arg("--workdir")
-        .arg(dir.join("work"))
-        .arg("--workspace")
-        .arg(&ws)
-        .args(["--task", "what is here?"])
-        .run();
-    assert_eq!(output.code, 0, "{output:#?}");
-    let report = output.json();
-    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    let report = super::run_session(&dir, Some(&ws), "what is here?");
 
-    let trace: Vec<Value> = std::fs::read_to_string(report["trace_path"].as_str().unwrap())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let trace = super::tool_calls(&report);
     let calls: Vec<(&str, &str, &str, &str)> = trace
         .iter()
-        .filter(|e| e["event_type"] == "tool_call")
         .map(|c| {
             (
                 c["call_id"].as_str().unwrap(),

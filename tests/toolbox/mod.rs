@@ -57,6 +57,36 @@ fn text(printed: &Value) -> &str {
     printed["output"].as_str().unwrap_or_default()
 }
 
+/// `mur run --json` of the capsule in `dir` on `task` against the emulator (key `KEY`), its
+/// sessions under `dir/work`, working in `workspace` in place when given; the report of a
+/// session that ended `ok`.
+fn run_session(dir: &Path, workspace: Option<&Path>, task: &str) -> Value {
+    let mut mur = Mur::new(env!("CARGO_BIN_EXE_mur"))
+        .env("EMU_KEY", KEY)
+        .args(["run", "--json"])
+        .arg(dir)
+        .arg("--workdir")
+        .arg(dir.join("work"));
+    if let Some(workspace) = workspace {
+        mur = mur.arg("--workspace").arg(workspace);
+    }
+    let output = mur.args(["--task", task]).run();
+    assert_eq!(output.code, 0, "{output:#?}");
+    let report = output.json();
+    assert_eq!(report["exit_status"], "ok", "{report:#}");
+    report
+}
+
+/// The `tool_call` events of the session `report` names, in order.
+fn tool_calls(report: &Value) -> Vec<Value> {
+    std::fs::read_to_string(report["trace_path"].as_str().unwrap())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["event_type"] == "tool_call")
+        .collect()
+}
+
 /// A capsule named `name` in `dir` whose model is the emulator at `endpoint` (the first-party
 /// Anthropic driver, key `${EMU_KEY}`), with the first-party `tools`; `rest` follows its
 /// `inference:` block (lines indented by two spaces add to it).
