@@ -24,7 +24,7 @@ fn builders_path() -> String {
     let node = root.join("target/node-clis/node_modules/.bin");
     assert!(
         python.join("componentize-py").exists() && node.join("componentize-js").exists(),
-        "componentize-py or componentize-js is not installed: run ./scripts/setup"
+        "componentize-py or componentize-js is not installed: run ./scripts/setup --tests"
     );
     format!(
         "{}:{}:{}",

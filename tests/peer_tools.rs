@@ -321,7 +321,7 @@ fn a_researchers_file_lands_in_the_leads_workspace_under_its_task() {
 #[test]
 fn a_canceled_lead_cancels_the_researchers_task() {
     let (researcher, mut served) =
-        researcher("turns:\n  - reply: { text: \"Too late.\" }\n    first_byte_delay_ms: 20000\n");
+        researcher("turns:\n  - reply: { text: \"Too late.\" }\n    first_byte_delay_ms: 60000\n");
     let lead = lead(
         &format!(
             "turns:\n  - reply: {{ tool_calls: [ {} ] }}\n  - reply: {{ text: done }}\n",
@@ -346,6 +346,7 @@ fn a_canceled_lead_cancels_the_researchers_task() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let asked = std::time::Instant::now();
     // SAFETY: a plain kill(2) of the child this test started.
     unsafe { libc::kill(running.id() as i32, libc::SIGTERM) };
     let status = running.wait().unwrap();
@@ -358,8 +359,10 @@ fn a_canceled_lead_cancels_the_researchers_task() {
         if let Some(end) = of_type(&peer_events, "task_end").first() {
             break (*end).clone();
         }
+        // Its model answers 60 s after it was asked: a task ending well before that was
+        // canceled, however slowly a loaded machine got there.
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(15),
+            asked.elapsed() < std::time::Duration::from_secs(45),
             "the researcher's task did not end: {peer_events:#?}"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));

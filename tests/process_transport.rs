@@ -19,7 +19,7 @@ fn clis() -> PathBuf {
     let bin = repo_root().join("target/node-clis/node_modules/.bin");
     assert!(
         bin.join("claude").exists() && bin.join("codex").exists(),
-        "the agent CLIs are not installed: run ./scripts/setup (it runs scripts/node-env)"
+        "the agent CLIs are not installed: run ./scripts/setup --tests (it runs scripts/node-env)"
     );
     bin
 }

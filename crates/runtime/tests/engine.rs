@@ -107,7 +107,10 @@ async fn request_input_outside_an_a2a_task_fails_the_call_at_once() {
 
 /// A component that imports one interface, with its exact type, and exports nothing.
 fn importing(interface: &str, instance_type: &str) -> Vec<u8> {
-    format!("(component (import \"{interface}\" (instance {instance_type})))").into_bytes()
+    wat::parse_str(format!(
+        "(component (import \"{interface}\" (instance {instance_type})))"
+    ))
+    .unwrap()
 }
 
 #[test]
@@ -233,14 +236,15 @@ fn a_hook_of_another_contract_is_refused_naming_the_contract_it_exports() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("component.wasm");
     let component = |export: &str| {
-        format!(
+        wat::parse_str(format!(
             r#"(component
                 (core module $m (func (export "f")))
                 (core instance $i (instantiate $m))
                 (func $f (canon lift (core func $i "f")))
                 (instance $lifecycle (export "on-session-start" (func $f)))
                 (export "{export}" (instance $lifecycle)))"#
-        )
+        ))
+        .unwrap()
     };
     let reason = |export: &str| {
         std::fs::write(&path, component(export)).unwrap();

@@ -33,7 +33,7 @@ pub fn fixture_hook(parent: &Path, name: &str, fixture: &str, manifest_tail: &st
             .join("component.wasm"),
         dir.join("component.wasm"),
     )
-    .expect("the fixture's component: run ./scripts/setup");
+    .expect("the fixture's component: run ./scripts/setup --tests");
     std::fs::write(
         dir.join("murmur.yaml"),
         format!(

@@ -1,5 +1,5 @@
 //! A real OCI registry on loopback for tests: the distribution project's `docker-registry`
-//! (installed by `scripts/setup`), started on a free port with its storage in a temporary
+//! (installed by `scripts/setup --tests`), started on a free port with its storage in a temporary
 //! directory, optionally asking for a user name and password, and stopped when dropped. Its
 //! storage can be tampered with and its tags moved behind its back, as a hostile registry would.
 
@@ -58,7 +58,7 @@ impl OciRegistry {
             .stderr(std::fs::File::create(storage.path().join("registry.err")).expect("the log"))
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("`{PROGRAM}` cannot be started ({e}); `scripts/setup` installs it")
+                panic!("`{PROGRAM}` cannot be started ({e}); `scripts/setup --tests` installs it")
             });
         let registry = OciRegistry {
             child,

@@ -698,8 +698,8 @@ mod tests {
     use super::*;
     use murmur_manifest::Coded;
 
-    /// A component (in the text format the engine compiles too) importing each of `imports`
-    /// (as an instance of one function) and exporting nothing.
+    /// A component importing each of `imports` (as an instance of one function) and exporting
+    /// nothing.
     fn importing(imports: &[&str]) -> Vec<u8> {
         let mut text = String::from("(component\n");
         for import in imports {
@@ -708,14 +708,16 @@ mod tests {
             ));
         }
         text.push(')');
-        text.into_bytes()
+        wat::parse_str(text).unwrap()
     }
 
     #[test]
     fn an_interface_of_types_alone_is_no_import_to_hold_to_the_world() {
         let engine = engine();
-        let text = "(component (import \"murmur:conversation/types@0.1.0\" (instance)))";
-        let (component, _, _) = engine.compile("typed", text.as_bytes()).unwrap();
+        let bytes =
+            wat::parse_str("(component (import \"murmur:conversation/types@0.1.0\" (instance)))")
+                .unwrap();
+        let (component, _, _) = engine.compile("typed", &bytes).unwrap();
         assert!(engine.check_world("typed", &component, World::Hook).is_ok());
         let (component, _, _) = engine
             .compile("caller", &importing(&["murmur:conversation/types@0.1.0"]))

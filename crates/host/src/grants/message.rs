@@ -636,10 +636,34 @@ impl Drop for CancelOnDrop {
             return;
         };
         let (client, url, headers) = (self.client, self.url.clone(), self.headers.clone());
-        runtime.spawn(async move {
+        let sending = runtime.spawn(async move {
             let _ = tokio::time::timeout(CANCEL_WAIT, client.cancel_task(&url, &task_id, &headers))
                 .await;
         });
+        let mut pending = CANCELS_ON_THEIR_WAY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending.retain(|cancel| !cancel.is_finished());
+        pending.push(sending);
+    }
+}
+
+/// The `CancelTask`s of dropped asks not yet answered, process-wide.
+static CANCELS_ON_THEIR_WAY: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Waits until every peer task canceled because its ask was dropped (the call stopped, the
+/// session canceled by a signal) has been told, or its cancel gave up: at most
+/// [`CANCEL_WAIT`]. A session ends through this, so a process that stops right after still
+/// cancels what it asked of its peers.
+pub async fn dropped_asks_canceled() {
+    let pending = std::mem::take(
+        &mut *CANCELS_ON_THEIR_WAY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    for cancel in pending {
+        let _ = cancel.await;
     }
 }
 

@@ -721,6 +721,8 @@ pub async fn run(
             },
         )
         .map_err(trace_error)?;
+    // A peer's task asked for by a call that was stopped is canceled before the session ends.
+    crate::grants::message::dropped_asks_canceled().await;
     let totals = trace.totals();
     let duration_ms = started.elapsed().as_millis() as u64;
     trace

@@ -106,7 +106,7 @@ fn exported(
 ///
 /// Order: the workdir, `on-stage` (before the trace exists), `trace.jsonl` and
 /// `session_start`, `on-session-start`, each task, `on-session-end`, the async hooks' queues
-/// drained, `session_end`.
+/// drained, the peers' tasks of stopped calls canceled, `session_end`.
 pub async fn run(
     engine: Arc<Engine>,
     staged: Arc<Staged>,
@@ -322,6 +322,8 @@ pub(crate) async fn in_session(
         context.session_end(exit_status, ran.count).await
     }
     .await;
+    // A peer's task asked for by a call that was stopped is canceled before the session ends.
+    crate::grants::message::dropped_asks_canceled().await;
     workdir.tidy_scratch();
     let totals = trace.totals();
     let duration_ms = started.elapsed().as_millis() as u64;
