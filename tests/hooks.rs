@@ -1676,7 +1676,9 @@ fn a_full_async_queue_drops_events_when_told_and_traces_each_drop() {
     let dir = tempfile::tempdir().unwrap();
     let slow = Hook {
         mode: "async",
-        entry_extra: ", queue: { capacity: 1, on_overflow: drop, drain_seconds: 2 }",
+        // It spins until its deadline: short, so the test does not spin a core for the
+        // default's 30 s; still past the 2 s drain.
+        entry_extra: ", queue: { capacity: 1, on_overflow: drop, drain_seconds: 2 }, deadline_seconds: 4",
         ..Hook::probe("slow", json!({"respond": {"on-stage": {"arm": "spin"}}}))
     };
     let file = capsule(dir.path(), &emulator.url(), &[slow], "");
