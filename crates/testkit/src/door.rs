@@ -159,11 +159,7 @@ impl Served {
 
     /// POSTs a request whose answer is an SSE stream, to be read event by event.
     pub fn open_stream(&self, body: &Value, headers: &[(&str, &str)]) -> SseStream {
-        let client = client_builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let mut request = client
+        let mut request = shared_client()
             .post(format!("{}/", self.url))
             .header("content-type", "application/json")
             .body(body.to_string());
@@ -186,8 +182,7 @@ impl Served {
 
     /// GETs a path of the door.
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
-        let client = client_builder().build().expect("http client");
-        let mut request = client.get(format!("{}{path}", self.url));
+        let mut request = shared_client().get(format!("{}{path}", self.url));
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -228,11 +223,7 @@ pub struct Answer {
 
 /// POSTs raw bytes as JSON; the whole [`Answer`].
 pub fn post_answer(url: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Answer {
-    let client = client_builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let mut request = client
+    let mut request = shared_client()
         .post(url)
         .header("content-type", "application/json")
         .body(body);
@@ -302,4 +293,20 @@ impl Iterator for SseStream {
 pub fn client_builder() -> reqwest::blocking::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::blocking::Client::builder()
+}
+
+/// The one client of [`Served`]'s requests and [`post`]: a request gives up after 60 s, and
+/// every request opens a connection of its own (none is kept between requests, so a door
+/// stopped and another started on its port is never sent a stale one). Built once: a client
+/// reads the system's root certificates and starts a thread, which thousands of requests
+/// would otherwise pay for each.
+fn shared_client() -> &'static reqwest::blocking::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::blocking::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        client_builder()
+            .timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("http client")
+    })
 }

@@ -11,8 +11,9 @@ pub fn repo_root() -> PathBuf {
         .expect("the repository root")
 }
 
-/// A murmur home shared by the test suite (under `target/`), so the compiled-component cache
-/// is filled once for every test rather than once per test.
+/// A murmur home shared by the test suite (`target/test-murmur-home`), so the compiled-component
+/// cache is filled once for every test rather than once per test (`scripts/setup --tests`
+/// fills it with every artifact and fixture).
 pub fn shared_home() -> PathBuf {
     let home = repo_root().join("target").join("test-murmur-home");
     std::fs::create_dir_all(&home).expect("creating the shared test home");
