@@ -820,14 +820,25 @@ mod tests {
     }
 
     /// A line written to the service, and what it reads back.
+    /// Writes `line` to the service and reads one line back, byte by byte: a buffered reader
+    /// would take a second line already waiting in the pipe with it and lose it.
     async fn echo(service: &mut Service, line: &str) -> String {
-        use tokio::io::AsyncBufReadExt;
+        use tokio::io::AsyncReadExt;
         service.stdin.write_all(line.as_bytes()).await.unwrap();
         service.stdin.flush().await.unwrap();
-        let mut reader = tokio::io::BufReader::new(&mut service.stdout);
-        let mut back = String::new();
-        reader.read_line(&mut back).await.unwrap();
-        back
+        let read_line = async {
+            let mut back = Vec::new();
+            loop {
+                let byte = service.stdout.read_u8().await.unwrap();
+                back.push(byte);
+                if byte == b'\n' {
+                    return String::from_utf8(back).unwrap();
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(60), read_line)
+            .await
+            .expect("the service answered no line within 60 s")
     }
 
     #[tokio::test]
