@@ -934,10 +934,11 @@ fn bytes_under(dir: &Path) -> u64 {
 
 #[test]
 fn a_served_capsule_keeps_its_inputs_on_disk_within_their_bound_dropping_the_oldest_first() {
-    use murmur_door::tasks::HISTORY_DISK_BYTES;
+    // The capsule's own bound (the default, 256 MiB, is the same code with more tasks).
+    const HISTORY_DISK_BYTES: u64 = 24 << 20;
     let capsule = capsule(
         "conversations:\n  - task: \"\"\n    turns:\n      - { text: ok }\n",
-        QUEUE,
+        &format!("{QUEUE}\ndoor: {{ conversations_max_bytes: {HISTORY_DISK_BYTES} }}"),
     );
     let served = capsule.serve();
     // Each input just under the door's 4 MiB body limit, words as a client sends them;

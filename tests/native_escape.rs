@@ -912,10 +912,29 @@ fn shell_call(id: &str, script: String) -> Reply {
     )
 }
 
-/// The user `mur` runs as for `who`, or `None` (said on stderr) when this host cannot.
-fn setup(who: Who) -> Option<Option<(u32, u32)>> {
+/// Sessions run as the unprivileged user take turns. Where no cgroup holds a session, its
+/// process limit is RLIMIT_NPROC, which the kernel counts over all of the user's processes:
+/// another session of the same user starting or ending meanwhile would move this one's
+/// fork-bomb limit.
+static UNPRIVILEGED_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Who may run: the user `mur` runs as for `who` (with the unprivileged user's turn, held
+/// until the test ends), or `None` (said on stderr) when this host cannot.
+struct Runner {
+    owner: Option<(u32, u32)>,
+    _turn: Option<std::sync::MutexGuard<'static, ()>>,
+}
+
+fn setup(who: Who) -> Option<Runner> {
     match runner(who) {
-        Ok(owner) => Some(owner),
+        Ok(owner) => {
+            let turn = owner.map(|_| {
+                UNPRIVILEGED_TURN
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            });
+            Some(Runner { owner, _turn: turn })
+        }
         Err(why) => {
             eprintln!("skipped: {why}");
             None
@@ -1005,7 +1024,8 @@ fn ticks(workspace: &Path) -> Vec<f64> {
 
 /// The whole suite of attacks in one session of `class`, `mur` run by `who`.
 fn suite(class: Class, who: Who) {
-    let Some(owner) = setup(who) else { return };
+    let Some(run_as) = setup(who) else { return };
+    let owner = run_as.owner;
     let session = Session::new(class, owner, |prelude| {
         let mut script = Script::new()
             .with_turn(Turn::reply(Reply::default().with_tool_call(
@@ -1289,7 +1309,8 @@ fn suite(class: Class, who: Who) {
 /// A session of `class` run by `who` whose MCP server and shell call each leave a setsid
 /// daemon, `mur` SIGKILLed while the shell call still runs: held, no daemon lives on.
 fn killed_mid_session(class: Class, who: Who) {
-    let Some(owner) = setup(who) else { return };
+    let Some(run_as) = setup(who) else { return };
+    let owner = run_as.owner;
     let session = Session::new(class, owner, |prelude| {
         Script::new()
             .with_turn(Turn::reply(Reply::default().with_tool_call(

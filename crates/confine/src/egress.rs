@@ -24,6 +24,11 @@
 //!   or `408`), an upstream connect within 10 s (else `504`), a tunnel idle for 300 s is closed,
 //!   and at most 256 connections at once per proxy (past it: `503`, or a forwarded connection
 //!   closed at once).
+//! - **What a child sent before it ended is delivered**: [`Egress::finish`], once the child is
+//!   gone, accepts the connections it left queued and carries each of them and every open one
+//!   until what the child sent has reached the upstream (the upstream's answer has no reader
+//!   left), at most for the time it is given. A child that connects, writes and exits at once
+//!   loses nothing.
 //! - **Dropping an [`Egress`]** stops accepting (the child's listeners close) and ends every open
 //!   tunnel.
 
@@ -212,15 +217,20 @@ impl Default for EgressLimits {
 pub(crate) struct Egress {
     /// Dropped to end every connection's task.
     stop: Option<watch::Sender<()>>,
+    /// Set when the child is gone ([`Egress::finish`]).
+    finishing: watch::Sender<bool>,
     accepts: Vec<JoinHandle<()>>,
     events: EgressEvents,
+    shared: Arc<Shared>,
 }
 
 struct Shared {
     rules: Vec<NetworkRule>,
     events: EgressEvents,
     limits: EgressLimits,
+    /// One per open connection: all of them back means no connection is open.
     permits: Arc<Semaphore>,
+    finishing: watch::Receiver<bool>,
 }
 
 impl Egress {
@@ -246,11 +256,13 @@ impl Egress {
         limits: EgressLimits,
     ) -> Egress {
         let (stop, stopped) = watch::channel(());
+        let (finishing, finishing_seen) = watch::channel(false);
         let shared = Arc::new(Shared {
             rules,
             events: events.clone(),
             limits,
             permits: Arc::new(Semaphore::new(limits.max_connections)),
+            finishing: finishing_seen,
         });
         let mut accepts = Vec::new();
         let listeners = std::iter::once((None, proxy))
@@ -272,8 +284,27 @@ impl Egress {
         }
         Egress {
             stop: Some(stop),
+            finishing,
             accepts,
             events,
+            shared,
+        }
+    }
+
+    /// Called once the child is gone: the connections it left queued are accepted, and this
+    /// returns when every connection has delivered what the child sent (or after `limit`, when
+    /// the rest are ended). Nothing new can arrive: the child is gone.
+    pub(crate) async fn finish(&mut self, limit: Duration) {
+        let _ = self.finishing.send(true);
+        let all_delivered = async {
+            for accept in &mut self.accepts {
+                let _ = accept.await;
+            }
+            let open = u32::try_from(self.shared.limits.max_connections).unwrap_or(u32::MAX);
+            let _ = self.shared.permits.acquire_many(open).await;
+        };
+        if tokio::time::timeout(limit, all_delivered).await.is_err() {
+            self.stop.take();
         }
     }
 
@@ -327,49 +358,75 @@ fn tokio_listener(
         .map_err(|error| (port, error))
 }
 
-/// Accepts on `listener` (the proxy's, or forwarded port `forward`'s) until aborted.
+/// Accepts on `listener` (the proxy's, or forwarded port `forward`'s) until aborted, or until
+/// the child is gone: then what it left queued is accepted, and no more.
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     forward: Option<u16>,
     shared: Arc<Shared>,
     stopped: watch::Receiver<()>,
 ) {
+    let mut finishing = shared.finishing.clone();
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = finishing.wait_for(|gone| *gone) => break,
+        };
+        match accepted {
+            Ok((stream, _)) => take(stream, forward, &shared, &stopped),
             Err(_) => {
                 // Out of descriptors, or the child reset before it was accepted: breathe.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
             }
-        };
-        let Ok(permit) = shared.permits.clone().try_acquire_owned() else {
-            shared.events.on_busy();
-            if forward.is_none() {
-                // A new socket's send buffer is empty: this short answer fits without waiting.
-                let _ = stream.try_write(&response(
-                    503,
-                    "the egress proxy is at its limit of connections",
-                ));
-            }
-            continue;
-        };
-        let shared = shared.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let work = async {
-                match forward {
-                    None => proxy(stream, &shared).await,
-                    Some(port) => forward_to(stream, port, &shared).await,
-                }
-            };
-            tokio::select! {
-                () = work => {}
-                _ = stopped.changed() => {}
-            }
-        });
+        }
     }
+    // The listener is non-blocking: accepting ends with the queue.
+    let Ok(listener) = listener.into_std() else {
+        return;
+    };
+    while let Ok((stream, _)) = listener.accept() {
+        let stream = stream
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(stream));
+        if let Ok(stream) = stream {
+            take(stream, forward, &shared, &stopped);
+        }
+    }
+}
+
+/// One accepted connection, served on a task of its own (or turned away past the bound).
+fn take(
+    stream: TcpStream,
+    forward: Option<u16>,
+    shared: &Arc<Shared>,
+    stopped: &watch::Receiver<()>,
+) {
+    let Ok(permit) = shared.permits.clone().try_acquire_owned() else {
+        shared.events.on_busy();
+        if forward.is_none() {
+            // A new socket's send buffer is empty: this short answer fits without waiting.
+            let _ = stream.try_write(&response(
+                503,
+                "the egress proxy is at its limit of connections",
+            ));
+        }
+        return;
+    };
+    let shared = shared.clone();
+    let mut stopped = stopped.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let work = async {
+            match forward {
+                None => proxy(stream, &shared).await,
+                Some(port) => forward_to(stream, port, &shared).await,
+            }
+        };
+        tokio::select! {
+            () = work => {}
+            _ = stopped.changed() => {}
+        }
+    });
 }
 
 /// A complete response with a one-line body.
@@ -465,26 +522,31 @@ async fn proxy(mut client: TcpStream, shared: &Shared) {
         }
     };
     let mut upstream = upstream;
-    match &head.target {
-        Target::Connect(_) => {
-            if client
-                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                .await
-                .is_err()
-            {
-                return;
-            }
-        }
-        Target::Http { .. } => {
-            if upstream.write_all(&head.origin_request()).await.is_err() {
-                return;
-            }
-        }
+    if let Target::Http { .. } = &head.target
+        && upstream.write_all(&head.origin_request()).await.is_err()
+    {
+        return;
     }
+    // What the child sent after the head goes upstream before the tunnel is answered: a child
+    // that is already gone cannot take the answer, and what it sent is delivered all the same.
     if !rest.is_empty() && upstream.write_all(rest).await.is_err() {
         return;
     }
-    relay(client, upstream, limits.idle_timeout).await;
+    if let Target::Connect(_) = &head.target
+        && client
+            .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            .await
+            .is_err()
+    {
+        return;
+    }
+    relay(
+        client,
+        upstream,
+        limits.idle_timeout,
+        shared.finishing.clone(),
+    )
+    .await;
 }
 
 /// A connection accepted on forwarded port `port`: relayed to the host's `127.0.0.1:port`.
@@ -506,7 +568,13 @@ async fn forward_to(client: TcpStream, port: u16, shared: &Shared) {
     else {
         return;
     };
-    relay(client, upstream, shared.limits.idle_timeout).await;
+    relay(
+        client,
+        upstream,
+        shared.limits.idle_timeout,
+        shared.finishing.clone(),
+    )
+    .await;
 }
 
 impl Shared {
@@ -567,16 +635,34 @@ impl Clock {
     }
 }
 
-/// Relays bytes both ways until both directions end (each end's EOF is passed on as a
-/// half-close), or until nothing moved for `idle`.
-async fn relay(a: TcpStream, b: TcpStream, idle: Duration) {
+/// Relays bytes both ways between `child` and `upstream` until both directions end (each end's
+/// EOF is passed on as a half-close), until nothing moved for `idle`, or, once the child is
+/// gone (`finishing`), as soon as what it sent has gone upstream.
+async fn relay(
+    child: TcpStream,
+    upstream: TcpStream,
+    idle: Duration,
+    mut finishing: watch::Receiver<bool>,
+) {
     let clock = Clock {
         start: Instant::now(),
         last: AtomicU64::new(0),
     };
-    let (a_read, a_write) = a.into_split();
-    let (b_read, b_write) = b.into_split();
-    let both = async { tokio::join!(pump(a_read, b_write, &clock), pump(b_read, a_write, &clock)) };
+    let (child_read, child_write) = child.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    let both = async {
+        let mut sent = std::pin::pin!(pump(child_read, upstream_write, &clock));
+        let mut answered = std::pin::pin!(pump(upstream_read, child_write, &clock));
+        let (mut sent_done, mut answered_done) = (false, false);
+        while !(sent_done && answered_done) {
+            tokio::select! {
+                () = &mut sent, if !sent_done => sent_done = true,
+                () = &mut answered, if !answered_done => answered_done = true,
+                // No one is left to read the answer.
+                _ = finishing.wait_for(|gone| *gone), if sent_done => return,
+            }
+        }
+    };
     let watchdog = async {
         loop {
             let quiet = clock.idle();
@@ -1396,6 +1482,71 @@ except OSError as e:
             io::ErrorKind::WouldBlock
         );
         drop(egress);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_a_child_sent_before_it_ended_is_delivered_when_it_is_finished() {
+        // The host's listeners accept only once everything is over.
+        let forwarded = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let forwarded_port = forwarded.local_addr().unwrap().port();
+        let tunneled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tunneled_port = tunneled.local_addr().unwrap().port();
+        let script = r#"
+import os, socket
+P, Q = int(os.environ["P"]), int(os.environ["Q"])
+s = socket.create_connection(("127.0.0.1", P), timeout=10)
+s.sendall(b"forwarded, then gone")
+s.close()
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\ntunneled, then gone" % Q)
+s.close()
+print("sent")
+"#;
+        let plan = NetnsPlan::new(3128, &[forwarded_port]);
+        let env = child_env(
+            &[
+                ("P", forwarded_port.to_string()),
+                ("Q", tunneled_port.to_string()),
+            ],
+            true,
+        );
+        let (child, proxy, forwards) = python_in_netns(&plan, script, &env);
+        // Nothing is served before the child has ended: all it did waits in the queues.
+        assert_eq!(wait_output(child).await, "sent\n");
+        let mut egress = Egress::serve(
+            proxy,
+            plan.forwarded_ports()
+                .iter()
+                .copied()
+                .zip(forwards)
+                .collect(),
+            rules(&[
+                format!("127.0.0.1:{forwarded_port}"),
+                format!("127.0.0.1:{tunneled_port}"),
+            ]),
+            EgressEvents::default(),
+        );
+        let started = Instant::now();
+        egress.finish(Duration::from_secs(10)).await;
+        let finished = started.elapsed();
+        let received = tokio::task::spawn_blocking(move || {
+            [forwarded, tunneled].map(|listener| {
+                listener.set_nonblocking(true).unwrap();
+                let (mut stream, _) = listener.accept().expect("the host was connected to");
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                let mut got = String::new();
+                stream.read_to_string(&mut got).unwrap();
+                got
+            })
+        })
+        .await
+        .unwrap();
+        assert_eq!(received, ["forwarded, then gone", "tunneled, then gone"]);
+        // Done when delivered, not at the bound.
+        assert!(finished < Duration::from_secs(5), "{finished:?}");
     }
 
     /// A proxy on a host listener (the bounds do not depend on the namespace).

@@ -340,6 +340,14 @@ impl ServiceGuard {
         self.child.wait().await
     }
 
+    /// Ends the command's whole tree now, then waits (at most `limit`) until what it sent
+    /// through its network namespace has been delivered and its refused system calls are
+    /// counted, so that [`ServiceGuard::report`] is final.
+    pub async fn end(&mut self, limit: Duration) {
+        self.hold.end();
+        self.hold.settle(limit).await;
+    }
+
     /// What the kernel refused the child so far, and the limits it hit.
     pub fn report(&self) -> HoldReport {
         self.hold.report()

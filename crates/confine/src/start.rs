@@ -451,13 +451,23 @@ impl Hold {
     }
 
     /// Waits (at most `limit`) until every process of the child is gone, so that
-    /// [`Hold::report`]'s counts of refused system calls are final; call it after
-    /// [`Hold::end`].
-    pub async fn settle(&self, limit: std::time::Duration) {
-        if let Some(refusals) = self.refusals.clone() {
-            // The wait blocks a thread: not one of the runtime's workers.
-            let _ = tokio::task::spawn_blocking(move || refusals.settle(limit)).await;
-        }
+    /// [`Hold::report`]'s counts of refused system calls are final, and until what the child
+    /// sent through its network namespace before it ended has reached where it was going;
+    /// call it after [`Hold::end`].
+    pub async fn settle(&mut self, limit: std::time::Duration) {
+        let refusals = self.refusals.clone();
+        let processes_gone = async move {
+            if let Some(refusals) = refusals {
+                // The wait blocks a thread: not one of the runtime's workers.
+                let _ = tokio::task::spawn_blocking(move || refusals.settle(limit)).await;
+            }
+        };
+        let delivered = async {
+            if let Some(egress) = &mut self.egress {
+                egress.finish(limit).await;
+            }
+        };
+        tokio::join!(processes_gone, delivered);
     }
 
     /// What was refused and which limits were hit, so far.

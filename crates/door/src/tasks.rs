@@ -35,7 +35,8 @@
 //!   longest ago is forgotten (GetTask then answers task-not-found); the one that ended last
 //!   is always kept.
 //! - Contexts with a saved conversation: at most [`CONTEXTS_KEPT`] of them, taking at most
-//!   [`HISTORY_DISK_BYTES`] on disk in all (the conversations hold the tasks' inputs). Past
+//!   [`HISTORY_DISK_BYTES`] on disk in all (the conversations hold the tasks' inputs), or the
+//!   bound the capsule sets ([`TaskStore::bound_conversations`]). Past
 //!   either, [`TaskStore::ran`] names the contexts no task uses, the one whose last task ended
 //!   longest ago first, for the served session to delete (it always keeps the one that ended
 //!   last); their owners are forgotten once they are gone.
@@ -88,8 +89,9 @@ pub const UNFINISHED_BYTES: usize = 256 * 1024 * 1024;
 /// The most contexts whose conversation a served capsule keeps (and remembers the owner of).
 pub const CONTEXTS_KEPT: usize = 10_000;
 /// The most bytes the kept contexts' conversations take on disk in all (256 MiB), under the
-/// session workdir's `contexts/`.
-pub const HISTORY_DISK_BYTES: u64 = 256 * 1024 * 1024;
+/// session workdir's `contexts/`, unless the capsule sets another bound
+/// (`door.conversations_max_bytes`).
+pub const HISTORY_DISK_BYTES: u64 = murmur_manifest::door::CONVERSATIONS_MAX_BYTES;
 
 /// `answer` as a completed task's status message shows it: whole up to [`STATUS_TEXT_LIMIT`],
 /// else cut there with a note saying where the rest is.
@@ -224,6 +226,9 @@ struct Inner {
     /// How many contexts have a conversation saved, and its bytes in all.
     histories: usize,
     history_bytes: u64,
+    /// The most bytes the conversations may take ([`TaskStore::bound_conversations`]); `None`:
+    /// [`HISTORY_DISK_BYTES`].
+    history_limit: Option<u64>,
     /// The tasks the session took and has not reported back, with their context.
     running: HashMap<String, String>,
     /// Tasks that have neither ended nor been taken by the session: the queue.
@@ -328,14 +333,14 @@ impl Inner {
     }
 
     /// The idle contexts whose conversations to drop, the one idle longest first, until at
-    /// most [`CONTEXTS_KEPT`] conversations and [`HISTORY_DISK_BYTES`] remain (the one idle
-    /// the shortest time is kept).
+    /// most [`CONTEXTS_KEPT`] conversations and their bound of bytes remain (the one idle the
+    /// shortest time is kept).
     fn over_budget(&self) -> Vec<String> {
         let (mut count, mut bytes) = (self.histories, self.history_bytes);
         let mut dropped = Vec::new();
         let keep_last = self.idle.len().saturating_sub(1);
         for context_id in self.idle.values().take(keep_last) {
-            if count <= CONTEXTS_KEPT && bytes <= HISTORY_DISK_BYTES {
+            if count <= CONTEXTS_KEPT && bytes <= self.history_limit.unwrap_or(HISTORY_DISK_BYTES) {
                 break;
             }
             let size = self
@@ -437,6 +442,12 @@ impl TaskStore {
     /// not waiting.
     pub fn bound_waiting(&self, depth: usize) {
         self.lock().waiting_limit = Some(depth);
+    }
+
+    /// Bounds the bytes the kept conversations take on disk in all to `bytes` (instead of
+    /// [`HISTORY_DISK_BYTES`]).
+    pub fn bound_conversations(&self, bytes: u64) {
+        self.lock().history_limit = Some(bytes);
     }
 
     /// A new task in `submitted`, its history holding `message`; the signal that stops it.
@@ -1343,6 +1354,19 @@ mod tests {
             NotCreated::OthersContext
         );
         assert!(store.get("b", None).is_none());
+    }
+
+    #[test]
+    fn a_capsules_own_disk_budget_replaces_the_default() {
+        let store = TaskStore::default();
+        store.bound_conversations(1000);
+        assert!(run(&store, "t0", "c0", "ops", Some(400)).is_empty());
+        assert!(run(&store, "t1", "c1", "ops", Some(400)).is_empty());
+        // 1,200 bytes: past the capsule's 1,000 (far within the default), the oldest goes.
+        assert_eq!(
+            run(&store, "t2", "c2", "ops", Some(400)),
+            vec!["c0".to_string()]
+        );
     }
 
     #[test]

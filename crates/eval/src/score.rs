@@ -387,8 +387,10 @@ async fn run_command(command: &CommandExpect, workspace: &Path, hold: &Hold) -> 
     let stderr = tokio::spawn(drain(stderr, STDERR_KEPT));
     let limit = Duration::from_secs(command.timeout_seconds);
     let waited = tokio::time::timeout(limit, guard.wait()).await;
+    // The command is over (or out of time): whatever it left running dies with its tree, and
+    // what it sent before it ended is delivered.
+    guard.end(Duration::from_secs(1)).await;
     let report = guard.report();
-    // The command is over (or out of time): whatever it left running dies with its tree.
     drop(guard);
     let status = match waited {
         Err(_) => {

@@ -401,6 +401,7 @@ codes! {
     E_A2A_029 = "E-A2A-029": "a named peer's agent card cannot be fetched, and the manifest gives no `description` the model could be told instead";
     W_A2A_030 = "W-A2A-030": "a named peer's agent card cannot be fetched; the manifest's `description` is used, unpinned";
     E_A2A_031 = "E-A2A-031": "`door.a2a_versions` is empty, names a version the door does not speak (it speaks `0.3` and `1.0`), or names one twice";
+    E_A2A_032 = "E-A2A-032": "`door.conversations_max_bytes` is less than 1 MiB";
 
     E_CTL_001 = "E-CTL-001": "a `control.settings` or `control.agent_settings` entry is not a setting that may be granted there";
     E_CTL_002 = "E-CTL-002": "a `control.secrets` name is empty or contains `=` or whitespace";

@@ -9,6 +9,7 @@
 //!   input_modes: [text/plain]
 //!   output_modes: [text/plain, application/json]
 //!   a2a_versions: ["1.0"]
+//!   conversations_max_bytes: 67108864
 //!   port: 8080
 //! peers:
 //!   - { url: "http://127.0.0.1:9000", bearer: "${PEER_TOKEN}" }
@@ -37,6 +38,9 @@
 //!   (`VersionNotSupported`, -32009). A version written as a YAML number (`1.0`) is read as the
 //!   text it is. An empty list, a version other than `0.3` and `1.0`, or one listed twice is
 //!   `E-A2A-031`.
+//! - **What conversations keep on disk is bounded.** `conversations_max_bytes` (default 256 MiB,
+//!   at least 1 MiB, else `E-A2A-032`) is the most the saved conversations of a served
+//!   capsule's contexts take in all; past it the one idle longest is deleted.
 //! - **The port is the manifest's unless the command line says.** `port` is the port
 //!   `mur run --serve` listens on when no `--port` is given (absent: one the system chooses).
 //! - **A peer entry matches by origin.** `peers[].url` is an http(s) URL in
@@ -88,7 +92,16 @@ pub struct Door {
     /// The port `mur run --serve` listens on without `--port`.
     #[serde(default)]
     pub port: Option<u16>,
+    /// The most bytes the kept conversations of a served capsule's contexts take on disk in
+    /// all; absent: [`CONVERSATIONS_MAX_BYTES`].
+    #[serde(default)]
+    pub conversations_max_bytes: Option<u64>,
 }
+
+/// What `door.conversations_max_bytes` is when absent (256 MiB).
+pub const CONVERSATIONS_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// The least `door.conversations_max_bytes` may be (1 MiB).
+pub const CONVERSATIONS_LEAST_BYTES: u64 = 1024 * 1024;
 
 /// The A2A versions a door can speak, as `door.a2a_versions` names them.
 pub const A2A_VERSIONS: [&str; 2] = ["0.3", "1.0"];
@@ -140,6 +153,7 @@ impl Default for Door {
             tls: None,
             a2a_versions: all_versions(),
             port: None,
+            conversations_max_bytes: None,
         }
     }
 }
@@ -468,6 +482,19 @@ impl Door {
         }
         self.validate_reach(found);
         self.validate_versions(found);
+        if let Some(bytes) = self
+            .conversations_max_bytes
+            .filter(|bytes| *bytes < CONVERSATIONS_LEAST_BYTES)
+        {
+            found.push(
+                Diagnostic::new(
+                    code::E_A2A_032,
+                    format!("`door.conversations_max_bytes` is {bytes}: less than 1 MiB would keep no more than the last conversation"),
+                )
+                .hint("write at least 1048576 (1 MiB), or remove the key for 256 MiB")
+                .at_path("door.conversations_max_bytes"),
+            );
+        }
         if !self.output_modes.is_empty() && !self.output_modes.iter().any(|m| m == "text/plain") {
             found.push(
                 Diagnostic::new(

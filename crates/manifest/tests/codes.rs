@@ -1225,6 +1225,30 @@ fn e_a2a_031_a2a_versions_empty_unknown_or_twice() {
     assert!(twice.message.contains("lists `1.0` twice"), "{twice}");
 }
 
+#[test]
+fn e_a2a_032_conversations_max_bytes_below_one_mebibyte() {
+    let text = format!("{VALID}door:\n  conversations_max_bytes: 4096\n");
+    let loaded = load_text(&text);
+    let d = only(&loaded, "E-A2A-032");
+    assert_at(&d, &text, "4096");
+    assert!(d.message.contains("is 4096"), "{d}");
+    assert_hint(&d, "at least 1048576");
+    // 1 MiB is taken, and absent is the default.
+    let capsule = |text: &str| {
+        let loaded = load_text(text);
+        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+            panic!("not a capsule")
+        };
+        capsule
+    };
+    let kept = capsule(&format!(
+        "{VALID}door: {{ conversations_max_bytes: 1048576 }}\n"
+    ));
+    assert_eq!(kept.door.conversations_max_bytes, Some(1 << 20));
+    assert_eq!(capsule(VALID).door.conversations_max_bytes, None);
+}
+
 /// A capsule written for another Murmur runtime: its gateway beside the model, its port under
 /// `network`, its queue by depth alone.
 const OTHER_RUNTIME: &str = r#"name: reviewer
