@@ -20,11 +20,7 @@ inference:
 
 #[test]
 fn the_base_capsule_loads_cleanly() {
-    let loaded = load_text(VALID);
-    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
-    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
-        panic!("not a capsule")
-    };
+    let capsule = clean_capsule(VALID);
     assert_eq!(capsule.name, "reviewer");
     assert_eq!(capsule.inference.unwrap().max_turns, 10);
 }
@@ -1181,21 +1177,13 @@ fn e_a2a_026_a_peers_tool_has_a_declared_tools_name() {
 
 #[test]
 fn door_a2a_versions_default_to_both_and_take_one_written_as_a_number() {
-    let capsule = |text: &str| {
-        let loaded = load_text(text);
-        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
-        let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
-            panic!("not a capsule")
-        };
-        capsule
-    };
-    let both = capsule(VALID);
+    let both = clean_capsule(VALID);
     assert_eq!(both.door.a2a_versions, ["0.3", "1.0"]);
     assert!(both.door.serves("0.3") && both.door.serves("1.0"));
-    let one = capsule(&format!("{VALID}door:\n  a2a_versions: [ 1.0 ]\n"));
+    let one = clean_capsule(&format!("{VALID}door:\n  a2a_versions: [ 1.0 ]\n"));
     assert_eq!(one.door.a2a_versions, ["1.0"]);
     assert!(one.door.serves("1.0") && !one.door.serves("0.3"));
-    let quoted = capsule(&format!("{VALID}door: {{ a2a_versions: [ \"0.3\" ] }}\n"));
+    let quoted = clean_capsule(&format!("{VALID}door: {{ a2a_versions: [ \"0.3\" ] }}\n"));
     assert!(quoted.door.serves("0.3") && !quoted.door.serves("1.0"));
 }
 
@@ -1234,19 +1222,11 @@ fn e_a2a_032_conversations_max_bytes_below_one_mebibyte() {
     assert!(d.message.contains("is 4096"), "{d}");
     assert_hint(&d, "at least 1048576");
     // 1 MiB is taken, and absent is the default.
-    let capsule = |text: &str| {
-        let loaded = load_text(text);
-        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
-        let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
-            panic!("not a capsule")
-        };
-        capsule
-    };
-    let kept = capsule(&format!(
+    let kept = clean_capsule(&format!(
         "{VALID}door: {{ conversations_max_bytes: 1048576 }}\n"
     ));
     assert_eq!(kept.door.conversations_max_bytes, Some(1 << 20));
-    assert_eq!(capsule(VALID).door.conversations_max_bytes, None);
+    assert_eq!(clean_capsule(VALID).door.conversations_max_bytes, None);
 }
 
 /// A capsule written for another Murmur runtime: its gateway beside the model, its port under

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use murmur_manifest::{Diagnostic, Loaded, Manifest, load, load_str};
+use murmur_manifest::{CapsuleManifest, Diagnostic, Loaded, Manifest, load, load_str};
 
 /// An environment with nothing set.
 pub fn no_env(_: &str) -> Option<String> {
@@ -43,6 +43,16 @@ impl Written {
 pub fn load_text(text: &str) -> Loaded<Manifest> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     load_str(text, &dir.path().join("murmur.yaml"), &no_env)
+}
+
+/// `text` loaded as [`load_text`] does, failing unless it is a capsule with no diagnostic.
+pub fn clean_capsule(text: &str) -> CapsuleManifest {
+    let loaded = load_text(text);
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    let Some(Manifest::Capsule(capsule)) = loaded.manifest else {
+        panic!("not a capsule")
+    };
+    capsule
 }
 
 /// The one diagnostic with `code`, failing if there is none or more than one.
