@@ -935,10 +935,10 @@ fn bytes_under(dir: &Path) -> u64 {
 #[test]
 fn a_served_capsule_keeps_its_inputs_on_disk_within_their_bound_dropping_the_oldest_first() {
     // The capsule's own bound (the default, 256 MiB, is the same code with more tasks).
-    const HISTORY_DISK_BYTES: u64 = 24 << 20;
+    const CONVERSATIONS_MAX_BYTES: u64 = 24 << 20;
     let capsule = capsule(
         "conversations:\n  - task: \"\"\n    turns:\n      - { text: ok }\n",
-        &format!("{QUEUE}\ndoor: {{ conversations_max_bytes: {HISTORY_DISK_BYTES} }}"),
+        &format!("{QUEUE}\ndoor: {{ conversations_max_bytes: {CONVERSATIONS_MAX_BYTES} }}"),
     );
     let served = capsule.serve();
     // Each input just under the door's 4 MiB body limit, words as a client sends them;
@@ -953,7 +953,7 @@ fn a_served_capsule_keeps_its_inputs_on_disk_within_their_bound_dropping_the_old
             }
         })
         .collect();
-    let count = (HISTORY_DISK_BYTES / 4_000_000) as usize + 6;
+    let count = (CONVERSATIONS_MAX_BYTES / 4_000_000) as usize + 6;
     let started = std::time::Instant::now();
     let mut contexts = Vec::new();
     for n in 0..count {
@@ -986,9 +986,9 @@ fn a_served_capsule_keeps_its_inputs_on_disk_within_their_bound_dropping_the_old
     // What is left on disk: the conversations within their bound, and close to it; the whole
     // workdir little more.
     let conversations = bytes_under(&session.join("contexts"));
-    assert!(conversations <= HISTORY_DISK_BYTES, "{conversations}");
+    assert!(conversations <= CONVERSATIONS_MAX_BYTES, "{conversations}");
     assert!(
-        conversations > HISTORY_DISK_BYTES - 3 * 4_100_000,
+        conversations > CONVERSATIONS_MAX_BYTES - 3 * 4_100_000,
         "{conversations}"
     );
     let workdir = bytes_under(&session);

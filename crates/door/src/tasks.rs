@@ -35,8 +35,9 @@
 //!   longest ago is forgotten (GetTask then answers task-not-found); the one that ended last
 //!   is always kept.
 //! - Contexts with a saved conversation: at most [`CONTEXTS_KEPT`] of them, taking at most
-//!   [`HISTORY_DISK_BYTES`] on disk in all (the conversations hold the tasks' inputs), or the
-//!   bound the capsule sets ([`TaskStore::bound_conversations`]). Past
+//!   [`CONVERSATIONS_MAX_BYTES`] on disk in all under the session workdir's `contexts/` (the
+//!   conversations hold the tasks' inputs), or the bound the capsule sets
+//!   (`door.conversations_max_bytes`, [`TaskStore::bound_conversations`]). Past
 //!   either, [`TaskStore::ran`] names the contexts no task uses, the one whose last task ended
 //!   longest ago first, for the served session to delete (it always keeps the one that ended
 //!   last); their owners are forgotten once they are gone.
@@ -59,6 +60,7 @@ use murmur_a2a::model::{
     Artifact, ListTasksParams, ListTasksResult, Message, Part, Role, StreamEvent, Task,
     TaskArtifactUpdate, TaskState, TaskStatus, TaskStatusUpdate,
 };
+use murmur_manifest::door::CONVERSATIONS_MAX_BYTES;
 use tokio::sync::{oneshot, watch};
 
 use murmur_runtime::session::{StopRequest, StopSignal, new_id};
@@ -88,10 +90,6 @@ pub const FINISHED_BYTES: usize = 256 * 1024 * 1024;
 pub const UNFINISHED_BYTES: usize = 256 * 1024 * 1024;
 /// The most contexts whose conversation a served capsule keeps (and remembers the owner of).
 pub const CONTEXTS_KEPT: usize = 10_000;
-/// The most bytes the kept contexts' conversations take on disk in all (256 MiB), under the
-/// session workdir's `contexts/`, unless the capsule sets another bound
-/// (`door.conversations_max_bytes`).
-pub const HISTORY_DISK_BYTES: u64 = murmur_manifest::door::CONVERSATIONS_MAX_BYTES;
 
 /// `answer` as a completed task's status message shows it: whole up to [`STATUS_TEXT_LIMIT`],
 /// else cut there with a note saying where the rest is.
@@ -227,7 +225,7 @@ struct Inner {
     histories: usize,
     history_bytes: u64,
     /// The most bytes the conversations may take ([`TaskStore::bound_conversations`]); `None`:
-    /// [`HISTORY_DISK_BYTES`].
+    /// [`CONVERSATIONS_MAX_BYTES`].
     history_limit: Option<u64>,
     /// The tasks the session took and has not reported back, with their context.
     running: HashMap<String, String>,
@@ -340,7 +338,9 @@ impl Inner {
         let mut dropped = Vec::new();
         let keep_last = self.idle.len().saturating_sub(1);
         for context_id in self.idle.values().take(keep_last) {
-            if count <= CONTEXTS_KEPT && bytes <= self.history_limit.unwrap_or(HISTORY_DISK_BYTES) {
+            if count <= CONTEXTS_KEPT
+                && bytes <= self.history_limit.unwrap_or(CONVERSATIONS_MAX_BYTES)
+            {
                 break;
             }
             let size = self
@@ -445,7 +445,7 @@ impl TaskStore {
     }
 
     /// Bounds the bytes the kept conversations take on disk in all to `bytes` (instead of
-    /// [`HISTORY_DISK_BYTES`]).
+    /// [`CONVERSATIONS_MAX_BYTES`]).
     pub fn bound_conversations(&self, bytes: u64) {
         self.lock().history_limit = Some(bytes);
     }
@@ -543,7 +543,7 @@ impl TaskStore {
 
     /// The session is done with task `id`, whose context's conversation now takes `history`
     /// bytes on disk (`None`: it has none saved). Returns the contexts whose conversations must
-    /// go to keep within [`CONTEXTS_KEPT`] and [`HISTORY_DISK_BYTES`], the one whose last task
+    /// go to keep within [`CONTEXTS_KEPT`] and [`CONVERSATIONS_MAX_BYTES`], the one whose last task
     /// ended longest ago first: delete each, then tell the store
     /// ([`TaskStore::history_dropped`]).
     pub fn ran(&self, id: &str, history: Option<u64>) -> Vec<String> {
@@ -1372,7 +1372,7 @@ mod tests {
     #[test]
     fn conversations_past_the_disk_budget_go_oldest_first_and_the_last_stays() {
         let store = TaskStore::default();
-        let quarter = HISTORY_DISK_BYTES / 4;
+        let quarter = CONVERSATIONS_MAX_BYTES / 4;
         for n in 0..4 {
             assert!(
                 run(
@@ -1385,7 +1385,7 @@ mod tests {
                 .is_empty()
             );
         }
-        assert_eq!(store.usage().history_bytes, HISTORY_DISK_BYTES);
+        assert_eq!(store.usage().history_bytes, CONVERSATIONS_MAX_BYTES);
         // One byte over: the context idle longest goes.
         assert_eq!(
             run(&store, "t4", "c4", "ops", Some(1)),
@@ -1395,13 +1395,13 @@ mod tests {
         assert!(store.context_free_for("c0", Some("ci")));
         assert_eq!(store.usage().history_bytes, 3 * quarter + 1);
         // A conversation bigger than the budget alone: every other goes, it stays.
-        let dropped = run(&store, "t5", "c5", "ops", Some(HISTORY_DISK_BYTES + 1));
+        let dropped = run(&store, "t5", "c5", "ops", Some(CONVERSATIONS_MAX_BYTES + 1));
         assert_eq!(dropped, ["c1", "c2", "c3", "c4"].map(String::from).to_vec());
         for context in &dropped {
             store.history_dropped(context);
         }
-        assert_eq!(store.usage().history_bytes, HISTORY_DISK_BYTES + 1);
-        assert!(run(&store, "t6", "c5", "ops", Some(HISTORY_DISK_BYTES + 2)).is_empty());
+        assert_eq!(store.usage().history_bytes, CONVERSATIONS_MAX_BYTES + 1);
+        assert!(run(&store, "t6", "c5", "ops", Some(CONVERSATIONS_MAX_BYTES + 2)).is_empty());
         assert!(!store.context_free_for("c5", Some("ci")));
     }
 
