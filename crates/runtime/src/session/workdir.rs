@@ -419,13 +419,15 @@ pub enum WorkdirError {
 
 /// An existing directory held for one session's work in place: an exclusive `flock` on the
 /// directory itself, released when the session's last handle on it is dropped (or its process
-/// dies). A second session that asks for it is refused at once, naming the holder (its process
-/// id and command line, read from `/proc/locks`), never left waiting behind a session that may
-/// run for hours. Nothing is written into the directory.
+/// dies). Dropping unlocks it outright: a child forked meanwhile by any thread of the process
+/// shares the locked descriptor until it executes, and closing ours alone would leave the
+/// workspace held by that child. A second session that asks for it is refused at once, naming
+/// the holder (its process id and command line, read from `/proc/locks`), never left waiting
+/// behind a session that may run for hours. Nothing is written into the directory.
 #[derive(Debug)]
 pub struct WorkspaceLock {
     pub path: PathBuf,
-    _held: std::os::fd::OwnedFd,
+    held: std::os::fd::OwnedFd,
 }
 
 impl WorkspaceLock {
@@ -471,7 +473,7 @@ impl WorkspaceLock {
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(WorkspaceLock {
                 path: canonical,
-                _held: fd,
+                held: fd,
             }),
             Err(rustix::io::Errno::WOULDBLOCK) => Err(WorkdirError::Held {
                 holder: lock_holder(&fd).unwrap_or_else(|| "another process".to_string()),
@@ -479,6 +481,13 @@ impl WorkspaceLock {
             }),
             Err(errno) => Err(refused(format!("it cannot be locked: {errno}"))),
         }
+    }
+}
+
+impl Drop for WorkspaceLock {
+    fn drop(&mut self) {
+        // Unlocking acts on the open file description, which a forked child's copy shares.
+        let _ = rustix::fs::flock(&self.held, rustix::fs::FlockOperation::Unlock);
     }
 }
 
@@ -877,6 +886,37 @@ mod tests {
         assert!(third.in_place);
         // Nothing of the record was written into the checkout.
         assert_eq!(std::fs::read_dir(checkout.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_workspace_let_go_is_free_even_while_a_child_forked_meanwhile_has_not_executed() {
+        use std::io::{Read, Write};
+        use std::os::unix::process::CommandExt;
+        let records = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        let lock = WorkspaceLock::take(checkout.path(), records.path()).unwrap();
+        let (mut forked, said) = std::io::pipe().unwrap();
+        // Another thread spawns a child (as a session's shell does) while the lock is held:
+        // between its fork and its exec the child shares every descriptor, the lock's too.
+        let spawner = std::thread::spawn(move || {
+            let mut child = std::process::Command::new("true");
+            // SAFETY: only a write(2) and a nanosleep(2) run in the forked child.
+            unsafe {
+                child.pre_exec(move || {
+                    (&said).write_all(b"f")?;
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    Ok(())
+                });
+            }
+            child.status().unwrap()
+        });
+        let mut byte = [0u8; 1];
+        forked.read_exact(&mut byte).unwrap();
+        drop(lock);
+        // The child has not executed yet, and the workspace is free at once.
+        let again = WorkspaceLock::take(checkout.path(), records.path());
+        assert!(again.is_ok(), "{again:?}");
+        assert!(spawner.join().unwrap().success());
     }
 
     #[test]
