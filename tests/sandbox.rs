@@ -163,6 +163,53 @@ fn a_host_not_in_the_allow_list_receives_nothing() {
 }
 
 #[test]
+fn a_refused_request_with_a_body_reads_as_refused_not_as_a_broken_stream() {
+    let server = RecordingServer::start("hello from loopback");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = capsule(dir.path(), "  network: { allow: [] }");
+    // A body written after the request is handed over, as every HTTP client writes one (the
+    // drivers' requests among them), and larger than any buffer between the guest and the host.
+    let output = invoke(
+        json!({"action": "http_post", "url": format!("{}/upload", server.url()), "bytes": 300_000}),
+        Some(&manifest),
+        dir.path(),
+    );
+    let report = probe_report(&output);
+    assert_eq!(report["ok"], false, "{report}");
+    assert!(
+        report["error"]
+            .as_str()
+            .unwrap()
+            .contains("HttpRequestDenied"),
+        "{report}"
+    );
+    assert_eq!(server.connections(), 0);
+    let refusals = &output.json()["refusals"];
+    assert_eq!(refusals[0]["grant"], "network", "{refusals}");
+    assert_eq!(
+        refusals[0]["target"],
+        format!("http://{}/upload", server.addr())
+    );
+    // The same request, allowed, reaches the server whole.
+    let allowed = capsule(
+        dir.path(),
+        &format!(
+            "  network: {{ allow: [\"127.0.0.1:{}\"] }}",
+            server.addr().port()
+        ),
+    );
+    let output = invoke(
+        json!({"action": "http_post", "url": format!("{}/upload", server.url()), "bytes": 300_000}),
+        Some(&allowed),
+        dir.path(),
+    );
+    assert_eq!(probe_report(&output)["ok"], true, "{}", output.stdout);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body.len(), 300_000);
+}
+
+#[test]
 fn under_a_capsule_a_tool_holds_only_what_its_entry_grants_as_in_a_session() {
     let server = RecordingServer::start("hello from loopback");
     let dir = tempfile::tempdir().unwrap();

@@ -130,9 +130,10 @@ async fn send(method: Method, url: &Url) -> Result<wstd::http::Response<Body>, w
             "text/html, application/xhtml+xml, text/*;q=0.9, application/json;q=0.9, */*;q=0.5",
         )
         .header("accept-encoding", "identity")
-        // Not `Body::empty()`: that writes (nothing) to the outgoing body stream, and a request
-        // the runtime refused has that stream closed already, which would hide the refusal
-        // behind a `ConnectionReset`. An empty `http_body` finishes the body without a write.
+        // Not `Body::empty()`: that writes (nothing) to the outgoing body stream once the
+        // request is handed over, and a bodiless request's stream may be closed by then: the
+        // write fails, and a `ConnectionReset` comes back in place of the answer. An empty
+        // `http_body` finishes the body without a write.
         .body(Body::from_http_body(util::Empty::<Bytes>::new()))?;
     Client::new().send(request).await
 }

@@ -5,7 +5,9 @@
 //!   `capabilities.network.allow` ([`NetworkPolicy`]). No allow list means no request.
 //! - A refused request is answered to the guest with the `wasi:http` error `HTTP-request-denied`
 //!   and recorded as a [`Refusal`], which the caller turns into a trace event. No byte leaves the
-//!   host for it.
+//!   host for it. The body the guest writes after handing the request over (as HTTP clients do)
+//!   is read into nothing, up to [`REFUSED_BODY_READ_MAX`], so that its writes succeed and the
+//!   guest reads the refusal, not a body stream closed under it.
 //! - Raw sockets (`wasi:sockets`) are never granted: every store denies them.
 //! - A driver's credential is attached here, to a request the guest has already handed over
 //!   and only when it is bound for the gateway's own origin ([`GatewayCredential`]): the header
@@ -293,6 +295,21 @@ impl HttpGrant {
     }
 }
 
+/// The most of a refused request's body read (and discarded); past it the guest's writes fail.
+pub const REFUSED_BODY_READ_MAX: u64 = 64 * 1024 * 1024;
+
+/// Reads `body` into nothing until it ends, fails, or passes `max` bytes.
+async fn discard(mut body: WasiBody, max: u64) {
+    use http_body_util::BodyExt;
+    let mut read = 0u64;
+    while let Some(Ok(frame)) = body.frame().await {
+        read += frame.data_ref().map_or(0, |data| data.len() as u64);
+        if read > max {
+            break;
+        }
+    }
+}
+
 type SendFuture = Box<
     dyn Future<
             Output = wasmtime_wasi_http::Result<(
@@ -322,7 +339,11 @@ impl WasiHttpHooks for HttpGrant {
                 reason: "not in capabilities.network.allow".to_string(),
                 target,
             });
-            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+            let body = request.into_body();
+            return Box::new(async move {
+                tokio::spawn(discard(body, REFUSED_BODY_READ_MAX));
+                Err(wasmtime_wasi_http::Error::HttpRequestDenied)
+            });
         }
         if let Some(credential) = &self.credential
             && credential.applies_to(request.uri())
