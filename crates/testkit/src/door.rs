@@ -25,6 +25,8 @@ pub struct Served {
     pub url: String,
     output: std::sync::Arc<std::sync::Mutex<String>>,
     errors: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The threads reading its stdout and stderr, each done at its pipe's end.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Served {
@@ -91,28 +93,29 @@ impl Served {
         let url = url.to_string();
         let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let sink = output.clone();
-        std::thread::spawn(move || {
+        let mut readers = vec![std::thread::spawn(move || {
             let mut rest = String::new();
             let _ = lines.read_to_string(&mut rest);
             sink.lock().unwrap().push_str(&rest);
-        });
+        })];
         let errors = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         if let Some(stderr) = child.stderr.take() {
             let sink = errors.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 let mut reader = BufReader::new(stderr);
                 let mut line = String::new();
                 while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
                     sink.lock().unwrap().push_str(&line);
                     line.clear();
                 }
-            });
+            }));
         }
         Served {
             child,
             url,
             output,
             errors,
+            readers,
         }
     }
 
@@ -121,16 +124,29 @@ impl Served {
         self.errors.lock().unwrap().clone()
     }
 
-    /// Waits for the process to end by itself (at most `timeout`); its exit code.
+    /// Waits for the process to end by itself (at most `timeout`); its exit code. Once it has
+    /// ended, what it printed is all in [`Served::stderr`] and [`Served::stop`]'s answer.
     pub fn wait(&mut self, timeout: Duration) -> Option<i32> {
         let started = std::time::Instant::now();
         while started.elapsed() < timeout {
             if let Ok(Some(status)) = self.child.try_wait() {
+                self.read_to_the_end();
                 return status.code();
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         None
+    }
+
+    /// Lets the readers take the last of what the ended process printed: each is done at its
+    /// pipe's end (at most 10 s, should a child of the process still hold a pipe open).
+    fn read_to_the_end(&self) {
+        let started = std::time::Instant::now();
+        while self.readers.iter().any(|reader| !reader.is_finished())
+            && started.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Asks it to stop (SIGTERM) and returns what it printed after `listening on`.
@@ -139,7 +155,7 @@ impl Served {
         let _ = self.wait(Duration::from_secs(20));
         let _ = self.child.kill();
         let _ = self.child.wait();
-        std::thread::sleep(Duration::from_millis(50));
+        self.read_to_the_end();
         self.output.lock().unwrap().clone()
     }
 
