@@ -487,7 +487,7 @@ fn task_acceptance_single_takes_one_task_then_exits() {
 #[test]
 fn a_queue_runs_tasks_one_after_another() {
     let capsule = capsule(
-        "turns:\n  - reply: { text: a }\n    first_byte_delay_ms: 300\n  - reply: { text: b }\n",
+        "turns:\n  - reply: { text: a }\n    first_byte_delay_ms: 1500\n  - reply: { text: b }\n",
         QUEUE,
     );
     let served = capsule.serve();
@@ -497,18 +497,15 @@ fn a_queue_runs_tasks_one_after_another() {
     let (_, two) = served.rpc(&request);
     let ids = [&one, &two].map(|r| r["result"]["task"]["id"].as_str().unwrap().to_string());
     // The second waits while the first runs.
-    let (_, waiting) = served
-        .rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "GetTask", "params": {"id": ids[1]}}));
-    assert_eq!(waiting["result"]["status"]["state"], "TASK_STATE_SUBMITTED");
-    std::thread::sleep(Duration::from_millis(2000));
-    for id in &ids {
-        let (_, done) = served
-            .rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "GetTask", "params": {"id": id}}));
-        assert_eq!(
-            done["result"]["status"]["state"], "TASK_STATE_COMPLETED",
-            "{done:#}"
-        );
+    assert_eq!(state_of(&served, &ids[1]), "TASK_STATE_SUBMITTED");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while state_of(&served, &ids[1]) != "TASK_STATE_COMPLETED" {
+        assert!(std::time::Instant::now() < deadline, "the second never ran");
+        std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(state_of(&served, &ids[0]), "TASK_STATE_COMPLETED");
+    // Each ran its own turn.
+    assert_eq!(capsule.emulator.requests().len(), 2);
 }
 
 #[test]

@@ -1213,8 +1213,23 @@ fn suite(class: Class, who: Who) {
             ),
         );
     }
-    // A datagram may lag its sender a little.
-    std::thread::sleep(Duration::from_millis(200));
+    // A datagram or a connection may lag its sender a little: where they are let through,
+    // wait until each has arrived (at most 10 s); where they are held, give them the time
+    // they would have taken.
+    let lagging = [
+        &bait.other_host,
+        &bait.udp,
+        &bait.unix_path,
+        &bait.unix_abstract,
+    ];
+    if held {
+        std::thread::sleep(Duration::from_millis(200));
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lagging.iter().any(|heard| heard.count() == 0) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     let reached = |heard: &Heard| {
         if held {
             heard.count() == 0
@@ -1367,6 +1382,15 @@ fn killed_mid_session(class: Class, who: Who) {
     mur.kill().unwrap();
     mur.wait().unwrap();
     std::thread::sleep(Duration::from_millis(1000));
+    if class != Class::Advisory {
+        // Held: the daemons go with their guardians; a loaded machine may take longer.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(processes_marked(&shell).is_empty() && processes_marked(&mcp).is_empty())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     let before = ticks(&workspace).len();
     std::thread::sleep(Duration::from_millis(500));
     let after = ticks(&workspace).len();
