@@ -722,9 +722,11 @@ impl Door {
     }
 }
 
-/// The answer to a new task while the store holds its most unfinished tasks.
+/// The answer to a new task while the store holds its most unfinished tasks: the capsule
+/// unavailable for now, as a full queue is ([`queue_full`]), so the same -32603 a client may
+/// send again on.
 fn full() -> RpcError {
-    RpcError::unsupported_operation(format!(
+    RpcError::internal(format!(
         "this capsule holds its most: {} tasks that have not ended, or {} MiB of their messages; \
          send again when some have",
         crate::tasks::UNFINISHED_LIMIT,
