@@ -1159,47 +1159,6 @@ fn queue_depth_bounds_the_tasks_waiting_and_refuses_past_it() {
     assert_eq!(capsule.emulator.requests().len(), 2);
 }
 
-/// The store's bound on tasks that have not ended (1,000): past it a new task is refused with
-/// the same -32603 a full queue gives (the capsule unavailable for now, so a client sends again),
-/// naming the bound; a canceled task makes room again.
-#[test]
-fn a_store_holding_its_most_unfinished_tasks_refuses_the_next_until_one_ends() {
-    let capsule = capsule(
-        "turns:\n  - reply: { text: slow }\n    first_byte_delay_ms: 60000\n",
-        QUEUE,
-    );
-    let served = capsule.serve();
-    let send = |n: usize| {
-        let mut request = v1_send("hold");
-        request["params"]["configuration"] = json!({"returnImmediately": true});
-        request["params"]["message"]["messageId"] = json!(format!("m-{n}"));
-        served.rpc(&request).1
-    };
-    let mut last = String::new();
-    for n in 0..murmur_door::tasks::UNFINISHED_LIMIT {
-        let taken = send(n);
-        last = taken["result"]["task"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("task {n}: {taken:#}"))
-            .to_string();
-    }
-    let refused = send(usize::MAX);
-    assert_v1_error_response(&refused, -32603);
-    let message = refused["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("1000 tasks that have not ended") && message.contains("send again"),
-        "{refused:#}"
-    );
-    let (_, canceled) = served
-        .rpc(&json!({"jsonrpc": "2.0", "id": 6, "method": "CancelTask", "params": {"id": last}}));
-    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
-    let again = send(usize::MAX - 1);
-    assert_eq!(
-        again["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
-        "{again:#}"
-    );
-}
-
 /// A port nothing listens on now.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
