@@ -143,7 +143,13 @@ fn a_host_not_in_the_allow_list_receives_nothing() {
         Some(&manifest),
         dir.path(),
     );
-    let report = probe_report(&output);
+    assert_refused_uncontacted(&output, &server, "/probe");
+}
+
+/// The probe's request to `server` at `path` was refused as the network grant refuses (the
+/// guest read `HttpRequestDenied`, the refusal was reported), and the server never reached.
+fn assert_refused_uncontacted(output: &MurOutput, server: &RecordingServer, path: &str) {
+    let report = probe_report(output);
     assert_eq!(report["ok"], false, "{report}");
     assert!(
         report["error"]
@@ -158,7 +164,7 @@ fn a_host_not_in_the_allow_list_receives_nothing() {
     assert_eq!(refusals[0]["grant"], "network", "{refusals}");
     assert_eq!(
         refusals[0]["target"],
-        format!("http://{}/probe", server.addr())
+        format!("http://{}{path}", server.addr())
     );
 }
 
@@ -174,22 +180,7 @@ fn a_refused_request_with_a_body_reads_as_refused_not_as_a_broken_stream() {
         Some(&manifest),
         dir.path(),
     );
-    let report = probe_report(&output);
-    assert_eq!(report["ok"], false, "{report}");
-    assert!(
-        report["error"]
-            .as_str()
-            .unwrap()
-            .contains("HttpRequestDenied"),
-        "{report}"
-    );
-    assert_eq!(server.connections(), 0);
-    let refusals = &output.json()["refusals"];
-    assert_eq!(refusals[0]["grant"], "network", "{refusals}");
-    assert_eq!(
-        refusals[0]["target"],
-        format!("http://{}/upload", server.addr())
-    );
+    assert_refused_uncontacted(&output, &server, "/upload");
     // The same request, allowed, reaches the server whole.
     let allowed = capsule(
         dir.path(),
