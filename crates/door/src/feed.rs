@@ -487,7 +487,8 @@ impl DoorFeed {
     /// The session is done with `task_id`: the store learns what its context's conversation
     /// takes on disk, and the conversations past the store's budget (`CONTEXTS_KEPT`, and
     /// `door.conversations_max_bytes`, 256 MiB by default), the one whose last task ended
-    /// longest ago first, are deleted and then forgotten. One that cannot be deleted stays its owner's, and the operator is told.
+    /// longest ago first, are deleted and then forgotten. One that cannot be deleted stays its
+    /// owner's, and the operator is told.
     fn keep_histories_in_bounds(&self, task_id: &str, context_id: &str) {
         let Some(workdir) = &self.workdir else {
             return;

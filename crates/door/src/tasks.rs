@@ -543,9 +543,9 @@ impl TaskStore {
 
     /// The session is done with task `id`, whose context's conversation now takes `history`
     /// bytes on disk (`None`: it has none saved). Returns the contexts whose conversations must
-    /// go to keep within [`CONTEXTS_KEPT`] and [`CONVERSATIONS_MAX_BYTES`], the one whose last task
-    /// ended longest ago first: delete each, then tell the store
-    /// ([`TaskStore::history_dropped`]).
+    /// go to keep within [`CONTEXTS_KEPT`] and the bound of bytes (the capsule's, else
+    /// [`CONVERSATIONS_MAX_BYTES`]), the one whose last task ended longest ago first: delete
+    /// each, then tell the store ([`TaskStore::history_dropped`]).
     pub fn ran(&self, id: &str, history: Option<u64>) -> Vec<String> {
         let mut inner = self.lock();
         if let Some(context_id) = inner.running.remove(id) {

@@ -489,9 +489,17 @@ impl Door {
             found.push(
                 Diagnostic::new(
                     code::E_A2A_032,
-                    format!("`door.conversations_max_bytes` is {bytes}: less than 1 MiB would keep no more than the last conversation"),
+                    format!(
+                        "`door.conversations_max_bytes` is {bytes}: less than {} MiB would keep \
+                         no more than the last conversation",
+                        CONVERSATIONS_LEAST_BYTES >> 20
+                    ),
                 )
-                .hint("write at least 1048576 (1 MiB), or remove the key for 256 MiB")
+                .hint(format!(
+                    "write at least {CONVERSATIONS_LEAST_BYTES} ({} MiB), or remove the key for {} MiB",
+                    CONVERSATIONS_LEAST_BYTES >> 20,
+                    CONVERSATIONS_MAX_BYTES >> 20
+                ))
                 .at_path("door.conversations_max_bytes"),
             );
         }
